@@ -1,0 +1,5 @@
+import sys
+
+from .wire import main
+
+sys.exit(main())
