@@ -1,0 +1,194 @@
+//! L2, the bundle: the six scripts read from `bundle/` byte for byte, and the manifest that names them.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha1::{Digest, Sha1};
+
+use crate::error::HarnessError;
+
+/// The six transitions in manifest (and digest) order.
+pub const SCRIPT_ORDER: [&str; 6] = ["enqueue", "claim", "complete", "retry", "promote", "reap"];
+
+/// The frozen claim script's sha1 (DESIGN §5).
+pub const FROZEN_CLAIM_SHA1: &str = "2319de1e94e21dd355032c7a25b90636b53f36cd";
+
+/// One script's manifest entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScriptEntry {
+    pub name: String,
+    pub file: String,
+    pub sha1: String,
+    pub keys: Vec<String>,
+    pub argv: Vec<String>,
+    /// 1-based index of the ARGV entry that is a key root.
+    pub key_root_argv: usize,
+}
+
+/// `bundle/manifest.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub bundle: String,
+    pub protocol: u32,
+    pub digest: String,
+    pub fence_key: String,
+    pub scripts: Vec<ScriptEntry>,
+}
+
+/// A script as loaded: its exact bytes and their sha1.
+#[derive(Debug, Clone)]
+pub struct Script {
+    pub entry: ScriptEntry,
+    pub source: Vec<u8>,
+    pub sha1: String,
+}
+
+/// The loaded bundle. Loading does not judge it: [`Bundle::problems`] does, so G2 can report.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    pub scripts: Vec<Script>,
+}
+
+/// Where the bundle lives when nobody says: `EMQ_BUNDLE_DIR`, else this repository's `bundle/`.
+pub fn default_dir() -> PathBuf {
+    std::env::var_os("EMQ_BUNDLE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle"))
+}
+
+/// Lower-case hex sha1.
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha1::digest(bytes))
+}
+
+/// The fence digest: sha1 of the script SHAs joined by `\n`, in [`SCRIPT_ORDER`].
+pub fn digest_of<'a>(shas: impl IntoIterator<Item = &'a str>) -> String {
+    sha1_hex(shas.into_iter().collect::<Vec<_>>().join("\n").as_bytes())
+}
+
+impl Bundle {
+    /// Reads the manifest and every script file from `dir`.
+    pub fn load(dir: &Path) -> Result<Self, HarnessError> {
+        let mpath = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&mpath)
+            .map_err(|e| HarnessError::io(mpath.display().to_string(), e))?;
+        let manifest: Manifest = serde_json::from_str(&text)
+            .map_err(|e| HarnessError::Bundle(format!("{}:{}: {e}", mpath.display(), e.line())))?;
+        let names: Vec<&str> = manifest.scripts.iter().map(|s| s.name.as_str()).collect();
+        if names != SCRIPT_ORDER {
+            return Err(HarnessError::Bundle(format!(
+                "{}: scripts must be {SCRIPT_ORDER:?} in that order, found {names:?}",
+                mpath.display()
+            )));
+        }
+        let scripts = manifest
+            .scripts
+            .iter()
+            .map(|entry| {
+                let p = dir.join(&entry.file);
+                let source =
+                    std::fs::read(&p).map_err(|e| HarnessError::io(p.display().to_string(), e))?;
+                Ok(Script {
+                    sha1: sha1_hex(&source),
+                    entry: entry.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<_, HarnessError>>()?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            manifest,
+            scripts,
+        })
+    }
+
+    /// The bundle at [`default_dir`].
+    pub fn load_default() -> Result<Self, HarnessError> {
+        Self::load(&default_dir())
+    }
+
+    /// The script named `name` (one of [`SCRIPT_ORDER`]).
+    pub fn script(&self, name: &str) -> &Script {
+        self.scripts
+            .iter()
+            .find(|s| s.entry.name == name)
+            .unwrap_or_else(|| panic!("no script {name} in the bundle"))
+    }
+
+    /// The digest computed from the files (not the manifest's claim).
+    pub fn computed_digest(&self) -> String {
+        digest_of(self.scripts.iter().map(|s| s.sha1.as_str()))
+    }
+
+    /// Every way the files disagree with the manifest or the byte rules; empty when clean.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.scripts {
+            let f = &s.entry.file;
+            if s.sha1 != s.entry.sha1 {
+                out.push(format!(
+                    "{f}: sha1 {} but manifest says {}",
+                    s.sha1, s.entry.sha1
+                ));
+            }
+            if s.source.contains(&b'\r') {
+                out.push(format!("{f}: contains CR"));
+            }
+            if s.source.starts_with(&[0xEF, 0xBB, 0xBF]) {
+                out.push(format!("{f}: starts with a BOM"));
+            }
+            if !s.source.ends_with(b"\n") || s.source.ends_with(b"\n\n") {
+                out.push(format!("{f}: must end with exactly one LF"));
+            }
+            if std::str::from_utf8(&s.source).is_err() {
+                out.push(format!("{f}: not UTF-8"));
+            }
+            if s.entry.key_root_argv != 1
+                || s.entry.argv.first().map(String::as_str) != Some("root")
+            {
+                out.push(format!("{f}: ARGV[1] must be the job root"));
+            }
+        }
+        if self.script("claim").sha1 != FROZEN_CLAIM_SHA1 {
+            out.push(format!(
+                "claim: not the frozen script (sha1 {})",
+                self.script("claim").sha1
+            ));
+        }
+        let digest = self.computed_digest();
+        if digest != self.manifest.digest {
+            out.push(format!(
+                "digest {digest} but manifest says {}",
+                self.manifest.digest
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_bundle_has_no_drift() {
+        let b = Bundle::load_default().unwrap();
+        assert_eq!(b.problems(), Vec::<String>::new());
+        assert_eq!(b.manifest.bundle, "1.0.0");
+        assert_eq!(b.manifest.protocol, 1);
+        assert_eq!(b.script("claim").sha1, FROZEN_CLAIM_SHA1);
+    }
+
+    #[test]
+    fn drift_is_detected() {
+        let mut b = Bundle::load_default().unwrap();
+        b.scripts[1].source.extend_from_slice(b"\r\n");
+        b.scripts[1].sha1 = sha1_hex(&b.scripts[1].source);
+        let p = b.problems();
+        assert!(p.iter().any(|m| m.contains("contains CR")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("not the frozen")), "{p:?}");
+        assert!(p.iter().any(|m| m.starts_with("digest")), "{p:?}");
+    }
+}

@@ -1,0 +1,383 @@
+//! L3 under test: the [`Connector`] trait, the requests and replies it carries (mirroring the wire
+//! protocol of DESIGN §8), and the typed [`Verbs`] every caller in the harness uses.
+//!
+//! One trait serves the in-process reference connector and a child process in any language, so both
+//! are judged by one code path.
+//!
+//! # Example: a complete (if useless) connector
+//!
+//! ```
+//! use emq::connector::{Connector, Identity, Reply, Request, Verbs};
+//! use emq::error::{ConnectorError, ErrorKind};
+//!
+//! /// Knows who it is and nothing else.
+//! struct Shy;
+//!
+//! impl Connector for Shy {
+//!     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+//!         match request {
+//!             Request::Hello { .. } => Ok(Reply::Hello(Identity {
+//!                 name: "shy".into(),
+//!                 version: "0.1.0".into(),
+//!                 language: "rust".into(),
+//!                 bundle: "1.0.0".into(),
+//!                 scripts: Default::default(),
+//!             })),
+//!             other => Err(ConnectorError::new(
+//!                 ErrorKind::Unsupported,
+//!                 format!("{} is not implemented", other.cmd()),
+//!             )),
+//!         }
+//!     }
+//! }
+//!
+//! let mut c = Shy;
+//! assert_eq!(c.hello().unwrap().name, "shy");
+//! let err = c.pending_size("s", "orders").unwrap_err();
+//! assert_eq!(err.kind, ErrorKind::Unsupported);
+//! ```
+
+pub mod args;
+pub mod child;
+pub mod reference;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ConnectorError;
+
+/// One request, exactly as the wire protocol spells it (`cmd` is the tag; `seq` is added on the wire).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    Hello {
+        protocol: u32,
+    },
+    Connect {
+        session: String,
+        url: String,
+    },
+    Disconnect {
+        session: String,
+    },
+    Enqueue {
+        session: String,
+        queue: String,
+        payload: String,
+        delay_ms: i64,
+    },
+    Browse {
+        session: String,
+        queue: String,
+        offset: i64,
+        limit: i64,
+    },
+    PendingSize {
+        session: String,
+        queue: String,
+    },
+    Claim {
+        session: String,
+        queue: String,
+        lease_ms: i64,
+    },
+    Complete {
+        session: String,
+        queue: String,
+        id: String,
+        attempts: i64,
+    },
+    Retry {
+        session: String,
+        queue: String,
+        id: String,
+        attempts: i64,
+        backoff_ms: i64,
+        max_attempts: i64,
+    },
+    Promote {
+        session: String,
+        queue: String,
+        limit: i64,
+    },
+    Reap {
+        session: String,
+        queue: String,
+        max_attempts: i64,
+        limit: i64,
+    },
+    PipelineProbe {
+        session: String,
+        key: String,
+        n: i64,
+    },
+    Batch {
+        session: String,
+        queue: String,
+        n: i64,
+        depth: i64,
+        payload: String,
+    },
+}
+
+/// The connector's identity, as `hello` returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Identity {
+    pub name: String,
+    pub version: String,
+    pub language: String,
+    pub bundle: String,
+    /// Script name → the sha1 the connector will send.
+    pub scripts: BTreeMap<String, String>,
+}
+
+/// One job as `browse` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowsedJob {
+    pub id: String,
+    pub payload: String,
+}
+
+/// A successful claim: the job and its fencing token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claimed {
+    pub id: String,
+    pub payload: String,
+    pub attempts: i64,
+}
+
+/// What `retry` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetryOutcome {
+    Delayed,
+    Dead,
+    Stale,
+}
+
+/// A successful reply; which variant depends on the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Hello(Identity),
+    Unit,
+    Id(String),
+    Jobs(Vec<BrowsedJob>),
+    Count(i64),
+    Claim(Option<Claimed>),
+    Done(bool),
+    Retry(RetryOutcome),
+    Probe(Vec<i64>),
+}
+
+/// A connector of EchoMQ under test. One method: answer one request.
+///
+/// Sessions are named by the caller; each is its own engine connection. An implementation must
+/// validate arguments before sending anything (kind `invalid`), and report every failure with one of
+/// the five [`crate::error::ErrorKind`]s — never panic for a bad request.
+pub trait Connector {
+    /// Answers one request.
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError>;
+
+    /// Ends the connector abruptly (a child process: `SIGKILL`), for crash injection.
+    /// Returns false when the connector cannot be killed (in-process).
+    fn kill(&mut self) -> bool {
+        false
+    }
+
+    /// The tail of the connector's own log (a child's stderr), for the record on failure.
+    fn log_tail(&self) -> String {
+        String::new()
+    }
+}
+
+impl<C: Connector + ?Sized> Connector for Box<C> {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        (**self).call(request)
+    }
+    fn kill(&mut self) -> bool {
+        (**self).kill()
+    }
+    fn log_tail(&self) -> String {
+        (**self).log_tail()
+    }
+}
+
+impl Request {
+    /// The wire name of the request.
+    pub fn cmd(&self) -> &'static str {
+        match self {
+            Self::Hello { .. } => "hello",
+            Self::Connect { .. } => "connect",
+            Self::Disconnect { .. } => "disconnect",
+            Self::Enqueue { .. } => "enqueue",
+            Self::Browse { .. } => "browse",
+            Self::PendingSize { .. } => "pending_size",
+            Self::Claim { .. } => "claim",
+            Self::Complete { .. } => "complete",
+            Self::Retry { .. } => "retry",
+            Self::Promote { .. } => "promote",
+            Self::Reap { .. } => "reap",
+            Self::PipelineProbe { .. } => "pipeline_probe",
+            Self::Batch { .. } => "batch",
+        }
+    }
+
+    /// Decodes a wire `ok` value into the reply this request expects.
+    pub fn decode_ok(&self, ok: Value) -> Result<Reply, String> {
+        fn de<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
+            serde_json::from_value(v).map_err(|e| e.to_string())
+        }
+        Ok(match self {
+            Self::Hello { .. } => Reply::Hello(de(ok)?),
+            Self::Connect { .. } | Self::Disconnect { .. } => match ok {
+                Value::Object(m) if m.is_empty() => Reply::Unit,
+                Value::Null => Reply::Unit,
+                other => return Err(format!("expected {{}}, got {other}")),
+            },
+            Self::Enqueue { .. } => Reply::Id(de(ok)?),
+            Self::Browse { .. } => Reply::Jobs(de(ok)?),
+            Self::PendingSize { .. }
+            | Self::Promote { .. }
+            | Self::Reap { .. }
+            | Self::Batch { .. } => Reply::Count(de(ok)?),
+            Self::Claim { .. } => Reply::Claim(de(ok)?),
+            Self::Complete { .. } => Reply::Done(de(ok)?),
+            Self::Retry { .. } => Reply::Retry(de(ok)?),
+            Self::PipelineProbe { .. } => Reply::Probe(de(ok)?),
+        })
+    }
+}
+
+impl Reply {
+    /// The wire `ok` value of this reply.
+    pub fn to_json(&self) -> Value {
+        let v = match self {
+            Self::Hello(i) => serde_json::to_value(i),
+            Self::Unit => Ok(Value::Object(Default::default())),
+            Self::Id(s) => Ok(Value::String(s.clone())),
+            Self::Jobs(j) => serde_json::to_value(j),
+            Self::Count(n) => Ok(Value::from(*n)),
+            Self::Claim(c) => serde_json::to_value(c),
+            Self::Done(b) => Ok(Value::Bool(*b)),
+            Self::Retry(r) => serde_json::to_value(r),
+            Self::Probe(v) => serde_json::to_value(v),
+        };
+        v.expect("replies always serialize")
+    }
+}
+
+fn mismatch(req: &str, got: &Reply) -> ConnectorError {
+    ConnectorError::internal(format!("{req} answered with the wrong shape: {got:?}"))
+}
+
+macro_rules! typed {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $out:ty, $variant:ident { $($field:ident: $conv:expr),* }, $pat:pat => $val:expr) => {
+        $(#[$doc])*
+        fn $name(&mut self, $($arg: $ty),*) -> Result<$out, ConnectorError> {
+            let req = Request::$variant { $($field: $conv),* };
+            match self.call(&req)? {
+                $pat => Ok($val),
+                other => Err(mismatch(req.cmd(), &other)),
+            }
+        }
+    };
+}
+
+/// Typed verbs over any [`Connector`]: what gates, cases and the model call.
+pub trait Verbs: Connector {
+    typed!(
+        /// `hello` with protocol 1.
+        hello() -> Identity, Hello { protocol: 1 }, Reply::Hello(i) => i);
+    typed!(
+        /// Opens `session` on `url` (the connector reads the fence first).
+        connect(session: &str, url: &str) -> (), Connect { session: session.into(), url: url.into() }, Reply::Unit => ());
+    typed!(
+        /// Closes `session`.
+        disconnect(session: &str) -> (), Disconnect { session: session.into() }, Reply::Unit => ());
+    typed!(
+        /// Enqueues one job; returns its id.
+        enqueue(session: &str, queue: &str, payload: &str, delay_ms: i64) -> String,
+        Enqueue { session: session.into(), queue: queue.into(), payload: payload.into(), delay_ms: delay_ms },
+        Reply::Id(s) => s);
+    typed!(
+        /// Pending ids in claim order with payloads.
+        browse(session: &str, queue: &str, offset: i64, limit: i64) -> Vec<BrowsedJob>,
+        Browse { session: session.into(), queue: queue.into(), offset: offset, limit: limit },
+        Reply::Jobs(j) => j);
+    typed!(
+        /// `ZCARD` of pending.
+        pending_size(session: &str, queue: &str) -> i64,
+        PendingSize { session: session.into(), queue: queue.into() }, Reply::Count(n) => n);
+    typed!(
+        /// Claims the oldest pending job.
+        claim(session: &str, queue: &str, lease_ms: i64) -> Option<Claimed>,
+        Claim { session: session.into(), queue: queue.into(), lease_ms: lease_ms }, Reply::Claim(c) => c);
+    typed!(
+        /// Completes a claimed job if the token still holds.
+        complete(session: &str, queue: &str, id: &str, attempts: i64) -> bool,
+        Complete { session: session.into(), queue: queue.into(), id: id.into(), attempts: attempts },
+        Reply::Done(b) => b);
+    typed!(
+        /// Retries (or buries) a claimed job.
+        retry(session: &str, queue: &str, id: &str, attempts: i64, backoff_ms: i64, max_attempts: i64) -> RetryOutcome,
+        Retry { session: session.into(), queue: queue.into(), id: id.into(), attempts: attempts,
+                backoff_ms: backoff_ms, max_attempts: max_attempts },
+        Reply::Retry(r) => r);
+    typed!(
+        /// Moves due delayed jobs to pending.
+        promote(session: &str, queue: &str, limit: i64) -> i64,
+        Promote { session: session.into(), queue: queue.into(), limit: limit }, Reply::Count(n) => n);
+    typed!(
+        /// Moves expired leases back to pending, or to dead.
+        reap(session: &str, queue: &str, max_attempts: i64, limit: i64) -> i64,
+        Reap { session: session.into(), queue: queue.into(), max_attempts: max_attempts, limit: limit },
+        Reply::Count(n) => n);
+    typed!(
+        /// `n` pipelined `INCR key` replies.
+        pipeline_probe(session: &str, key: &str, n: i64) -> Vec<i64>,
+        PipelineProbe { session: session.into(), key: key.into(), n: n }, Reply::Probe(v) => v);
+    typed!(
+        /// `n` enqueues in pipelines of `depth`.
+        batch(session: &str, queue: &str, n: i64, depth: i64, payload: &str) -> i64,
+        Batch { session: session.into(), queue: queue.into(), n: n, depth: depth, payload: payload.into() },
+        Reply::Count(n) => n);
+}
+
+impl<C: Connector + ?Sized> Verbs for C {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_use_wire_spelling() {
+        let r = Request::PendingSize {
+            session: "w1".into(),
+            queue: "orders".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({"cmd": "pending_size", "session": "w1", "queue": "orders"})
+        );
+        let back: Request = serde_json::from_value(serde_json::json!(
+            {"cmd": "claim", "session": "w1", "queue": "orders", "lease_ms": 30000}))
+        .unwrap();
+        assert_eq!(back.cmd(), "claim");
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let req = Request::Claim {
+            session: "s".into(),
+            queue: "q".into(),
+            lease_ms: 1,
+        };
+        let ok = serde_json::json!({"id": "j0000000000000001", "payload": "hello", "attempts": 1});
+        let reply = req.decode_ok(ok.clone()).unwrap();
+        assert_eq!(reply.to_json(), ok);
+        assert_eq!(req.decode_ok(Value::Null).unwrap(), Reply::Claim(None));
+        assert!(req.decode_ok(serde_json::json!("x")).is_err());
+    }
+}

@@ -1,0 +1,606 @@
+//! The reference connector: EchoMQ's L3 in Rust, and the harness's **sole raw-Redis seam** for
+//! connectors. The raw client (`redis::Client`, `redis::cmd`, `redis::pipe`) is banned by clippy
+//! everywhere else (`clippy.toml`); this module owns it, the key schema and the dispatch.
+#![expect(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the one connector module allowed to hold the raw client: every EchoMQ command a \
+              connector sends is built here, so the command discipline lives in one place"
+)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Cmd, ErrorKind as RedisKind, ServerErrorKind, Value};
+
+use crate::bundle::{Bundle, SCRIPT_ORDER};
+use crate::connector::args::validate;
+use crate::connector::{BrowsedJob, Claimed, Connector, Identity, Reply, Request, RetryOutcome};
+use crate::error::{ConnectorError, ErrorKind};
+use crate::grammar::{FENCE_KEY, job_root, key};
+
+/// Deliberate breakage, for the gates' self-tests: each makes the connector wrong in one way a
+/// gate must catch. `None` in every real use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Connects without reading (or installing) the fence. G1 must fail.
+    SkipFence,
+    /// Sends scripts whose bytes differ from the bundle's (a trailing comment). G2 must fail.
+    ForeignScripts,
+    /// `SCRIPT LOAD` before every call. G3 must fail.
+    LoadEveryCall,
+    /// Builds the job root without the hash tag (`emq:q:job:`). G4 must fail.
+    UntaggedRoot,
+    /// `batch` sends one enqueue fewer than asked. G5 must fail.
+    ShortBatch,
+    /// `complete` as raw `ZREM` + `DEL` instead of the script. G8 must fail.
+    RawComplete,
+}
+
+/// What the connector knows of one script: name, SHA it sends, source it loads on a miss.
+struct Loaded {
+    sha: String,
+    source: Vec<u8>,
+}
+
+/// The in-process reference connector.
+pub struct Reference {
+    scripts: HashMap<&'static str, Loaded>,
+    bundle_version: String,
+    protocol: u32,
+    digest: String,
+    sessions: HashMap<String, redis::Connection>,
+    fault: Option<Fault>,
+    log: Vec<String>,
+}
+
+/// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
+const IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn engine_err(e: redis::RedisError) -> ConnectorError {
+    ConnectorError::engine(e.to_string())
+}
+
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == RedisKind::Server(ServerErrorKind::NoScript)
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+fn shape(what: &str, v: &Value) -> ConnectorError {
+    ConnectorError::internal(format!("unexpected reply to {what}: {v:?}"))
+}
+
+impl Reference {
+    /// A reference connector dispatching `bundle`'s scripts.
+    pub fn new(bundle: &Bundle) -> Self {
+        Self::with_fault(bundle, None)
+    }
+
+    /// A reference connector broken on purpose (self-tests only).
+    pub fn with_fault(bundle: &Bundle, fault: Option<Fault>) -> Self {
+        let scripts = SCRIPT_ORDER
+            .iter()
+            .map(|name| {
+                let s = bundle.script(name);
+                let mut source = s.source.clone();
+                if fault == Some(Fault::ForeignScripts) {
+                    source.extend_from_slice(b"-- patched locally\n");
+                }
+                let sha = crate::bundle::sha1_hex(&source);
+                (*name, Loaded { sha, source })
+            })
+            .collect();
+        Self {
+            scripts,
+            bundle_version: bundle.manifest.bundle.clone(),
+            protocol: bundle.manifest.protocol,
+            digest: bundle.manifest.digest.clone(),
+            sessions: HashMap::new(),
+            fault,
+            log: Vec::new(),
+        }
+    }
+
+    /// Shared-bundle convenience.
+    pub fn boxed(bundle: &Arc<Bundle>, fault: Option<Fault>) -> Box<dyn Connector + Send> {
+        Box::new(Self::with_fault(bundle, fault))
+    }
+
+    fn session(&mut self, name: &str) -> Result<&mut redis::Connection, ConnectorError> {
+        self.sessions
+            .get_mut(name)
+            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {name:?}")))
+    }
+
+    fn root(&self, q: &str) -> String {
+        if self.fault == Some(Fault::UntaggedRoot) {
+            format!("emq:{q}:job:")
+        } else {
+            job_root(q)
+        }
+    }
+
+    fn connect(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
+        let client = redis::Client::open(url)
+            .map_err(|e| ConnectorError::invalid(format!("url {url:?}: {e}")))?;
+        let mut con = client
+            .get_connection_with_timeout(IO_TIMEOUT)
+            .map_err(engine_err)?;
+        con.set_read_timeout(Some(IO_TIMEOUT)).map_err(engine_err)?;
+        con.set_write_timeout(Some(IO_TIMEOUT))
+            .map_err(engine_err)?;
+        if self.fault != Some(Fault::SkipFence) {
+            self.check_fence(&mut con)?;
+        }
+        self.sessions.insert(session.to_string(), con);
+        Ok(())
+    }
+
+    fn read_fence(con: &mut redis::Connection) -> Result<HashMap<String, String>, ConnectorError> {
+        redis::cmd("HGETALL")
+            .arg(FENCE_KEY)
+            .query(con)
+            .map_err(engine_err)
+    }
+
+    /// DESIGN §4: read; install with `HSETNX` in one `MULTI`/`EXEC` when absent; judge the protocol.
+    fn check_fence(&mut self, con: &mut redis::Connection) -> Result<(), ConnectorError> {
+        let mut fence = Self::read_fence(con)?;
+        if fence.is_empty() {
+            let mut p = redis::pipe();
+            p.atomic();
+            for (field, value) in [
+                ("protocol", self.protocol.to_string()),
+                ("bundle", self.bundle_version.clone()),
+                ("digest", self.digest.clone()),
+            ] {
+                p.add_command(
+                    redis::cmd("HSETNX")
+                        .arg(FENCE_KEY)
+                        .arg(field)
+                        .arg(value)
+                        .to_owned(),
+                )
+                .ignore();
+            }
+            p.query::<()>(con).map_err(engine_err)?;
+            fence = Self::read_fence(con)?;
+        }
+        let theirs = fence
+            .get("protocol")
+            .map(String::as_str)
+            .unwrap_or("<none>");
+        if theirs != self.protocol.to_string() {
+            return Err(ConnectorError::new(
+                ErrorKind::Fence,
+                format!(
+                    "fence protocol {theirs} (bundle {}) does not match connector protocol {}",
+                    fence.get("bundle").map(String::as_str).unwrap_or("<none>"),
+                    self.protocol
+                ),
+            ));
+        }
+        if fence.get("digest") != Some(&self.digest) {
+            self.log.push(format!(
+                "warning: fence digest {:?} differs from ours {}",
+                fence.get("digest"),
+                self.digest
+            ));
+        }
+        Ok(())
+    }
+
+    fn evalsha_cmd(sha: &str, keys: &[String], args: &[&[u8]]) -> Cmd {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(sha).arg(keys.len()).arg(keys);
+        for a in args {
+            c.arg(*a);
+        }
+        c
+    }
+
+    fn load(con: &mut redis::Connection, script: &Loaded) -> Result<(), ConnectorError> {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(&script.source[..])
+            .query(con)
+            .map_err(engine_err)?;
+        if sha != script.sha {
+            return Err(ConnectorError::internal(format!(
+                "engine says sha {sha}, expected {}",
+                script.sha
+            )));
+        }
+        Ok(())
+    }
+
+    /// EVALSHA-first: one `SCRIPT LOAD` on a `NOSCRIPT` miss, then the same call again.
+    fn run(
+        &mut self,
+        session: &str,
+        name: &str,
+        keys: &[String],
+        args: &[&[u8]],
+    ) -> Result<Value, ConnectorError> {
+        let load_always = self.fault == Some(Fault::LoadEveryCall);
+        let script = &self.scripts[name];
+        let con = self
+            .sessions
+            .get_mut(session)
+            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
+        if load_always {
+            Self::load(con, script)?;
+        }
+        let cmd = Self::evalsha_cmd(&script.sha, keys, args);
+        match cmd.query::<Value>(con) {
+            Err(e) if is_noscript(&e) => {
+                Self::load(con, script)?;
+                cmd.query(con).map_err(engine_err)
+            }
+            other => other.map_err(engine_err),
+        }
+    }
+
+    fn enqueue_keys(q: &str) -> Vec<String> {
+        vec![key(q, "pending"), key(q, "delayed"), key(q, "seq")]
+    }
+
+    fn dispatch(&mut self, req: &Request) -> Result<Reply, ConnectorError> {
+        use Request::*;
+        Ok(match req {
+            Hello { protocol } => {
+                if *protocol != self.protocol {
+                    return Err(ConnectorError::new(
+                        ErrorKind::Unsupported,
+                        format!("wire protocol {protocol} (this connector speaks 1)"),
+                    ));
+                }
+                Reply::Hello(self.identity())
+            }
+            Connect { session, url } => {
+                self.connect(session, url)?;
+                Reply::Unit
+            }
+            Disconnect { session } => {
+                self.session(session)?;
+                self.sessions.remove(session);
+                Reply::Unit
+            }
+            Enqueue {
+                session,
+                queue,
+                payload,
+                delay_ms,
+            } => {
+                let root = self.root(queue);
+                let delay = delay_ms.to_string();
+                let v = self.run(
+                    session,
+                    "enqueue",
+                    &Self::enqueue_keys(queue),
+                    &[root.as_bytes(), payload.as_bytes(), delay.as_bytes()],
+                )?;
+                Reply::Id(text(&v).ok_or_else(|| shape("enqueue", &v))?)
+            }
+            Browse {
+                session,
+                queue,
+                offset,
+                limit,
+            } => Reply::Jobs(self.browse(session, queue, *offset, *limit)?),
+            PendingSize { session, queue } => {
+                let con = self.session(session)?;
+                let n: i64 = redis::cmd("ZCARD")
+                    .arg(key(queue, "pending"))
+                    .query(con)
+                    .map_err(engine_err)?;
+                Reply::Count(n)
+            }
+            Claim {
+                session,
+                queue,
+                lease_ms,
+            } => {
+                let root = self.root(queue);
+                let lease = lease_ms.to_string();
+                let v = self.run(
+                    session,
+                    "claim",
+                    &[key(queue, "pending"), key(queue, "active")],
+                    &[root.as_bytes(), lease.as_bytes()],
+                )?;
+                Reply::Claim(match &v {
+                    Value::Array(a) if a.is_empty() => None,
+                    Value::Array(a) if a.len() == 3 => Some(Claimed {
+                        id: text(&a[0]).ok_or_else(|| shape("claim", &v))?,
+                        payload: text(&a[1]).unwrap_or_default(),
+                        attempts: int(&a[2]).ok_or_else(|| shape("claim", &v))?,
+                    }),
+                    _ => return Err(shape("claim", &v)),
+                })
+            }
+            Complete {
+                session,
+                queue,
+                id,
+                attempts,
+            } => {
+                if self.fault == Some(Fault::RawComplete) {
+                    return self.raw_complete(session, queue, id, *attempts);
+                }
+                let root = self.root(queue);
+                let att = attempts.to_string();
+                let v = self.run(
+                    session,
+                    "complete",
+                    &[key(queue, "active")],
+                    &[root.as_bytes(), id.as_bytes(), att.as_bytes()],
+                )?;
+                Reply::Done(int(&v).ok_or_else(|| shape("complete", &v))? == 1)
+            }
+            Retry {
+                session,
+                queue,
+                id,
+                attempts,
+                backoff_ms,
+                max_attempts,
+            } => {
+                let root = self.root(queue);
+                let (att, backoff, max) = (
+                    attempts.to_string(),
+                    backoff_ms.to_string(),
+                    max_attempts.to_string(),
+                );
+                let v = self.run(
+                    session,
+                    "retry",
+                    &[
+                        key(queue, "active"),
+                        key(queue, "delayed"),
+                        key(queue, "dead"),
+                    ],
+                    &[
+                        root.as_bytes(),
+                        id.as_bytes(),
+                        att.as_bytes(),
+                        backoff.as_bytes(),
+                        max.as_bytes(),
+                    ],
+                )?;
+                Reply::Retry(match text(&v).as_deref() {
+                    Some("delayed") => RetryOutcome::Delayed,
+                    Some("dead") => RetryOutcome::Dead,
+                    Some("stale") => RetryOutcome::Stale,
+                    _ => return Err(shape("retry", &v)),
+                })
+            }
+            Promote {
+                session,
+                queue,
+                limit,
+            } => {
+                let root = self.root(queue);
+                let lim = limit.to_string();
+                let v = self.run(
+                    session,
+                    "promote",
+                    &[key(queue, "delayed"), key(queue, "pending")],
+                    &[root.as_bytes(), lim.as_bytes()],
+                )?;
+                Reply::Count(int(&v).ok_or_else(|| shape("promote", &v))?)
+            }
+            Reap {
+                session,
+                queue,
+                max_attempts,
+                limit,
+            } => {
+                let root = self.root(queue);
+                let (max, lim) = (max_attempts.to_string(), limit.to_string());
+                let v = self.run(
+                    session,
+                    "reap",
+                    &[
+                        key(queue, "active"),
+                        key(queue, "pending"),
+                        key(queue, "dead"),
+                    ],
+                    &[root.as_bytes(), max.as_bytes(), lim.as_bytes()],
+                )?;
+                Reply::Count(int(&v).ok_or_else(|| shape("reap", &v))?)
+            }
+            PipelineProbe { session, key, n } => {
+                let con = self.session(session)?;
+                let mut p = redis::pipe();
+                for _ in 0..*n {
+                    p.add_command(redis::cmd("INCR").arg(key).to_owned());
+                }
+                Reply::Probe(p.query(con).map_err(engine_err)?)
+            }
+            Batch {
+                session,
+                queue,
+                n,
+                depth,
+                payload,
+            } => {
+                let n = if self.fault == Some(Fault::ShortBatch) {
+                    n - 1
+                } else {
+                    *n
+                };
+                Reply::Count(self.batch(session, queue, n, *depth, payload)?)
+            }
+        })
+    }
+
+    fn identity(&self) -> Identity {
+        Identity {
+            name: "echomq-rust-reference".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            language: "rust".into(),
+            bundle: self.bundle_version.clone(),
+            scripts: self
+                .scripts
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.sha.clone()))
+                .collect(),
+        }
+    }
+
+    fn browse(
+        &mut self,
+        session: &str,
+        q: &str,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<BrowsedJob>, ConnectorError> {
+        let root = self.root(q);
+        let con = self.session(session)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(key(q, "pending"))
+            .arg(offset)
+            .arg(offset + limit - 1)
+            .query(con)
+            .map_err(engine_err)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut p = redis::pipe();
+        for id in &ids {
+            p.add_command(
+                redis::cmd("HGET")
+                    .arg(format!("{root}{id}"))
+                    .arg("payload")
+                    .to_owned(),
+            );
+        }
+        let payloads: Vec<Option<String>> = p.query(con).map_err(engine_err)?;
+        Ok(ids
+            .into_iter()
+            .zip(payloads)
+            .filter_map(|(id, payload)| {
+                Some(BrowsedJob {
+                    id,
+                    payload: payload?,
+                })
+            })
+            .collect())
+    }
+
+    /// `n` enqueues as pipelines of `depth` EVALSHA; a `NOSCRIPT` inside a pipeline reloads once
+    /// and resends exactly the calls that missed.
+    fn batch(
+        &mut self,
+        session: &str,
+        q: &str,
+        n: i64,
+        depth: i64,
+        payload: &str,
+    ) -> Result<i64, ConnectorError> {
+        let keys = Self::enqueue_keys(q);
+        let root = self.root(q);
+        let script = &self.scripts["enqueue"];
+        let con = self
+            .sessions
+            .get_mut(session)
+            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
+        let call = Self::evalsha_cmd(
+            &script.sha,
+            &keys,
+            &[root.as_bytes(), payload.as_bytes(), b"0"],
+        );
+        let mut done = 0;
+        let mut left = n;
+        while left > 0 {
+            let chunk = left.min(depth);
+            let mut p = redis::pipe();
+            p.ignore_errors();
+            for _ in 0..chunk {
+                p.add_command(call.clone());
+            }
+            let replies: Vec<Value> = p.query(con).map_err(engine_err)?;
+            let missed = replies
+                .iter()
+                .filter(|v| matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)))
+                .count() as i64;
+            if let Some(Value::ServerError(e)) = replies
+                .iter()
+                .find(|v| matches!(v, Value::ServerError(e) if e.kind() != Some(ServerErrorKind::NoScript)))
+            {
+                return Err(ConnectorError::engine(format!("{e:?}")));
+            }
+            done += chunk - missed;
+            left -= chunk - missed;
+            if missed > 0 {
+                Self::load(con, script)?;
+            }
+        }
+        Ok(done)
+    }
+
+    fn raw_complete(
+        &mut self,
+        session: &str,
+        q: &str,
+        id: &str,
+        attempts: i64,
+    ) -> Result<Reply, ConnectorError> {
+        let jk = format!("{}{id}", self.root(q));
+        let con = self.session(session)?;
+        let current: Option<i64> = redis::cmd("HGET")
+            .arg(&jk)
+            .arg("attempts")
+            .query(con)
+            .map_err(engine_err)?;
+        let active: Option<f64> = redis::cmd("ZSCORE")
+            .arg(key(q, "active"))
+            .arg(id)
+            .query(con)
+            .map_err(engine_err)?;
+        if active.is_none() || current != Some(attempts) {
+            return Ok(Reply::Done(false));
+        }
+        redis::cmd("ZREM")
+            .arg(key(q, "active"))
+            .arg(id)
+            .query::<()>(con)
+            .map_err(engine_err)?;
+        redis::cmd("DEL")
+            .arg(&jk)
+            .query::<()>(con)
+            .map_err(engine_err)?;
+        Ok(Reply::Done(true))
+    }
+}
+
+impl Connector for Reference {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        validate(request)?;
+        self.dispatch(request)
+    }
+
+    fn log_tail(&self) -> String {
+        self.log.join("\n")
+    }
+}

@@ -1,0 +1,265 @@
+//! L0, the engine: a live Valkey the harness boots (container or binary) or is given (url), and
+//! removes again however the run ends.
+
+pub mod admin;
+pub mod binary;
+pub mod cleanup;
+pub mod container;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::HarnessError;
+pub use admin::Admin;
+
+/// The pinned default image; `ci/provision` builds it locally when no registry answers.
+pub const DEFAULT_IMAGE: &str = "valkey/valkey:9.1.2";
+
+/// Databases each booted engine offers, so every case can own one.
+pub const DATABASES: u32 = 1024;
+
+/// How the user asked for an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineChoice {
+    /// url if given, else container if Docker and the image answer, else binary.
+    Auto,
+    Container,
+    Binary,
+    Url,
+}
+
+/// Everything needed to pick and boot an engine.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub choice: EngineChoice,
+    pub url: Option<String>,
+    pub image: String,
+    pub valkey_server: Option<PathBuf>,
+    /// Allow flushing a `url` database that holds keys the harness did not make.
+    pub allow_flush: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            choice: EngineChoice::Auto,
+            url: std::env::var("EMQ_ENGINE_URL")
+                .ok()
+                .filter(|s| !s.is_empty()),
+            image: std::env::var("EMQ_VALKEY_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.to_string()),
+            valkey_server: None,
+            allow_flush: std::env::var("EMQ_ALLOW_FLUSH").is_ok_and(|v| v == "1"),
+        }
+    }
+}
+
+impl EngineOptions {
+    /// Options from the environment, with `EMQ_ENGINE` choosing the kind.
+    pub fn from_env() -> Result<Self, HarnessError> {
+        let mut o = Self::default();
+        if let Ok(kind) = std::env::var("EMQ_ENGINE") {
+            o.choice = <EngineChoice as clap::ValueEnum>::from_str(&kind, true).map_err(|_| {
+                HarnessError::BadInput(format!(
+                    "EMQ_ENGINE={kind}: expected auto, container, binary or url"
+                ))
+            })?;
+        }
+        Ok(o)
+    }
+}
+
+/// What kind of engine actually runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Container,
+    Binary,
+    Url,
+}
+
+enum Handle {
+    Container(container::Running),
+    Binary(binary::Running),
+    Url,
+}
+
+/// A live engine. Dropping it stops what the harness started.
+pub struct Engine {
+    pub kind: EngineKind,
+    /// Image (container), binary path, or the given url without password.
+    pub source: String,
+    pub host: String,
+    pub port: u16,
+    password: Option<String>,
+    /// The database of a `url` engine; booted engines use per-case databases.
+    base_db: u32,
+    pub valkey_version: String,
+    pub boot_time: Duration,
+    pub allow_flush: bool,
+    handle: Handle,
+}
+
+/// A fresh random password per run.
+pub fn random_password() -> String {
+    let bytes: [u8; 16] = rand::random();
+    hex::encode(bytes)
+}
+
+impl Engine {
+    /// Boots (or reaches) the engine the options ask for.
+    pub fn start(opts: &EngineOptions) -> Result<Self, HarnessError> {
+        let t0 = Instant::now();
+        let mut engine = match (opts.choice, &opts.url) {
+            (EngineChoice::Url, None) => {
+                return Err(HarnessError::BadInput(
+                    "engine url needs --url (or EMQ_ENGINE_URL)".into(),
+                ));
+            }
+            (EngineChoice::Url | EngineChoice::Auto, Some(url)) => {
+                Self::from_url(url, opts.allow_flush)?
+            }
+            (EngineChoice::Container, _) => Self::container(&opts.image)?,
+            (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
+            (EngineChoice::Auto, None) => {
+                if container::available(&opts.image) {
+                    Self::container(&opts.image)?
+                } else if let Ok(path) = binary::locate(opts.valkey_server.as_deref()) {
+                    Self::binary(Some(&path))?
+                } else {
+                    return Err(HarnessError::Engine(format!(
+                        "no engine: neither Docker with image {} nor a valkey-server binary; run ci/provision \
+                         (or set EMQ_VALKEY_SERVER, or pass --url)",
+                        opts.image
+                    )));
+                }
+            }
+        };
+        engine.valkey_version = engine.admin(0)?.valkey_version()?;
+        engine.boot_time = t0.elapsed();
+        Ok(engine)
+    }
+
+    fn container(image: &str) -> Result<Self, HarnessError> {
+        let password = random_password();
+        let running = container::start(image, &password)?;
+        Ok(Self {
+            kind: EngineKind::Container,
+            source: image.to_string(),
+            host: running.host.clone(),
+            port: running.port,
+            password: Some(password),
+            base_db: 0,
+            valkey_version: String::new(),
+            boot_time: Duration::ZERO,
+            allow_flush: true,
+            handle: Handle::Container(running),
+        })
+    }
+
+    fn binary(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+        let path = binary::locate(path)?;
+        let password = random_password();
+        let running = binary::start(&path, &password)?;
+        Ok(Self {
+            kind: EngineKind::Binary,
+            source: path.display().to_string(),
+            host: "127.0.0.1".into(),
+            port: running.port,
+            password: Some(password),
+            base_db: 0,
+            valkey_version: String::new(),
+            boot_time: Duration::ZERO,
+            allow_flush: true,
+            handle: Handle::Binary(running),
+        })
+    }
+
+    fn from_url(url: &str, allow_flush: bool) -> Result<Self, HarnessError> {
+        let bad = || {
+            HarnessError::BadInput(format!(
+                "engine url {url:?}: expected redis://[:password@]host:port[/db]"
+            ))
+        };
+        let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
+        let (auth, hostpart) = match rest.rsplit_once('@') {
+            Some((a, h)) => (Some(a), h),
+            None => (None, rest),
+        };
+        let password = auth.map(|a| a.rsplit_once(':').map_or(a, |(_, p)| p).to_string());
+        let (hostport, db) = match hostpart.split_once('/') {
+            Some((hp, db)) if !db.is_empty() => (hp, db.parse().map_err(|_| bad())?),
+            Some((hp, _)) => (hp, 0),
+            None => (hostpart, 0),
+        };
+        let (host, port) = hostport.rsplit_once(':').ok_or_else(bad)?;
+        Ok(Self {
+            kind: EngineKind::Url,
+            source: format!("redis://{hostport}/{db}"),
+            host: host.to_string(),
+            port: port.parse().map_err(|_| bad())?,
+            password: password.filter(|p| !p.is_empty()),
+            base_db: db,
+            valkey_version: String::new(),
+            boot_time: Duration::ZERO,
+            allow_flush,
+            handle: Handle::Url,
+        })
+    }
+
+    /// The `redis://` url of database `db` (booted engines), with the password.
+    pub fn url(&self, db: u32) -> String {
+        let db = if self.kind == EngineKind::Url {
+            self.base_db
+        } else {
+            db
+        };
+        match &self.password {
+            Some(p) => format!("redis://:{p}@{}:{}/{db}", self.host, self.port),
+            None => format!("redis://{}:{}/{db}", self.host, self.port),
+        }
+    }
+
+    /// True when every case can own a database of its own.
+    pub fn has_databases(&self) -> bool {
+        self.kind != EngineKind::Url
+    }
+
+    /// An admin connection (the harness's instrument) on database `db`.
+    pub fn admin(&self, db: u32) -> Result<Admin, HarnessError> {
+        Admin::connect(&self.url(db))
+    }
+
+    /// Readies database `db` for a run: flushes it when the harness may; refuses otherwise.
+    pub fn prepare_db(&self, db: u32) -> Result<Admin, HarnessError> {
+        let mut admin = self.admin(db)?;
+        if !self.allow_flush && admin.dbsize()? > 0 {
+            return Err(HarnessError::BadInput(format!(
+                "{} holds keys the harness did not make; pass --allow-flush to let it flush that database",
+                self.source
+            )));
+        }
+        admin.flushdb()?;
+        Ok(admin)
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "{:?} {} (valkey {})",
+            self.kind, self.source, self.valkey_version
+        )
+        .to_lowercase()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        match &mut self.handle {
+            Handle::Container(c) => c.stop(),
+            Handle::Binary(b) => b.stop(),
+            Handle::Url => {}
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The binary engine: `valkey-server` on a free loopback port, in a temp dir, no persistence.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::engine::DATABASES;
+use crate::engine::cleanup::{Guard, register_pid};
+use crate::error::HarnessError;
+
+/// A running server; killed on drop.
+pub struct Running {
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+    _guard: Guard,
+}
+
+/// Finds `valkey-server`: the flag, `EMQ_VALKEY_SERVER`, `ci/provision`'s cache, then PATH.
+pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
+    if let Some(p) = flag {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(HarnessError::BadInput(format!(
+                "--valkey-server {}: no such file",
+                p.display()
+            )))
+        };
+    }
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os("EMQ_VALKEY_SERVER").filter(|p| !p.is_empty()) {
+        candidates.push(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("EMQ_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/emq")));
+    if let Some(c) = cache {
+        candidates.push(c.join("valkey-9.1.2/bin/valkey-server"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("valkey-server")));
+    }
+    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        HarnessError::Engine(
+            "no valkey-server found: run ci/provision or set EMQ_VALKEY_SERVER".into(),
+        )
+    })
+}
+
+fn free_port() -> Result<u16, HarnessError> {
+    let l =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::io("bind a free port", e))?;
+    Ok(l.local_addr()
+        .map_err(|e| HarnessError::io("bind a free port", e))?
+        .port())
+}
+
+/// Starts the server and waits until it answers.
+pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
+    let dir = tempfile::Builder::new()
+        .prefix("emq-valkey-")
+        .tempdir()
+        .map_err(|e| HarnessError::io("temp dir", e))?;
+    let port = free_port()?;
+    let child = Command::new(path)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            password,
+        ])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--databases",
+            &DATABASES.to_string(),
+        ])
+        .args([
+            "--dir",
+            &dir.path().display().to_string(),
+            "--logfile",
+            "valkey.log",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| HarnessError::io(format!("start {}", path.display()), e))?;
+    let guard = register_pid(child.id());
+    let mut running = Running {
+        port,
+        child,
+        _dir: dir,
+        _guard: guard,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(running);
+        }
+        if let Ok(Some(status)) = running.child.try_wait() {
+            let log =
+                std::fs::read_to_string(running._dir.path().join("valkey.log")).unwrap_or_default();
+            let last = log.lines().last().unwrap_or("").to_string();
+            return Err(HarnessError::Engine(format!(
+                "valkey-server exited ({status}): {last}"
+            )));
+        }
+        if Instant::now() > deadline {
+            running.stop();
+            return Err(HarnessError::Engine(format!(
+                "valkey-server did not listen on port {port} within 20 s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+impl Running {
+    /// Kills the server and reaps it.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

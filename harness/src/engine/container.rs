@@ -1,0 +1,76 @@
+//! The container engine: the pinned Valkey image through testcontainers, removed on drop and on Ctrl-C.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use testcontainers::core::{IntoContainerPort, WaitFor};
+use testcontainers::runners::SyncRunner;
+use testcontainers::{Container, GenericImage, ImageExt};
+
+use crate::engine::DATABASES;
+use crate::engine::cleanup::{Guard, register_container};
+use crate::error::HarnessError;
+
+/// A running container.
+pub struct Running {
+    pub host: String,
+    pub port: u16,
+    container: Option<Container<GenericImage>>,
+    _guard: Guard,
+}
+
+/// True when a Docker daemon answers and holds `image` (no registry is ever asked).
+pub fn available(image: &str) -> bool {
+    Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts `image` with a password and no persistence.
+pub fn start(image: &str, password: &str) -> Result<Running, HarnessError> {
+    if !available(image) {
+        return Err(HarnessError::Engine(format!(
+            "image {image} is not present (or Docker does not answer): run ci/provision"
+        )));
+    }
+    let (name, tag) = image.rsplit_once(':').unwrap_or((image, "latest"));
+    let c = GenericImage::new(name, tag)
+        .with_exposed_port(6379.tcp())
+        .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
+        .with_cmd([
+            "--requirepass",
+            password,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--databases",
+            &DATABASES.to_string(),
+        ])
+        .with_label("org.echomq.harness", "engine")
+        .with_startup_timeout(Duration::from_secs(60))
+        .start()
+        .map_err(|e| HarnessError::Engine(format!("container {image}: {e}")))?;
+    let guard = register_container(c.id());
+    let port = c
+        .get_host_port_ipv4(6379.tcp())
+        .map_err(|e| HarnessError::Engine(format!("container port: {e}")))?;
+    Ok(Running {
+        host: "127.0.0.1".into(),
+        port,
+        container: Some(c),
+        _guard: guard,
+    })
+}
+
+impl Running {
+    /// Removes the container.
+    pub fn stop(&mut self) {
+        if let Some(c) = self.container.take() {
+            let _ = c.rm();
+        }
+    }
+}
