@@ -7,3 +7,5 @@ pub mod connector;
 pub mod engine;
 pub mod error;
 pub mod grammar;
+pub mod gate;
+pub mod gates;

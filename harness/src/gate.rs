@@ -1,0 +1,148 @@
+//! The gate: eight checks, each a [`Verdict`] with evidence, run against one connector on one engine.
+//! The checks live in `gates/`; this module holds what they share and the order they run in.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::Bundle;
+use crate::connector::Connector;
+use crate::engine::Engine;
+use crate::error::HarnessError;
+
+/// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Error,
+}
+
+/// One gate's result. `evidence` is stable (committed, compared in CI); `figures` are volatile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateOutcome {
+    pub id: String,
+    pub name: String,
+    pub verdict: Verdict,
+    pub evidence: Vec<String>,
+    pub figures: BTreeMap<String, serde_json::Value>,
+    #[serde(skip)]
+    pub wall: Duration,
+}
+
+impl GateOutcome {
+    /// Starts an outcome with no evidence yet.
+    pub fn new(id: &str, name: &str) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            verdict: Verdict::Pass,
+            evidence: Vec::new(),
+            figures: BTreeMap::new(),
+            wall: Duration::ZERO,
+        }
+    }
+
+    /// Records a fact that holds.
+    pub fn pass(&mut self, fact: impl Into<String>) {
+        self.evidence.push(fact.into());
+    }
+
+    /// Records a violation: the gate fails (unless it already errored).
+    pub fn fail(&mut self, fact: impl Into<String>) {
+        self.evidence.push(format!("FAIL: {}", fact.into()));
+        if self.verdict == Verdict::Pass {
+            self.verdict = Verdict::Fail;
+        }
+    }
+
+    /// Records that the gate could not be judged.
+    pub fn error(&mut self, why: impl Into<String>) {
+        self.evidence.push(format!("ERROR: {}", why.into()));
+        self.verdict = Verdict::Error;
+    }
+
+    /// Checks `ok`, recording `fact` as held or violated.
+    pub fn check(&mut self, ok: bool, fact: impl Into<String>) -> bool {
+        if ok { self.pass(fact) } else { self.fail(fact) }
+        ok
+    }
+
+    /// A volatile figure (time, rate): recorded apart from the verdict.
+    pub fn figure(&mut self, name: &str, value: impl Into<serde_json::Value>) {
+        self.figures.insert(name.into(), value.into());
+    }
+}
+
+/// Makes fresh connector instances: a gate may need several (sessions, restarts, crashes).
+pub trait ConnectorFactory: Send + Sync {
+    /// A new, unconnected connector.
+    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError>;
+    /// True when [`Connector::kill`] really kills a process (child connectors).
+    fn killable(&self) -> bool {
+        false
+    }
+}
+
+impl<F> ConnectorFactory for F
+where
+    F: Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync,
+{
+    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
+        self()
+    }
+}
+
+/// What every gate gets.
+pub struct GateContext<'a> {
+    pub engine: &'a Engine,
+    pub bundle: &'a Arc<Bundle>,
+    pub factory: &'a dyn ConnectorFactory,
+    pub seed: u64,
+    /// G7's history count.
+    pub histories: u32,
+    /// G5's batch size (≥ 100 000 for a certifying run).
+    pub batch: i64,
+    /// Progress lines for people (the printer decides whether to show them).
+    pub progress: &'a (dyn Fn(&str) + Sync),
+}
+
+/// The database each gate owns on a booted engine, so gates never see each other's keys.
+pub fn gate_db(id: &str) -> u32 {
+    900 + id.trim_start_matches('G').parse::<u32>().unwrap_or(0)
+}
+
+/// One gate: id, name, and its check.
+pub struct Gate {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub run: fn(&GateContext<'_>, &mut GateOutcome),
+}
+
+/// Runs one gate, timing it; a panic inside a check becomes ERROR, never a silent PASS.
+pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
+    let mut out = GateOutcome::new(gate.id, gate.name);
+    let t0 = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
+    if let Err(p) = result {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into());
+        out.error(format!("the check panicked: {msg}"));
+    }
+    if out.evidence.is_empty() && out.verdict == Verdict::Pass {
+        out.error("the check recorded no evidence");
+    }
+    out.wall = t0.elapsed();
+    out
+}
+
+/// A gate whose check is not built yet: ERROR, never PASS.
+pub fn not_built(_: &GateContext<'_>, out: &mut GateOutcome) {
+    out.error("not implemented yet");
+}

@@ -1,0 +1,15 @@
+//! The eight gates in order (DESIGN §7).
+
+use crate::gate::{Gate, not_built};
+
+/// G1–G8, in the order the record lists them.
+pub const ALL: [Gate; 8] = [
+    Gate { id: "G1", name: "fence", run: not_built },
+    Gate { id: "G2", name: "sha1", run: not_built },
+    Gate { id: "G3", name: "evalsha-first", run: not_built },
+    Gate { id: "G4", name: "declared-keys", run: not_built },
+    Gate { id: "G5", name: "pipeline", run: not_built },
+    Gate { id: "G6", name: "cases", run: not_built },
+    Gate { id: "G7", name: "interleavings", run: not_built },
+    Gate { id: "G8", name: "atomicity", run: not_built },
+];
