@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod connector;
 pub mod engine;
 pub mod error;
-pub mod grammar;
 pub mod gate;
 pub mod gates;
+pub mod grammar;
+pub mod keyspace;

@@ -1,0 +1,152 @@
+//! A snapshot of an EchoMQ database read by the harness (never through the connector), and the
+//! invariants of §3 checked over it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::engine::Admin;
+use crate::error::HarnessError;
+use crate::grammar::{ParsedKey, SETS, parse_key};
+
+/// One queue's keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct QueueState {
+    pub pending: Vec<(String, i64)>,
+    pub active: Vec<(String, i64)>,
+    pub delayed: Vec<(String, i64)>,
+    pub dead: Vec<(String, i64)>,
+    pub jobs: BTreeMap<String, BTreeMap<String, String>>,
+    pub seq: Option<i64>,
+}
+
+impl QueueState {
+    /// The set called `name` (one of [`SETS`]).
+    pub fn set(&self, name: &str) -> &Vec<(String, i64)> {
+        match name {
+            "pending" => &self.pending,
+            "active" => &self.active,
+            "delayed" => &self.delayed,
+            "dead" => &self.dead,
+            other => panic!("no set {other}"),
+        }
+    }
+
+    fn set_mut(&mut self, name: &str) -> &mut Vec<(String, i64)> {
+        match name {
+            "pending" => &mut self.pending,
+            "active" => &mut self.active,
+            "delayed" => &mut self.delayed,
+            "dead" => &mut self.dead,
+            other => panic!("no set {other}"),
+        }
+    }
+}
+
+/// Every EchoMQ key of one database.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Keyspace {
+    pub queues: BTreeMap<String, QueueState>,
+    pub fence: Option<BTreeMap<String, String>>,
+    /// Keys that do not parse by the grammar (or have the wrong type).
+    pub foreign: Vec<String>,
+}
+
+impl Keyspace {
+    /// Reads the whole database behind `admin`.
+    pub fn read(admin: &mut Admin) -> Result<Self, HarnessError> {
+        let mut ks = Self::default();
+        for k in admin.keys()? {
+            let ty = admin.key_type(&k)?;
+            match (parse_key(&k), ty.as_str()) {
+                (Some(ParsedKey::Fence), "hash") => ks.fence = Some(admin.hgetall(&k)?),
+                (Some(ParsedKey::Set { queue, set }), "zset") => {
+                    *ks.queues.entry(queue).or_default().set_mut(set) =
+                        admin.zrange_withscores(&k)?;
+                }
+                (Some(ParsedKey::Seq { queue }), "string") => {
+                    let v = admin.get(&k)?.and_then(|s| s.parse().ok());
+                    ks.queues.entry(queue).or_default().seq = v;
+                }
+                (Some(ParsedKey::Job { queue, id }), "hash") => {
+                    let h = admin.hgetall(&k)?;
+                    ks.queues.entry(queue).or_default().jobs.insert(id, h);
+                }
+                _ => ks.foreign.push(format!("{k} ({ty})")),
+            }
+        }
+        Ok(ks)
+    }
+
+    /// Every breach of §3's invariants; empty when the database is clean.
+    pub fn violations(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .foreign
+            .iter()
+            .map(|k| format!("key outside the grammar: {k}"))
+            .collect();
+        if let Some(f) = &self.fence {
+            let mut fields: Vec<&str> = f.keys().map(String::as_str).collect();
+            fields.sort_unstable();
+            if fields != ["bundle", "digest", "protocol"] {
+                out.push(format!("emq:fence has fields {fields:?}"));
+            }
+        }
+        for (q, st) in &self.queues {
+            let mut home: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for set in SETS {
+                for (id, score) in st.set(set) {
+                    home.entry(id).or_default().push(set);
+                    if set == "pending" && *score != 0 {
+                        out.push(format!("queue {q}: pending {id} has score {score}, not 0"));
+                    }
+                }
+            }
+            for (id, sets) in &home {
+                if sets.len() > 1 {
+                    out.push(format!(
+                        "queue {q}: {id} is in {} sets: {sets:?}",
+                        sets.len()
+                    ));
+                }
+                if !st.jobs.contains_key(*id) {
+                    out.push(format!("queue {q}: {id} is in {} but has no hash", sets[0]));
+                }
+            }
+            for (id, h) in &st.jobs {
+                let mut fields: Vec<&str> = h.keys().map(String::as_str).collect();
+                fields.sort_unstable();
+                if fields != ["attempts", "payload", "state"] {
+                    out.push(format!("queue {q}: hash {id} has fields {fields:?}"));
+                }
+                match home.get(id.as_str()) {
+                    None => out.push(format!("queue {q}: orphan hash {id} (in no set)")),
+                    Some(sets) if h.get("state").map(String::as_str) != Some(sets[0]) => {
+                        out.push(format!(
+                            "queue {q}: {id} has state {:?} but is in {}",
+                            h.get("state"),
+                            sets[0]
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                if h.get("attempts")
+                    .and_then(|a| a.parse::<i64>().ok())
+                    .is_none_or(|a| a < 0)
+                {
+                    out.push(format!(
+                        "queue {q}: {id} attempts {:?} is not a count",
+                        h.get("attempts")
+                    ));
+                }
+                if let (Some(seq), Some(n)) =
+                    (st.seq, id.get(1..).and_then(|d| d.parse::<i64>().ok()))
+                    && n > seq
+                {
+                    out.push(format!("queue {q}: {id} is beyond the counter {seq}"));
+                }
+            }
+        }
+        out
+    }
+}
