@@ -1,1 +1,699 @@
-pub struct Child;
+//! A connector in any language, run as a child process speaking the wire protocol v1 (DESIGN §8):
+//! JSON lines on its stdin/stdout, free-form log on stderr.
+//!
+//! The child is judged, not trusted: every request has a timeout, and a non-JSON line, a wrong
+//! `seq`, silence or an exit is caught, reported as kind `internal` in plain words, and marks the
+//! connector dead so later calls fail fast. Nothing can make [`ChildConnector::call`] hang or panic.
+//!
+//! The child runs in its own process group, registered with [`crate::engine::cleanup`] so a Ctrl-C
+//! kills it; dropping the connector sends `stop`, waits up to 2 s, then kills the whole group and
+//! reaps the child, so nothing is left running.
+//!
+//! ```no_run
+//! use emq::connector::Verbs;
+//! use emq::connector::child::{ChildConnector, ChildSpec};
+//!
+//! let spec = ChildSpec::new(["emq-connector-py"]);
+//! let mut c = ChildConnector::spawn(&spec).unwrap();
+//! println!("{}", c.hello().unwrap().name);
+//! ```
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::connector::{Connector, Reply, Request};
+use crate::engine::cleanup::{Guard, register_pid};
+use crate::error::{ConnectorError, ErrorKind, HarnessError};
+use crate::gate::ConnectorFactory;
+
+/// The per-request timeout unless a spec says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The floor of the timeout for the two big requests, `batch` and `pipeline_probe`.
+pub const BIG_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How many restarts one connector allows unless told otherwise.
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+/// How many stderr lines [`Connector::log_tail`] keeps.
+pub const LOG_LINES: usize = 200;
+/// How long drop waits for the child to obey `stop` before killing it.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// A stdout line longer than this is cut (it is a protocol failure long before).
+const MAX_LINE: usize = 256 << 20;
+/// A stderr line longer than this is cut in the log.
+const MAX_LOG_LINE: usize = 2000;
+/// How much of a bad line an error message quotes.
+const QUOTE_CHARS: usize = 200;
+
+/// How to start a connector: argv (no shell), per-request timeout, extra environment, directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildSpec {
+    /// Program and arguments; `argv[0]` is looked up on `PATH` as usual.
+    pub argv: Vec<String>,
+    /// Per request; `batch` and `pipeline_probe` get at least [`BIG_REQUEST_TIMEOUT`].
+    pub timeout: Duration,
+    /// Added to (or overriding) the harness's own environment.
+    pub env: Vec<(String, String)>,
+    /// Working directory; the harness's own when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+impl Default for ChildSpec {
+    fn default() -> Self {
+        Self {
+            argv: Vec::new(),
+            timeout: DEFAULT_TIMEOUT,
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+}
+
+impl ChildSpec {
+    /// A spec with the default timeout, no extra environment, the current directory.
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The same spec with another per-request timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same spec with one more environment variable.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The same spec run in `dir`.
+    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// The timeout of one request.
+    pub fn timeout_for(&self, request: &Request) -> Duration {
+        match request {
+            Request::Batch { .. } | Request::PipelineProbe { .. } => {
+                self.timeout.max(BIG_REQUEST_TIMEOUT)
+            }
+            _ => self.timeout,
+        }
+    }
+
+    fn program(&self) -> &str {
+        self.argv.first().map_or("", String::as_str)
+    }
+}
+
+/// The last [`LOG_LINES`] lines of the child's stderr, filled by a reader thread.
+type Ring = Arc<Mutex<VecDeque<String>>>;
+
+fn push_line(ring: &Ring, line: String) {
+    let mut r = ring.lock().unwrap_or_else(|e| e.into_inner());
+    if r.len() >= LOG_LINES {
+        r.pop_front();
+    }
+    r.push_back(line);
+}
+
+/// One running process and its pipes.
+struct Running {
+    child: Child,
+    pid: u32,
+    /// Lines to write to the child's stdin; dropping it closes stdin (after the queued lines).
+    stdin: Option<Sender<Vec<u8>>>,
+    /// Lines the child printed on stdout; disconnected at EOF.
+    stdout: Receiver<String>,
+    /// Signalled (by disconnection) when the stderr reader reaches EOF.
+    stderr_done: Receiver<()>,
+    /// Set once the exit status is known.
+    status: Option<ExitStatus>,
+    _guard: Guard,
+}
+
+impl Running {
+    fn start(spec: &ChildSpec, ring: &Ring) -> Result<Self, HarnessError> {
+        let Some((program, args)) = spec.argv.split_first() else {
+            return Err(HarnessError::BadInput(
+                "connector command is empty: give the program and its arguments".into(),
+            ));
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(dir) = &spec.cwd {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("start connector {}", spec.argv.join(" ")), e))?;
+        let pid = child.id();
+        let guard = register_pid(pid);
+        let (stdin, stdout, stderr) = (
+            child.stdin.take().expect("stdin is piped"),
+            child.stdout.take().expect("stdout is piped"),
+            child.stderr.take().expect("stderr is piped"),
+        );
+
+        let (to_child, from_harness) = mpsc::channel::<Vec<u8>>();
+        let (to_harness, from_child) = mpsc::channel::<String>();
+        let (stderr_tx, stderr_done) = mpsc::channel::<()>();
+        let spawned = thread::Builder::new()
+            .name(format!("emq-child-{pid}-stdin"))
+            .spawn(move || write_lines(stdin, from_harness))
+            .and_then(|_| {
+                thread::Builder::new()
+                    .name(format!("emq-child-{pid}-stdout"))
+                    .spawn(move || read_lines(stdout, to_harness))
+            })
+            .and_then(|_| {
+                let ring = ring.clone();
+                thread::Builder::new()
+                    .name(format!("emq-child-{pid}-stderr"))
+                    .spawn(move || {
+                        read_log(stderr, &ring);
+                        drop(stderr_tx);
+                    })
+            });
+        let mut running = Self {
+            child,
+            pid,
+            stdin: Some(to_child),
+            stdout: from_child,
+            stderr_done,
+            status: None,
+            _guard: guard,
+        };
+        if let Err(e) = spawned {
+            running.kill();
+            return Err(HarnessError::io("start a connector reader thread", e));
+        }
+        Ok(running)
+    }
+
+    /// The exit status if the child has exited (reaping it), without waiting.
+    fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// Waits up to `limit` for the child to exit.
+    fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.try_status() {
+                return Some(s);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// SIGKILL to the whole process group, then reap the leader. Idempotent.
+    fn kill(&mut self) {
+        // The group may outlive its leader (grandchildren), so it is killed even after an exit.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if self.status.is_none() {
+            // The leader directly too, in case `kill` is missing or failed: `wait` must not block.
+            let _ = self.child.kill();
+            self.status = self.child.wait().ok();
+        }
+        self.stdin = None;
+    }
+
+    /// Gives the stderr reader a moment to take the last lines of a child that ended.
+    fn settle_log(&self, limit: Duration) {
+        let _ = self.stderr_done.recv_timeout(limit);
+    }
+}
+
+fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>) {
+    for line in lines {
+        if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
+            return; // the child closed stdin or died; the reader side reports it
+        }
+    }
+}
+
+/// Reads `\n`-terminated lines (lossy UTF-8, `\r\n` tolerated); a line over [`MAX_LINE`] is cut.
+fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    buf.clear();
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(!buf.is_empty());
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        r.consume(take);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+fn line_text(buf: &[u8]) -> String {
+    let mut s = String::from_utf8_lossy(buf).into_owned();
+    while s.ends_with('\n') || s.ends_with('\r') {
+        s.pop();
+    }
+    s
+}
+
+fn read_lines(stdout: impl Read, out: Sender<String>) {
+    let mut r = BufReader::with_capacity(1 << 16, stdout);
+    let mut buf = Vec::new();
+    while let Ok(true) = next_line(&mut r, &mut buf) {
+        if out.send(line_text(&buf)).is_err() {
+            return;
+        }
+    }
+}
+
+fn read_log(stderr: impl Read, ring: &Ring) {
+    let mut r = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    while let Ok(true) = next_line(&mut r, &mut buf) {
+        let mut line = line_text(&buf);
+        if line.len() > MAX_LOG_LINE {
+            let cut = (0..=MAX_LOG_LINE)
+                .rev()
+                .find(|&i| line.is_char_boundary(i))
+                .unwrap_or(0);
+            line.truncate(cut);
+            line.push_str(" [cut]");
+        }
+        push_line(ring, line);
+    }
+}
+
+/// `10 s`, `1.5 s`, `0.25 s`.
+fn secs(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        let s = format!("{:.3}", d.as_secs_f64());
+        format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
+fn status_words(s: Option<ExitStatus>) -> String {
+    match s {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("status {code}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => format!("{s}"),
+        },
+        None => "unknown status".into(),
+    }
+}
+
+fn quote(line: &str) -> String {
+    let mut q: String = line.chars().take(QUOTE_CHARS).collect();
+    if line.chars().nth(QUOTE_CHARS).is_some() {
+        q.push_str("...");
+    }
+    q
+}
+
+/// A connector in a child process. See the module docs.
+pub struct ChildConnector {
+    spec: ChildSpec,
+    proc: Option<Running>,
+    log: Ring,
+    seq: u64,
+    /// Why the connector is dead (every later call fails fast with it), if it is.
+    dead: Option<String>,
+    restarts: u32,
+    max_restarts: u32,
+}
+
+impl std::fmt::Debug for ChildConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildConnector")
+            .field("argv", &self.spec.argv)
+            .field("pid", &self.pid())
+            .field("seq", &self.seq)
+            .field("dead", &self.dead)
+            .field("restarts", &self.restarts)
+            .finish()
+    }
+}
+
+impl ChildConnector {
+    /// Starts the child. It is not spoken to yet: the first request is the caller's (`hello`).
+    pub fn spawn(spec: &ChildSpec) -> Result<Self, HarnessError> {
+        let log: Ring = Arc::default();
+        let proc = Running::start(spec, &log)?;
+        Ok(Self {
+            spec: spec.clone(),
+            proc: Some(proc),
+            log,
+            seq: 0,
+            dead: None,
+            restarts: 0,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+        })
+    }
+
+    /// Allows `n` restarts (default [`DEFAULT_MAX_RESTARTS`]).
+    pub fn with_max_restarts(mut self, n: u32) -> Self {
+        self.max_restarts = n;
+        self
+    }
+
+    /// The spec it was started from.
+    pub fn spec(&self) -> &ChildSpec {
+        &self.spec
+    }
+
+    /// The pid of the running child (also its process group id); `None` once it is reaped.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc
+            .as_ref()
+            .filter(|p| p.status.is_none())
+            .map(|p| p.pid)
+    }
+
+    /// Why the connector is dead, if it is: every call fails fast with this until a restart.
+    pub fn dead_reason(&self) -> Option<&str> {
+        self.dead.as_deref()
+    }
+
+    /// How many times it was restarted.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// Kills the child (and its group) and starts a fresh one: sessions are gone, so the caller
+    /// says `hello` and connects again. At most `max_restarts` times, then an error.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        if self.restarts >= self.max_restarts {
+            return Err(HarnessError::BadInput(format!(
+                "connector {} was restarted {} times already; giving up (limit {})",
+                self.spec.program(),
+                self.restarts,
+                self.max_restarts
+            )));
+        }
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+        self.restarts += 1;
+        push_line(
+            &self.log,
+            format!("[emq harness] restart {} of the connector", self.restarts),
+        );
+        match Running::start(&self.spec, &self.log) {
+            Ok(p) => {
+                self.proc = Some(p);
+                self.dead = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.dead = Some(format!("connector could not be restarted: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// Marks the connector dead, kills what is left of the process, and returns the error.
+    fn die(&mut self, message: String) -> ConnectorError {
+        if let Some(p) = self.proc.as_mut() {
+            p.kill();
+            p.settle_log(Duration::from_millis(200));
+        }
+        self.dead = Some(message.clone());
+        ConnectorError::internal(message)
+    }
+
+    /// The stdout of the child closed during `what`: it exited (or is about to).
+    fn exited(&mut self, what: &str) -> ConnectorError {
+        let Some(p) = self.proc.as_mut() else {
+            return self.die(format!("connector is not running during {what}"));
+        };
+        let status = p.wait_for_exit(Duration::from_secs(1));
+        p.settle_log(Duration::from_millis(500));
+        let mut msg = match status {
+            Some(s) => format!(
+                "connector exited with {} during {what}",
+                status_words(Some(s))
+            ),
+            None => format!("connector closed its stdout during {what}"),
+        };
+        let tail = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(last) = tail.iter().rev().find(|l| !l.trim().is_empty()) {
+            msg.push_str(&format!("; last stderr line: {}", quote(last)));
+        }
+        drop(tail);
+        self.die(msg)
+    }
+
+    fn exchange(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        if let Some(why) = &self.dead {
+            return Err(ConnectorError::internal(format!(
+                "connector is dead ({why}); not sending {}",
+                request.cmd()
+            )));
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        let what = format!("{} (seq {seq})", request.cmd());
+        let mut wire = match serde_json::to_value(request) {
+            Ok(Value::Object(m)) => m,
+            other => {
+                return Err(ConnectorError::internal(format!(
+                    "could not encode {what}: {other:?}"
+                )));
+            }
+        };
+        wire.insert("seq".into(), Value::from(seq));
+        let mut line = serde_json::to_vec(&Value::Object(wire)).expect("JSON values serialize");
+        line.push(b'\n');
+
+        let Some(p) = self.proc.as_mut() else {
+            return Err(self.die(format!("connector is not running; not sending {what}")));
+        };
+        let sent = p.stdin.as_ref().is_some_and(|tx| tx.send(line).is_ok());
+        if !sent {
+            return Err(self.exited(&what));
+        }
+        let timeout = self.spec.timeout_for(request);
+        let answer = p.stdout.recv_timeout(timeout);
+        let text = match answer {
+            Ok(text) => text,
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(self.die(format!("no answer to {what} within {}", secs(timeout))));
+            }
+            Err(RecvTimeoutError::Disconnected) => return Err(self.exited(&what)),
+        };
+        let reply: Value = match serde_json::from_str(&text) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Err(self.die(format!(
+                    "connector printed a non-JSON line: {}",
+                    quote(&text)
+                )));
+            }
+        };
+        match reply.get("seq") {
+            Some(Value::Number(n)) if n.as_u64() == Some(seq) => {}
+            Some(other) => {
+                return Err(self.die(format!(
+                    "connector answered seq {other} to request seq {seq} ({})",
+                    request.cmd()
+                )));
+            }
+            None => {
+                return Err(self.die(format!(
+                    "connector answered without a seq to request seq {seq} ({}): {}",
+                    request.cmd(),
+                    quote(&text)
+                )));
+            }
+        }
+        let Value::Object(mut reply) = reply else {
+            unreachable!("matched an object above")
+        };
+        match (reply.remove("ok"), reply.remove("error")) {
+            (Some(ok), None) => {
+                let shown = quote(&ok.to_string());
+                request.decode_ok(ok).map_err(|e| {
+                    ConnectorError::internal(format!(
+                        "connector answered {what} with a value of the wrong shape: {shown} ({e})"
+                    ))
+                })
+            }
+            (None, Some(err)) => Err(decode_error(&what, err)),
+            _ => Err(self.die(format!(
+                "connector answered {what} with neither exactly one of \"ok\" and \"error\": {}",
+                quote(&text)
+            ))),
+        }
+    }
+}
+
+/// A wire `error` object as a [`ConnectorError`]; a malformed one is kind `internal`.
+fn decode_error(what: &str, err: Value) -> ConnectorError {
+    let kind = err.get("kind").cloned();
+    let message = err.get("message").and_then(Value::as_str);
+    match (kind.map(serde_json::from_value::<ErrorKind>), message) {
+        (Some(Ok(kind)), Some(message)) => ConnectorError::new(kind, message),
+        (Some(Err(_)), Some(message)) => ConnectorError::internal(format!(
+            "connector answered {what} with an unknown error kind {}: {message}",
+            err.get("kind").map_or_else(String::new, Value::to_string)
+        )),
+        _ => ConnectorError::internal(format!(
+            "connector answered {what} with a malformed error (want {{\"kind\", \"message\"}}): {}",
+            quote(&err.to_string())
+        )),
+    }
+}
+
+impl Connector for ChildConnector {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        self.exchange(request)
+    }
+
+    /// SIGKILL to the whole process group; the child is reaped before this returns.
+    fn kill(&mut self) -> bool {
+        if let Some(p) = self.proc.as_mut() {
+            p.kill();
+            p.settle_log(Duration::from_millis(200));
+        }
+        if self.dead.is_none() {
+            self.dead = Some("connector was killed by the harness".into());
+        }
+        true
+    }
+
+    fn log_tail(&self) -> String {
+        let r = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        for line in r.iter() {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl Drop for ChildConnector {
+    fn drop(&mut self) {
+        let Some(mut p) = self.proc.take() else {
+            return;
+        };
+        if p.try_status().is_none() {
+            if let Some(tx) = p.stdin.take() {
+                let _ = tx.send(b"{\"cmd\":\"stop\"}\n".to_vec());
+                // Dropping the sender closes stdin once the line is written: EOF also means stop.
+            }
+            p.wait_for_exit(STOP_GRACE);
+        }
+        p.kill();
+    }
+}
+
+/// Makes [`ChildConnector`]s from one spec, for gates that need fresh or killable connectors.
+#[derive(Debug, Clone)]
+pub struct ChildFactory {
+    pub spec: ChildSpec,
+}
+
+impl ChildFactory {
+    pub fn new(spec: ChildSpec) -> Self {
+        Self { spec }
+    }
+}
+
+impl ConnectorFactory for ChildFactory {
+    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
+        Ok(Box::new(ChildConnector::spawn(&self.spec)?))
+    }
+
+    fn killable(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_plainly() {
+        assert_eq!(secs(Duration::from_secs(10)), "10 s");
+        assert_eq!(secs(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(secs(Duration::from_millis(250)), "0.25 s");
+    }
+
+    #[test]
+    fn quotes_are_bounded() {
+        let long = "x".repeat(500);
+        assert_eq!(quote(&long).chars().count(), QUOTE_CHARS + 3);
+        assert_eq!(quote("short"), "short");
+    }
+
+    #[test]
+    fn big_requests_get_the_long_timeout() {
+        let spec = ChildSpec::new(["x"]).with_timeout(Duration::from_secs(1));
+        let batch = Request::Batch {
+            session: "s".into(),
+            queue: "q".into(),
+            n: 1,
+            depth: 1,
+            payload: "p".into(),
+        };
+        assert_eq!(spec.timeout_for(&batch), BIG_REQUEST_TIMEOUT);
+        assert_eq!(
+            spec.timeout_for(&Request::Hello { protocol: 1 }),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn lines_are_split_and_cut() {
+        let mut r = BufReader::new(&b"a\r\nbb\nlast"[..]);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        while next_line(&mut r, &mut buf).unwrap() {
+            got.push(line_text(&buf));
+        }
+        assert_eq!(got, ["a", "bb", "last"]);
+    }
+}
