@@ -10,3 +10,4 @@ pub mod gate;
 pub mod gates;
 pub mod grammar;
 pub mod keyspace;
+pub mod observe;

@@ -1,0 +1,273 @@
+//! G1 fence (DESIGN §4, §7): a connect on a fresh database installs the fence (`HSETNX` inside
+//! `MULTI`/`EXEC`); every connect reads it before its first script, as `MONITOR` sees it; a fence
+//! of another protocol is refused with kind `fence`, naming both versions, and no script is sent.
+
+use std::collections::BTreeMap;
+
+use crate::connector::Verbs;
+use crate::error::ErrorKind;
+use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::grammar::FENCE_KEY;
+use crate::observe::{Observed, Watch, is_script_cmd, keys_of, names_emq_key, stable};
+
+const QUEUE: &str = "g1";
+
+/// The gate's check.
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    if let Err(e) = run(ctx, out) {
+        out.error(e);
+    }
+}
+
+fn is_fence_read(args: &[String]) -> bool {
+    let cmd = args[0].to_ascii_uppercase();
+    (cmd == "HGETALL" || cmd == "HMGET") && args.get(1).map(String::as_str) == Some(FENCE_KEY)
+}
+
+/// Per connector connection that did anything with EchoMQ: its first such command, described.
+fn first_actions(obs: &Observed) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for cmds in obs.commands.values() {
+        if let Some(first) = cmds.iter().find(|a| is_script_cmd(a) || names_emq_key(a)) {
+            let what = match keys_of(first).and_then(|k| k.first().map(|k| stable(k))) {
+                Some(k) if !is_script_cmd(first) => format!("{} {k}", first[0].to_uppercase()),
+                _ => match first[0].to_ascii_uppercase().as_str() {
+                    "EVALSHA" => format!("EVALSHA {}", first.get(1).map_or("", |s| s.as_str())),
+                    "SCRIPT" => "SCRIPT LOAD".to_string(),
+                    other => other.to_string(),
+                },
+            };
+            out.push((what, is_fence_read(first)));
+        }
+    }
+    out
+}
+
+/// Checks the fence install seen on the engine: `HSETNX` of the three fields inside `MULTI`/`EXEC`.
+fn judge_install(obs: &Observed, out: &mut GateOutcome) {
+    let mut fields = Vec::new();
+    let mut outside = 0;
+    let mut other_writes = Vec::new();
+    for cmds in obs.commands.values() {
+        let mut in_multi = false;
+        for a in cmds {
+            let cmd = a[0].to_ascii_uppercase();
+            match cmd.as_str() {
+                "MULTI" => in_multi = true,
+                "EXEC" | "DISCARD" => in_multi = false,
+                _ => {}
+            }
+            let on_fence = a.get(1).map(String::as_str) == Some(FENCE_KEY);
+            if cmd == "HSETNX" && on_fence {
+                fields.push(a.get(2).cloned().unwrap_or_default());
+                if !in_multi {
+                    outside += 1;
+                }
+            } else if on_fence && !is_fence_read(a) {
+                other_writes.push(cmd);
+            }
+        }
+    }
+    fields.sort();
+    fields.dedup();
+    out.check(
+        fields == ["bundle", "digest", "protocol"] && outside == 0,
+        format!(
+            "the install was HSETNX of {fields:?} on {FENCE_KEY}, {} inside MULTI/EXEC",
+            if outside == 0 { "all" } else { "not all" }
+        ),
+    );
+    other_writes.sort();
+    other_writes.dedup();
+    out.check(
+        other_writes.is_empty(),
+        format!("no other command touched {FENCE_KEY} (seen: {other_writes:?})"),
+    );
+}
+
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+    let db = gate_db("G1");
+    let url = ctx.engine.url(db);
+    let m = &ctx.bundle.manifest;
+    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+    if !admin
+        .hgetall(FENCE_KEY)
+        .map_err(|e| e.to_string())?
+        .is_empty()
+    {
+        return Err(format!("database {db} still holds a fence after the flush"));
+    }
+
+    // 1. Fresh database: the first connect installs; every connect reads first.
+    (ctx.progress)("G1: connects on a fresh database under MONITOR");
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let mut a = ctx.factory.make().map_err(|e| e.to_string())?;
+    if let Err(e) = a.connect("s1", &url) {
+        let _ = watch.stop();
+        out.fail(format!(
+            "the first connect on a fresh database failed (kind {})",
+            e.kind
+        ));
+        out.figure("first_connect_error", e.message);
+        return Ok(());
+    }
+    let fence = admin.hgetall(FENCE_KEY).map_err(|e| e.to_string())?;
+    let want: BTreeMap<String, String> = [
+        ("protocol", m.protocol.to_string()),
+        ("bundle", m.bundle.clone()),
+        ("digest", m.digest.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if fence == want {
+        out.pass(format!(
+            "the first connect on a fresh database installed the fence: protocol={} bundle={} digest={}",
+            m.protocol, m.bundle, m.digest
+        ));
+    } else {
+        out.fail(format!(
+            "after the first connect on a fresh database {FENCE_KEY} is {fence:?}, expected {want:?}"
+        ));
+    }
+    let steps = (|| {
+        a.enqueue("s1", QUEUE, "one", 0)?;
+        a.connect("s2", &url)?;
+        a.enqueue("s2", QUEUE, "two", 0)?;
+        a.connect("s3", &url)?;
+        a.claim("s3", QUEUE, 60_000)?;
+        a.disconnect("s1")?;
+        a.connect("s1", &url)?;
+        a.enqueue("s1", QUEUE, "three", 0)?;
+        let mut b = ctx
+            .factory
+            .make()
+            .map_err(|e| crate::error::ConnectorError::internal(e.to_string()))?;
+        b.connect("t1", &url)?;
+        b.claim("t1", QUEUE, 60_000)?;
+        b.disconnect("t1")?;
+        Ok::<_, crate::error::ConnectorError>(())
+    })();
+    let obs = watch.stop();
+    if let Err(e) = steps {
+        out.fail(format!(
+            "a verb of the connect workload failed (kind {})",
+            e.kind
+        ));
+        out.figure("workload_error", e.message);
+    }
+    if obs.all.is_empty() {
+        return Err("MONITOR saw nothing".into());
+    }
+    judge_install(&obs, out);
+    let firsts = first_actions(&obs);
+    let good = firsts.iter().filter(|(_, ok)| *ok).count();
+    let mut bad: Vec<String> = firsts
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(w, _)| w.clone())
+        .collect();
+    bad.sort();
+    bad.dedup();
+    out.figure("connector_connections", firsts.len());
+    out.check(
+        bad.is_empty(),
+        format!(
+            "5 connects (3 sessions, a reconnect, a second instance): every connection's first EchoMQ command was the fence read{}",
+            if bad.is_empty() {
+                String::new()
+            } else {
+                format!("; connections began with {bad:?}")
+            }
+        ),
+    );
+    out.check(
+        good >= 5,
+        format!(
+            "fence reads before the first script on {} connections (5 connects made)",
+            if good >= 5 { "all" } else { "too few" }
+        ),
+    );
+
+    // 2. A fence of another protocol: refused, kind fence, both versions named, nothing sent.
+    (ctx.progress)("G1: a fence of protocol 2");
+    let theirs = (m.protocol + 1).to_string();
+    let their_bundle = format!("{theirs}.0.0");
+    admin
+        .hset(
+            FENCE_KEY,
+            &[("protocol", &theirs), ("bundle", &their_bundle)],
+        )
+        .map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    let refused = c.connect("x", &url);
+    let after = c.enqueue("x", QUEUE, "after", 0);
+    let obs = watch.stop();
+    match refused {
+        Ok(()) => out.fail(format!(
+            "a connect against a protocol-{theirs} fence succeeded"
+        )),
+        Err(e) => {
+            out.check(
+                e.kind == ErrorKind::Fence,
+                format!(
+                    "a connect against a protocol-{theirs} fence is refused with kind {}",
+                    e.kind
+                ),
+            );
+            let tokens: Vec<&str> = e
+                .message
+                .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '.'))
+                .map(|t| t.trim_end_matches('.'))
+                .collect();
+            let names = |v: &str, b: &str| tokens.iter().any(|t| *t == v || *t == b);
+            out.check(
+                names(&theirs, &their_bundle) && names(&m.protocol.to_string(), &m.bundle),
+                format!(
+                    "the refusal names both versions ({theirs} and {})",
+                    m.protocol
+                ),
+            );
+            out.figure("fence_error", e.message);
+        }
+    }
+    match after {
+        Ok(_) => out.fail("a verb on the refused session succeeded"),
+        Err(e) => out.pass(format!(
+            "a verb on the refused session fails (kind {})",
+            e.kind
+        )),
+    }
+    let mut sent: Vec<String> = obs
+        .every_command()
+        .filter(|(_, a)| is_script_cmd(a) || (names_emq_key(a) && !is_fence_read(a)))
+        .map(|(_, a)| {
+            let k = keys_of(a)
+                .and_then(|k| k.first().map(|k| stable(k)))
+                .unwrap_or_default();
+            format!("{} {k}", a[0].to_uppercase()).trim().to_string()
+        })
+        .collect();
+    sent.sort();
+    sent.dedup();
+    out.check(
+        sent.is_empty(),
+        format!(
+            "after the refusal the connector sent no script (EVALSHA/EVAL/SCRIPT LOAD) and nothing else on an EchoMQ key{}",
+            if sent.is_empty() {
+                String::new()
+            } else {
+                format!("; sent {sent:?}")
+            }
+        ),
+    );
+    let read = obs.every_command().any(|(_, a)| is_fence_read(a));
+    out.check(read, "the refused connect read the fence");
+    let now = admin.hgetall(FENCE_KEY).map_err(|e| e.to_string())?;
+    out.check(
+        now.get("protocol") == Some(&theirs) && now.get("bundle") == Some(&their_bundle),
+        format!("the protocol-{theirs} fence was left as it was"),
+    );
+    Ok(())
+}
