@@ -55,7 +55,7 @@ pub struct Bundle {
 pub fn default_dir() -> PathBuf {
     std::env::var_os("EMQ_BUNDLE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle"))
+        .unwrap_or_else(|| crate::repo_relative("bundle"))
 }
 
 /// Lower-case hex sha1.

@@ -67,7 +67,11 @@ impl GateOutcome {
 
     /// Checks `ok`, recording `fact` as held or violated.
     pub fn check(&mut self, ok: bool, fact: impl Into<String>) -> bool {
-        if ok { self.pass(fact) } else { self.fail(fact) }
+        if ok {
+            self.pass(fact)
+        } else {
+            self.fail(fact)
+        }
         ok
     }
 
@@ -126,7 +130,8 @@ pub struct Gate {
 pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let mut out = GateOutcome::new(gate.id, gate.name);
     let t0 = Instant::now();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
     if let Err(p) = result {
         let msg = p
             .downcast_ref::<String>()

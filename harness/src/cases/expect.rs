@@ -1,0 +1,215 @@
+//! Values in cases: `$capture` substitution, matchers, keyspace comparison and the
+//! `(-expected|+actual)` diff.
+
+use serde_json::{Map, Value};
+
+use crate::grammar::{SETS, is_job_id};
+use crate::keyspace::Keyspace;
+
+/// Tolerance of the `$now` score matchers, in ms.
+pub const NOW_TOLERANCE_MS: i64 = 2000;
+
+/// Replaces `$name`, `$name.field` and `$repeat:text:n`; leaves matchers (`$any`, `$id`, `$now…`).
+pub fn resolve(v: &Value, vars: &Map<String, Value>) -> Value {
+    match v {
+        Value::String(s) if s.starts_with('$') => resolve_str(s, vars).unwrap_or_else(|| v.clone()),
+        Value::Array(a) => Value::Array(a.iter().map(|x| resolve(x, vars)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| {
+                    let key = match resolve_str(k, vars) {
+                        Some(Value::String(s)) => s,
+                        _ => k.clone(),
+                    };
+                    (key, resolve(x, vars))
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn resolve_str(s: &str, vars: &Map<String, Value>) -> Option<Value> {
+    let name = s.strip_prefix('$')?;
+    if let Some(rest) = name.strip_prefix("repeat:") {
+        let (text, n) = rest.rsplit_once(':')?;
+        return Some(Value::String(text.repeat(n.parse().ok()?)));
+    }
+    let mut parts = name.split('.');
+    let mut cur = vars.get(parts.next()?)?;
+    for p in parts {
+        cur = cur.get(p)?;
+    }
+    Some(cur.clone())
+}
+
+/// True when `actual` matches `expected` (resolved), honouring `$any` and `$id`.
+pub fn matches(expected: &Value, actual: &Value) -> bool {
+    match (expected, actual) {
+        (Value::String(m), _) if m == "$any" => true,
+        (Value::String(m), Value::String(a)) if m == "$id" => is_job_id(a),
+        (Value::Object(e), Value::Object(a)) => {
+            e.len() == a.len()
+                && e.iter()
+                    .all(|(k, ev)| a.get(k).is_some_and(|av| matches(ev, av)))
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            e.len() == a.len() && e.iter().zip(a).all(|(x, y)| matches(x, y))
+        }
+        (Value::Number(e), Value::Number(a)) => e.as_f64() == a.as_f64(),
+        (e, a) => e == a,
+    }
+}
+
+/// Shortens huge strings (1 MiB payloads) so diffs stay readable.
+fn abbreviate(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.len() > 200 => {
+            let head: String = s.chars().take(40).collect();
+            Value::String(format!("{head}… ({} bytes)", s.len()))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(abbreviate).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, x)| (k.clone(), abbreviate(x))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The `(-expected|+actual)` line diff of two values, pretty-printed.
+pub fn diff(expected: &Value, actual: &Value) -> String {
+    let e = serde_json::to_string_pretty(&abbreviate(expected)).unwrap_or_default() + "\n";
+    let a = serde_json::to_string_pretty(&abbreviate(actual)).unwrap_or_default() + "\n";
+    let mut out = String::from("(-expected|+actual)\n");
+    for change in similar::TextDiff::from_lines(&e, &a).iter_all_changes() {
+        let sign = match change.tag() {
+            similar::ChangeTag::Delete => '-',
+            similar::ChangeTag::Insert => '+',
+            similar::ChangeTag::Equal => ' ',
+        };
+        out.push(sign);
+        out.push_str(change.value());
+    }
+    out
+}
+
+fn score_matches(expected: &Value, actual: i64, now: i64) -> bool {
+    match expected {
+        Value::String(s) if s == "$any" => true,
+        Value::String(s) if s.starts_with("$now") => {
+            let rest = &s[4..];
+            let offset = if rest.is_empty() {
+                Some(0)
+            } else if let Some(n) = rest.strip_prefix('+') {
+                n.parse::<i64>().ok()
+            } else {
+                rest.strip_prefix('-')
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .map(|n| -n)
+            };
+            offset.is_some_and(|o| (actual - (now + o)).abs() <= NOW_TOLERANCE_MS)
+        }
+        other => other.as_i64() == Some(actual),
+    }
+}
+
+fn as_text(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => Value::String(n.to_string()),
+        Value::Bool(b) => Value::String(b.to_string()),
+        other => other.clone(),
+    }
+}
+
+fn text_map(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), as_text(x))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Compares a `keyspace` assertion with the engine's keyspace at time `now` (ms).
+/// Returns `(expected, actual)` views of the asserted parts when they differ.
+pub fn check_keyspace(
+    spec: &Map<String, Value>,
+    ks: &Keyspace,
+    now: i64,
+) -> Result<(), (Value, Value)> {
+    let mut exp = Map::new();
+    let mut act = Map::new();
+    if let Some(f) = spec.get("fence") {
+        exp.insert("fence".into(), text_map(f));
+        act.insert(
+            "fence".into(),
+            serde_json::to_value(&ks.fence).unwrap_or(Value::Null),
+        );
+    }
+    let empty = Default::default();
+    let queue = spec.get("queue").and_then(Value::as_str);
+    let st = queue.and_then(|q| ks.queues.get(q)).unwrap_or(&empty);
+    for set in SETS {
+        let Some(Value::Object(want)) = spec.get(set) else {
+            continue;
+        };
+        let mut got = Map::new();
+        for (id, score) in st.set(set) {
+            let shown = match want.get(id) {
+                Some(w) if score_matches(w, *score, now) => w.clone(),
+                _ => Value::from(*score),
+            };
+            got.insert(id.clone(), shown);
+        }
+        exp.insert(set.into(), Value::Object(want.clone()));
+        act.insert(set.into(), Value::Object(got));
+    }
+    if let Some(Value::Object(jobs)) = spec.get("jobs") {
+        let mut e = Map::new();
+        let mut a = Map::new();
+        for (id, want) in jobs {
+            e.insert(id.clone(), text_map(want));
+            a.insert(
+                id.clone(),
+                st.jobs.get(id).map_or(Value::Null, |h| {
+                    serde_json::to_value(h).unwrap_or(Value::Null)
+                }),
+            );
+        }
+        exp.insert("jobs".into(), Value::Object(e));
+        act.insert("jobs".into(), Value::Object(a));
+    }
+    if let Some(seq) = spec.get("seq") {
+        exp.insert("seq".into(), seq.clone());
+        act.insert("seq".into(), st.seq.map_or(Value::Null, Value::from));
+    }
+    let (exp, act) = (Value::Object(exp), Value::Object(act));
+    if matches(&exp, &act) {
+        Ok(())
+    } else {
+        Err((exp, act))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn captures_and_matchers() {
+        let vars = json!({"c1": {"id": "j0000000000000001", "attempts": 2}});
+        let vars = vars.as_object().unwrap();
+        assert_eq!(resolve(&json!("$c1.attempts"), vars), json!(2));
+        assert_eq!(resolve(&json!("$repeat:ab:3"), vars), json!("ababab"));
+        assert_eq!(resolve(&json!("$any"), vars), json!("$any"));
+        assert!(matches(
+            &json!({"id": "$id", "n": "$any"}),
+            &json!({"id": "j0000000000000009", "n": 3})
+        ));
+        assert!(!matches(&json!({"id": "$id"}), &json!({"id": "x"})));
+        assert!(!matches(&json!([1, 2]), &json!([1, 2, 3])));
+        assert!(score_matches(&json!("$now+30000"), 1_030_500, 1_000_000));
+        assert!(!score_matches(&json!("$now+30000"), 1_040_000, 1_000_000));
+        assert!(score_matches(&json!("$now-5"), 999_995, 1_000_000));
+        assert!(diff(&json!({"a": 1}), &json!({"a": 2})).contains("-  \"a\": 1"));
+    }
+}

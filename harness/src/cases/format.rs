@@ -1,0 +1,362 @@
+//! Parsing and checking case files (`cases/README.md`). Every error names `file:line:col`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use serde_saphyr::Spanned;
+
+use crate::error::{ErrorKind, HarnessError};
+
+/// A verb's argument: name, whether it is a string, and its default (`None` = required).
+type ArgSpec = (&'static str, bool, Option<Value>);
+
+fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
+    let s = |n, d: Option<&str>| (n, true, d.map(|d| Value::String(d.into())));
+    let i = |n, d: Option<i64>| (n, false, d.map(Value::from));
+    Some(match verb {
+        "enqueue" => vec![
+            s("queue", None),
+            s("payload", Some("")),
+            i("delay_ms", Some(0)),
+        ],
+        "browse" => vec![
+            s("queue", None),
+            i("offset", Some(0)),
+            i("limit", Some(100)),
+        ],
+        "pending_size" => vec![s("queue", None)],
+        "claim" => vec![s("queue", None), i("lease_ms", Some(30_000))],
+        "complete" => vec![s("queue", None), s("id", None), i("attempts", None)],
+        "retry" => vec![
+            s("queue", None),
+            s("id", None),
+            i("attempts", None),
+            i("backoff_ms", Some(0)),
+            i("max_attempts", Some(3)),
+        ],
+        "promote" => vec![s("queue", None), i("limit", Some(100))],
+        "reap" => vec![
+            s("queue", None),
+            i("max_attempts", Some(3)),
+            i("limit", Some(100)),
+        ],
+        "pipeline_probe" => vec![s("key", None), i("n", None)],
+        "batch" => vec![
+            s("queue", None),
+            i("n", None),
+            i("depth", None),
+            s("payload", Some("")),
+        ],
+        "connect" | "disconnect" => vec![],
+        _ => return None,
+    })
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A connector verb with its arguments (defaults filled, `$refs` unresolved).
+    Call {
+        verb: String,
+        args: Map<String, Value>,
+    },
+    /// A keyspace assertion read by the harness.
+    Keyspace(Map<String, Value>),
+}
+
+/// What a step expects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expect {
+    /// Only that it succeeds.
+    Success,
+    Ok(Value),
+    Error(ErrorKind),
+}
+
+/// One step, with its place in the file.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub line: u64,
+    pub col: u64,
+    pub session: String,
+    pub action: Action,
+    pub capture: Option<String>,
+    pub expect: Expect,
+}
+
+/// One case file.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub id: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub sessions: Vec<String>,
+    pub manual_connect: bool,
+    pub fence: Option<BTreeMap<String, String>>,
+    pub steps: Vec<Step>,
+    pub file: PathBuf,
+}
+
+impl Case {
+    /// `file:line` of step `i` (0-based).
+    pub fn location(&self, i: usize) -> String {
+        format!("{}:{}", self.file.display(), self.steps[i].line)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    id: Spanned<String>,
+    description: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    sessions: Option<Vec<String>>,
+    #[serde(default)]
+    connect: Option<Spanned<String>>,
+    #[serde(default)]
+    fence: Option<BTreeMap<String, String>>,
+    steps: Vec<Spanned<Map<String, Value>>>,
+}
+
+fn bad(file: &Path, line: u64, col: u64, msg: impl std::fmt::Display) -> HarnessError {
+    HarnessError::BadInput(format!("{}:{line}:{col}: {msg}", file.display()))
+}
+
+/// Parses one case file's text.
+pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
+    // YAML 1.2 booleans only: `payload: y` is the string "y", not true.
+    let options = serde_saphyr::options! { strict_booleans: true, with_snippet: false };
+    let raw: RawCase = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
+        let msg = e.to_string();
+        let first = msg.lines().next().unwrap_or("invalid YAML").to_string();
+        bad(file, line, col, first)
+    })?;
+    let id_loc = raw.id.referenced;
+    let id = raw.id.value;
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(bad(
+            file,
+            id_loc.line(),
+            id_loc.column(),
+            format!("id {id:?} must be [a-z0-9-]+"),
+        ));
+    }
+    let sessions = raw.sessions.unwrap_or_else(|| vec!["main".into()]);
+    if sessions.is_empty() {
+        return Err(bad(
+            file,
+            id_loc.line(),
+            id_loc.column(),
+            "sessions must not be empty",
+        ));
+    }
+    let manual_connect = match raw.connect {
+        None => false,
+        Some(c) if c.value == "auto" => false,
+        Some(c) if c.value == "manual" => true,
+        Some(c) => {
+            return Err(bad(
+                file,
+                c.referenced.line(),
+                c.referenced.column(),
+                format!("connect must be auto or manual, not {:?}", c.value),
+            ));
+        }
+    };
+    if raw.steps.is_empty() {
+        return Err(bad(
+            file,
+            id_loc.line(),
+            id_loc.column(),
+            "a case needs at least one step",
+        ));
+    }
+    let mut captured = BTreeSet::new();
+    let mut steps = Vec::new();
+    for (i, s) in raw.steps.into_iter().enumerate() {
+        let (line, col) = (s.referenced.line(), s.referenced.column());
+        let step = parse_step(s.value, &sessions, &captured)
+            .map_err(|m| bad(file, line, col, format!("step {}: {m}", i + 1)))?;
+        if let Some(c) = &step.capture {
+            captured.insert(c.clone());
+        }
+        steps.push(Step { line, col, ..step });
+    }
+    Ok(Case {
+        id,
+        description: raw.description,
+        tags: raw.tags,
+        sessions,
+        manual_connect,
+        fence: raw.fence,
+        steps,
+        file: file.to_path_buf(),
+    })
+}
+
+const STEP_KEYS: [&str; 4] = ["session", "as", "ok", "error"];
+
+fn parse_step(
+    mut m: Map<String, Value>,
+    sessions: &[String],
+    captured: &BTreeSet<String>,
+) -> Result<Step, String> {
+    let verbs: Vec<String> = m
+        .keys()
+        .filter(|k| !STEP_KEYS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    let verb = match verbs.as_slice() {
+        [v] => v.clone(),
+        [] => return Err("no verb (expected one of enqueue, claim, ..., keyspace)".into()),
+        many => return Err(format!("one verb per step, found {}", many.join(", "))),
+    };
+    let session = match m.remove("session") {
+        None => sessions[0].clone(),
+        Some(Value::String(s)) if sessions.contains(&s) => s,
+        Some(other) => return Err(format!("session {other} is not one of {sessions:?}")),
+    };
+    let capture = match m.remove("as") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
+        Some(other) => return Err(format!("as: expected a name, got {other}")),
+    };
+    let expect = match (m.remove("ok"), m.remove("error")) {
+        (Some(_), Some(_)) => return Err("a step expects ok or error, not both".into()),
+        (Some(v), None) => {
+            check_refs(&v, captured, true)?;
+            Expect::Ok(v)
+        }
+        (None, Some(Value::String(k))) => Expect::Error(
+            serde_json::from_value(Value::String(k.clone())).map_err(|_| {
+                format!("unknown error kind {k:?} (fence, invalid, engine, unsupported, internal)")
+            })?,
+        ),
+        (None, Some(other)) => return Err(format!("error: expected a kind, got {other}")),
+        (None, None) => Expect::Success,
+    };
+    let body = m.remove(&verb).unwrap_or(Value::Null);
+    let action = if verb == "keyspace" {
+        let Value::Object(ks) = body else {
+            return Err("keyspace: expected a map".into());
+        };
+        check_refs(&Value::Object(ks.clone()), captured, true)?;
+        if capture.is_some() || expect != Expect::Success {
+            return Err("keyspace takes no ok/error/as".into());
+        }
+        Action::Keyspace(ks)
+    } else {
+        let spec = spec(&verb).ok_or_else(|| format!("unknown verb {verb:?}"))?;
+        let given = match body {
+            Value::Object(o) => o,
+            Value::Null => Map::new(),
+            other => return Err(format!("{verb}: arguments must be a map, got {other}")),
+        };
+        let mut args = Map::new();
+        for (name, _, _) in &spec {
+            if let Some(v) = given.get(*name) {
+                args.insert((*name).into(), v.clone());
+            }
+        }
+        if let Some(extra) = given.keys().find(|k| !spec.iter().any(|(n, _, _)| n == k)) {
+            return Err(format!("{verb}: unknown argument {extra:?}"));
+        }
+        for (name, is_str, default) in spec {
+            match (args.get(name), default) {
+                (None, Some(d)) => {
+                    args.insert(name.into(), d);
+                }
+                (None, None) => return Err(format!("{verb}: missing argument {name:?}")),
+                (Some(v), _) => {
+                    let is_ref = v.as_str().is_some_and(|s| s.starts_with('$'));
+                    if is_ref {
+                        check_refs(v, captured, false)?;
+                    } else if is_str && !v.is_string() {
+                        return Err(format!("{verb}: {name} must be a string, got {v}"));
+                    } else if !is_str && !v.is_i64() {
+                        return Err(format!("{verb}: {name} must be an integer, got {v}"));
+                    }
+                }
+            }
+        }
+        Action::Call { verb, args }
+    };
+    Ok(Step {
+        line: 0,
+        col: 0,
+        session,
+        action,
+        capture,
+        expect,
+    })
+}
+
+/// Every `$...` string must be a captured name, `$repeat:..`, or (in expectations) a matcher.
+fn check_refs(v: &Value, captured: &BTreeSet<String>, matchers: bool) -> Result<(), String> {
+    match v {
+        Value::String(s) if s.starts_with('$') => {
+            let name = &s[1..];
+            let root = name.split('.').next().unwrap_or(name);
+            let known = captured.contains(root)
+                || name.starts_with("repeat:")
+                || (matchers && (name == "any" || name == "id" || name.starts_with("now")));
+            if known {
+                Ok(())
+            } else {
+                Err(format!("unknown matcher or capture {s:?}"))
+            }
+        }
+        Value::Array(a) => a.iter().try_for_each(|x| check_refs(x, captured, matchers)),
+        Value::Object(o) => o.iter().try_for_each(|(k, x)| {
+            if k.starts_with('$') {
+                check_refs(&Value::String(k.clone()), captured, matchers)?;
+            }
+            check_refs(x, captured, matchers)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Loads every `*.yaml` directly in `dir`, sorted by file name; ids must be unique.
+pub fn load_dir(dir: &Path) -> Result<Vec<Case>, HarnessError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| HarnessError::io(dir.display().to_string(), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f)
+            .map_err(|e| HarnessError::io(f.display().to_string(), e))?;
+        let case = parse(&f, &text)?;
+        if let Some(prev) = seen.get(&case.id) {
+            return Err(bad(
+                &f,
+                1,
+                1,
+                format!("duplicate id {:?} (also in {})", case.id, prev.display()),
+            ));
+        }
+        seen.insert(case.id.clone(), f);
+        out.push(case);
+    }
+    Ok(out)
+}
+
+/// This repository's `cases/` (or `EMQ_CASES_DIR`).
+pub fn default_dir() -> PathBuf {
+    std::env::var_os("EMQ_CASES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::repo_relative("cases"))
+}

@@ -1,0 +1,268 @@
+//! Replays one case against a connector on a live engine, in a database of its own.
+
+use serde_json::{Map, Value};
+
+use crate::cases::expect::{check_keyspace, diff, matches, resolve};
+use crate::cases::format::{Action, Case, Expect};
+use crate::connector::{Connector, Reply, Request};
+use crate::engine::{Admin, Engine};
+use crate::error::{ConnectorError, ErrorKind, HarnessError};
+use crate::keyspace::Keyspace;
+
+/// Why a case failed: where, what, and the `(-expected|+actual)` diff.
+#[derive(Debug, Clone)]
+pub struct CaseFailure {
+    pub location: String,
+    pub case_id: String,
+    pub step: usize,
+    pub what: String,
+    pub message: String,
+    pub diff: Option<String>,
+}
+
+impl std::fmt::Display for CaseFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: case {}, step {} ({}): {}",
+            self.location, self.case_id, self.step, self.what, self.message
+        )?;
+        if let Some(d) = &self.diff {
+            write!(f, "\n{d}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What one step really answered (for `--bless`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    Ok(Value),
+    Error(ErrorKind),
+}
+
+/// The outcome of one case.
+#[derive(Debug)]
+pub struct CaseResult {
+    pub failure: Option<CaseFailure>,
+    /// Per step, what the connector answered (`None` for keyspace steps and steps not reached).
+    pub observed: Vec<Option<Observed>>,
+}
+
+/// How the runner treats a mismatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Stop at the first mismatch.
+    Check,
+    /// Keep going past reply mismatches, recording what was observed.
+    Bless,
+}
+
+struct Run<'a> {
+    case: &'a Case,
+    engine: &'a Engine,
+    db: u32,
+    admin: Admin,
+    admin_id: u64,
+    vars: Map<String, Value>,
+}
+
+impl Run<'_> {
+    fn fail(
+        &self,
+        step: usize,
+        what: &str,
+        message: impl Into<String>,
+        diff: Option<String>,
+    ) -> CaseFailure {
+        CaseFailure {
+            location: self.case.location(step),
+            case_id: self.case.id.clone(),
+            step: step + 1,
+            what: what.to_string(),
+            message: message.into(),
+            diff,
+        }
+    }
+
+    /// Bytes the engine has received from this case's connections (not the admin's).
+    fn bytes_in(&mut self) -> Result<u64, HarnessError> {
+        Ok(self
+            .admin
+            .client_list()?
+            .iter()
+            .filter(|c| c.db == self.db && c.id != self.admin_id)
+            .map(|c| c.tot_net_in)
+            .sum())
+    }
+
+    fn request(
+        &self,
+        verb: &str,
+        session: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Request, String> {
+        let mut obj = resolve(&Value::Object(args.clone()), &self.vars);
+        let map = obj.as_object_mut().expect("args are a map");
+        map.insert("cmd".into(), Value::String(verb.into()));
+        map.insert("session".into(), Value::String(session.into()));
+        if verb == "connect" {
+            map.insert("url".into(), Value::String(self.engine.url(self.db)));
+        }
+        serde_json::from_value(obj)
+            .map_err(|e| format!("arguments do not form a {verb} request: {e}"))
+    }
+}
+
+fn observed(r: &Result<Reply, ConnectorError>) -> Observed {
+    match r {
+        Ok(reply) => Observed::Ok(reply.to_json()),
+        Err(e) => Observed::Error(e.kind),
+    }
+}
+
+/// Runs `case` in database `db` of `engine` against `connector`.
+pub fn run_case(
+    case: &Case,
+    engine: &Engine,
+    db: u32,
+    connector: &mut dyn Connector,
+    mode: Mode,
+) -> CaseResult {
+    let mut observed_steps = vec![None; case.steps.len()];
+    let failure = run_steps(case, engine, db, connector, mode, &mut observed_steps).err();
+    for s in &case.sessions {
+        let _ = connector.call(&Request::Disconnect { session: s.clone() });
+    }
+    CaseResult {
+        failure,
+        observed: observed_steps,
+    }
+}
+
+fn run_steps(
+    case: &Case,
+    engine: &Engine,
+    db: u32,
+    connector: &mut dyn Connector,
+    mode: Mode,
+    observed_steps: &mut [Option<Observed>],
+) -> Result<(), CaseFailure> {
+    let setup_fail = |message: String| CaseFailure {
+        location: format!("{}:1", case.file.display()),
+        case_id: case.id.clone(),
+        step: 0,
+        what: "setup".into(),
+        message,
+        diff: None,
+    };
+    let mut admin = engine
+        .prepare_db(db)
+        .map_err(|e| setup_fail(e.to_string()))?;
+    let admin_id = admin.client_id().map_err(|e| setup_fail(e.to_string()))?;
+    if let Some(f) = &case.fence {
+        let fields: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        admin
+            .hset("emq:fence", &fields)
+            .map_err(|e| setup_fail(e.to_string()))?;
+    }
+    if !case.manual_connect {
+        for s in &case.sessions {
+            connector
+                .call(&Request::Connect {
+                    session: s.clone(),
+                    url: engine.url(db),
+                })
+                .map_err(|e| setup_fail(format!("connect {s}: {e}")))?;
+        }
+    }
+    let mut run = Run {
+        case,
+        engine,
+        db,
+        admin,
+        admin_id,
+        vars: Map::new(),
+    };
+    for (i, step) in case.steps.iter().enumerate() {
+        match &step.action {
+            Action::Keyspace(spec) => {
+                let now = run
+                    .admin
+                    .time_ms()
+                    .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
+                let ks = Keyspace::read(&mut run.admin)
+                    .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
+                let spec = resolve(&Value::Object(spec.clone()), &run.vars);
+                if let Err((exp, act)) = check_keyspace(spec.as_object().expect("map"), &ks, now) {
+                    return Err(run.fail(
+                        i,
+                        "keyspace",
+                        "keyspace differs",
+                        Some(diff(&exp, &act)),
+                    ));
+                }
+            }
+            Action::Call { verb, args } => {
+                let req = run
+                    .request(verb, &step.session, args)
+                    .map_err(|m| run.fail(i, verb, m, None))?;
+                let expects_invalid = step.expect == Expect::Error(ErrorKind::Invalid);
+                let before = if expects_invalid {
+                    Some(
+                        run.bytes_in()
+                            .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
+                    )
+                } else {
+                    None
+                };
+                let result = connector.call(&req);
+                observed_steps[i] = Some(observed(&result));
+                if let Some(before) = before {
+                    let after = run
+                        .bytes_in()
+                        .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
+                    if after != before && mode == Mode::Check {
+                        return Err(run.fail(
+                            i,
+                            verb,
+                            format!(
+                                "an invalid request reached the engine ({} bytes sent)",
+                                after - before
+                            ),
+                            None,
+                        ));
+                    }
+                }
+                let mismatch = match (&step.expect, &result) {
+                    (Expect::Success, Ok(_)) => None,
+                    (Expect::Ok(want), Ok(reply)) => {
+                        let want = resolve(want, &run.vars);
+                        let got = reply.to_json();
+                        (!matches(&want, &got))
+                            .then(|| ("reply differs".to_string(), Some(diff(&want, &got))))
+                    }
+                    (Expect::Error(kind), Err(e)) if e.kind == *kind => None,
+                    (Expect::Error(kind), Err(e)) => {
+                        Some((format!("expected error {kind}, got {e}"), None))
+                    }
+                    (Expect::Error(kind), Ok(reply)) => Some((
+                        format!("expected error {kind}, got ok {}", reply.to_json()),
+                        None,
+                    )),
+                    (_, Err(e)) => Some((format!("unexpected error {e}"), None)),
+                };
+                if let Some((message, d)) = mismatch {
+                    let fatal = mode == Mode::Check || result.is_err() && step.capture.is_some();
+                    if fatal {
+                        return Err(run.fail(i, verb, message, d));
+                    }
+                }
+                if let (Some(name), Ok(reply)) = (&step.capture, &result) {
+                    run.vars.insert(name.clone(), reply.to_json());
+                }
+            }
+        }
+    }
+    Ok(())
+}
