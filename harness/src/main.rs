@@ -1,1 +1,89 @@
-fn main() {}
+//! `emq-gate`: see `emq-gate --help`.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use emq::cli::{Cli, Command};
+use emq::error::{ExitCode as Code, HarnessError};
+use emq::output::{self, Progress};
+use emq::record::Record;
+
+fn code(c: Code) -> ExitCode {
+    ExitCode::from(c as u8)
+}
+
+fn fail(e: &HarnessError) -> ExitCode {
+    output::error(e);
+    code(e.exit_code())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    output::set_quiet(cli.quiet);
+    let progress = Progress::new();
+    match cli.command {
+        Command::Run { common, out } => {
+            let record = match emq::run::run(&common.options(), &progress) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            if let Some(dir) = out
+                && let Err(e) = record.write(&dir, &common.name)
+            {
+                return fail(&e);
+            }
+            output::result(&record.markdown());
+            code(if record.passed() { Code::Pass } else { Code::GateFailed })
+        }
+        Command::Record { common } => {
+            let record = match emq::run::run(&common.options(), &progress) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            let dir = emq::repo_relative("reports");
+            if let Err(e) = record.write(&dir, &common.name) {
+                return fail(&e);
+            }
+            output::result(&record.markdown());
+            output::note(&format!("wrote {}/{}.{{json,md,junit.xml}}", dir.display(), common.name));
+            code(if record.passed() { Code::Pass } else { Code::GateFailed })
+        }
+        Command::Check { common } => {
+            let path = emq::repo_relative("reports").join(format!("{}.json", common.name));
+            let committed = match Record::load(&path) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            let mut opts = common.options();
+            opts.seed = committed.header.seed;
+            opts.histories = committed.header.histories;
+            opts.batch = committed.header.batch;
+            let fresh = match emq::run::run(&opts, &progress) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            let diffs = fresh.stable_differences(&committed);
+            if diffs.is_empty() {
+                output::result(&format!("{}: the committed record holds ({})", path.display(), fresh.footer.summary));
+                code(Code::Pass)
+            } else {
+                for d in &diffs {
+                    output::error(d);
+                }
+                output::error(&format!("{} no longer holds: regenerate with `emq-gate record`", path.display()));
+                code(Code::GateFailed)
+            }
+        }
+        Command::Smoke { engine, timeout, command } => {
+            let spec = emq::cli::child_spec(&command, timeout);
+            match emq::smoke::smoke(&engine.options(), &spec, &progress) {
+                Ok(report) => {
+                    output::result(&report.text());
+                    code(if report.passed() { Code::Pass } else { Code::GateFailed })
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! `emq-gate`: the command line. Parsing here; work in `run`; printing in `output`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::connector::child::ChildSpec;
+use crate::engine::{DEFAULT_IMAGE, EngineChoice, EngineOptions};
+use crate::run::{RunOptions, Subject};
+
+const EXIT_CODES: &str = "\
+EXIT CODES:
+    0  every judged gate passed (run), the record still holds (check), the smoke test passed
+    1  a gate failed, the record no longer holds, or the smoke test found a problem
+    2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
+    3  infrastructure: no engine could be started or reached
+
+ENVIRONMENT:
+    EMQ_ENGINE            auto | container | binary | url (as --engine)
+    EMQ_ENGINE_URL        redis://[:password@]host:port[/db] (as --url)
+    EMQ_VALKEY_IMAGE      container image (default valkey/valkey:9.1.2)
+    EMQ_VALKEY_SERVER     valkey-server binary for the binary engine
+    EMQ_SEED              default seed
+    EMQ_BUNDLE_DIR        the bundle directory (default: this repository's bundle/)";
+
+/// Certifies EchoMQ connectors: boots a pinned Valkey, replays the cases and interleavings against
+/// a connector, checks the bundle's SHAs and the declared-keys law on the live engine, and writes
+/// the `PASS n/8` gate record.
+#[derive(Debug, Parser)]
+#[command(name = "emq-gate", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// No progress lines (CI); results and errors still print.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the eight gates against a connector and print the record (Markdown) on stdout.
+    Run {
+        #[command(flatten)]
+        common: Common,
+        /// Also write <name>.json, .md and .junit.xml into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Regenerate the committed record under reports/ (reports/<name>.json, .md, .junit.xml).
+    Record {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run again with the committed record's seed and compare: verdicts, evidence, SHAs, versions.
+    Check {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A few seconds' check for connector authors: hello, connect, each verb once, a short pipeline.
+    Smoke {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Per-request timeout in seconds.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+        /// The connector command and its arguments (after `--`).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+/// Engine selection flags.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Which engine to judge on.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: EngineChoice,
+    /// An existing server (engine url); never flushed when it holds foreign keys unless --allow-flush.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Let the harness flush a url database that holds keys it did not make.
+    #[arg(long)]
+    pub allow_flush: bool,
+    /// The container image.
+    #[arg(long, default_value = DEFAULT_IMAGE)]
+    pub image: String,
+    /// The valkey-server binary (binary engine).
+    #[arg(long)]
+    pub valkey_server: Option<PathBuf>,
+}
+
+/// Flags shared by run, record and check.
+#[derive(Debug, Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The record's name (file stem under reports/ or --out).
+    #[arg(long, default_value = "reference")]
+    pub name: String,
+    /// Seed for G7 and G8 (default EMQ_SEED, else 1).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// G7 histories.
+    #[arg(long, default_value_t = 256)]
+    pub histories: u32,
+    /// G5 batch size (at least 100 000 certifies).
+    #[arg(long, default_value_t = 100_000)]
+    pub batch: i64,
+    /// Only these gates (e.g. G1,G5); the rest are reported ERROR.
+    #[arg(long, value_delimiter = ',')]
+    pub gates: Option<Vec<String>>,
+    /// Per-request timeout for a child-process connector, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+    /// Judge a connector in another runtime: its command and arguments after `--`
+    /// (default: the in-process reference connector).
+    #[arg(last = true)]
+    pub connector: Vec<String>,
+}
+
+impl EngineArgs {
+    /// Engine options, with env defaults where a flag was not given.
+    pub fn options(&self) -> EngineOptions {
+        let env = EngineOptions::default();
+        let choice = match (self.engine, std::env::var("EMQ_ENGINE").ok()) {
+            (EngineChoice::Auto, Some(kind)) => {
+                <EngineChoice as clap::ValueEnum>::from_str(&kind, true).unwrap_or(EngineChoice::Auto)
+            }
+            (c, _) => c,
+        };
+        EngineOptions {
+            choice,
+            url: self.url.clone().or(env.url),
+            image: if self.image == DEFAULT_IMAGE { env.image } else { self.image.clone() },
+            valkey_server: self.valkey_server.clone(),
+            allow_flush: self.allow_flush || env.allow_flush,
+        }
+    }
+}
+
+/// A child spec from a command line.
+pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
+    ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout))
+}
+
+impl Common {
+    /// Run options from the flags.
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            engine: self.engine.options(),
+            subject: if self.connector.is_empty() {
+                Subject::Reference
+            } else {
+                Subject::Child(child_spec(&self.connector, self.timeout))
+            },
+            seed: self
+                .seed
+                .or_else(|| std::env::var("EMQ_SEED").ok().and_then(|s| s.parse().ok()))
+                .unwrap_or(1),
+            histories: self.histories,
+            batch: self.batch,
+            only: self.gates.clone(),
+        }
+    }
+}

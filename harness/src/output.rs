@@ -1,0 +1,78 @@
+//! Everything `emq-gate` shows people: progress on stderr, records on stdout, one-line errors.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::gate::{GateOutcome, Verdict};
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Silences progress (CI); results and errors still print.
+pub fn set_quiet(q: bool) {
+    QUIET.store(q, Ordering::SeqCst);
+}
+
+/// Progress lines with the time since `start`.
+pub struct Progress {
+    start: Instant,
+}
+
+impl Progress {
+    pub fn new() -> Self {
+        Self { start: Instant::now() }
+    }
+
+    /// One progress line on stderr (unless quiet).
+    pub fn line(&self, msg: &str) {
+        if !QUIET.load(Ordering::SeqCst) {
+            let _ = writeln!(std::io::stderr(), "[{:>7.1}s] {msg}", self.start.elapsed().as_secs_f64());
+        }
+    }
+
+    /// A gate's verdict as it lands.
+    pub fn gate(&self, o: &GateOutcome) {
+        let first = o
+            .evidence
+            .iter()
+            .find(|e| e.starts_with("FAIL") || e.starts_with("ERROR"))
+            .or(o.evidence.last())
+            .cloned()
+            .unwrap_or_default();
+        let first = first.lines().next().unwrap_or("").to_string();
+        self.line(&format!("{} {:<14} {:<5} ({:.1}s) {first}", o.id, o.name, verdict(o.verdict), o.wall.as_secs_f64()));
+    }
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "PASS",
+        Verdict::Fail => "FAIL",
+        Verdict::Error => "ERROR",
+    }
+}
+
+/// The result people asked for, on stdout.
+pub fn result(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// A one-line error on stderr.
+pub fn error(msg: &dyn std::fmt::Display) {
+    let _ = writeln!(std::io::stderr(), "emq-gate: error: {msg}");
+}
+
+/// A note on stderr (always shown: it explains a result).
+pub fn note(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "emq-gate: {msg}");
+}

@@ -1,0 +1,294 @@
+//! The gate record (DESIGN §7): JSON for machines, Markdown for people, JUnit XML for CI systems.
+//! Verdicts and evidence are stable; times and rates live apart, in `volatile`, so `check` can
+//! compare a fresh run with the committed record.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::HarnessError;
+use crate::gate::{GateOutcome, Verdict};
+
+/// The record's schema name; bumped when a field changes meaning.
+pub const SCHEMA: &str = "emq-gate-record/1";
+
+/// Who and what was judged, on what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub schema: String,
+    pub harness_version: String,
+    pub bundle_version: String,
+    pub bundle_protocol: u32,
+    pub bundle_digest: String,
+    pub scripts: BTreeMap<String, String>,
+    pub engine_kind: String,
+    pub engine_image: String,
+    pub valkey_version: String,
+    pub connector_name: String,
+    pub connector_version: String,
+    pub connector_language: String,
+    pub seed: u64,
+    pub histories: u32,
+    pub batch: i64,
+    /// Volatile: when the run started (RFC 3339, UTC).
+    pub started: String,
+}
+
+/// One gate's verdict and stable evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateVerdict {
+    pub id: String,
+    pub name: String,
+    pub verdict: Verdict,
+    pub evidence: Vec<String>,
+}
+
+/// The last thing written: a record without it was truncated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Footer {
+    pub passed: usize,
+    pub total: usize,
+    /// `PASS n/8`.
+    pub summary: String,
+    /// Volatile: when the run ended.
+    pub ended: String,
+}
+
+/// Times and rates: recorded, never compared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Volatile {
+    pub engine_boot_ms: u64,
+    pub gate_wall_ms: BTreeMap<String, u64>,
+    pub figures: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+}
+
+/// A whole record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub header: Header,
+    pub gates: Vec<GateVerdict>,
+    pub volatile: Volatile,
+    pub footer: Footer,
+}
+
+/// Now as RFC 3339 UTC, from the system clock (no time crate needed for one format).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl Record {
+    /// Assembles a record from the gates' outcomes.
+    pub fn new(header: Header, outcomes: &[GateOutcome], engine_boot_ms: u64) -> Self {
+        let passed = outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count();
+        let total = crate::gates::ALL.len();
+        let mut volatile = Volatile {
+            engine_boot_ms,
+            ..Volatile::default()
+        };
+        for o in outcomes {
+            volatile.gate_wall_ms.insert(o.id.clone(), o.wall.as_millis() as u64);
+            if !o.figures.is_empty() {
+                volatile.figures.insert(o.id.clone(), o.figures.clone());
+            }
+        }
+        Self {
+            header,
+            gates: outcomes
+                .iter()
+                .map(|o| GateVerdict {
+                    id: o.id.clone(),
+                    name: o.name.clone(),
+                    verdict: o.verdict,
+                    evidence: o.evidence.clone(),
+                })
+                .collect(),
+            volatile,
+            footer: Footer {
+                passed,
+                total,
+                summary: format!("{} {passed}/{total}", if passed == total { "PASS" } else { "FAIL" }),
+                ended: now_rfc3339(),
+            },
+        }
+    }
+
+    /// True when every gate passed.
+    pub fn passed(&self) -> bool {
+        self.footer.passed == self.footer.total && self.gates.len() == self.footer.total
+    }
+
+    /// Reads a committed record.
+    pub fn load(path: &Path) -> Result<Self, HarnessError> {
+        let text = std::fs::read_to_string(path).map_err(|e| HarnessError::io(path.display().to_string(), e))?;
+        serde_json::from_str(&text).map_err(|e| {
+            HarnessError::BadInput(format!("{}:{}:{}: not a gate record: {e}", path.display(), e.line(), e.column()))
+        })
+    }
+
+    /// Differences in what `check` compares (everything but times, rates and the engine's kind).
+    pub fn stable_differences(&self, committed: &Record) -> Vec<String> {
+        let mut out = Vec::new();
+        let (a, b) = (&committed.header, &self.header);
+        let fields = [
+            ("harness_version", &a.harness_version, &b.harness_version),
+            ("bundle_version", &a.bundle_version, &b.bundle_version),
+            ("bundle_digest", &a.bundle_digest, &b.bundle_digest),
+            ("valkey_version", &a.valkey_version, &b.valkey_version),
+            ("connector_name", &a.connector_name, &b.connector_name),
+            ("connector_version", &a.connector_version, &b.connector_version),
+            ("connector_language", &a.connector_language, &b.connector_language),
+        ];
+        for (name, want, got) in fields {
+            if want != got {
+                out.push(format!("{name}: committed {want:?}, now {got:?}"));
+            }
+        }
+        if a.scripts != b.scripts {
+            out.push(format!("scripts: committed {:?}, now {:?}", a.scripts, b.scripts));
+        }
+        for (c, n) in committed.gates.iter().zip(&self.gates) {
+            if c.verdict != n.verdict {
+                out.push(format!("{} {}: committed {:?}, now {:?}", c.id, c.name, c.verdict, n.verdict));
+            }
+            if c.evidence != n.evidence {
+                let d = crate::cases::expect::diff(&serde_json::json!(c.evidence), &serde_json::json!(n.evidence));
+                out.push(format!("{} {}: evidence differs {d}", c.id, c.name));
+            }
+        }
+        if committed.gates.len() != self.gates.len() {
+            out.push(format!("gate count: committed {}, now {}", committed.gates.len(), self.gates.len()));
+        }
+        if committed.footer.summary != self.footer.summary {
+            out.push(format!("summary: committed {}, now {}", committed.footer.summary, self.footer.summary));
+        }
+        out
+    }
+
+    /// The Markdown record, shaped like the published one.
+    pub fn markdown(&self) -> String {
+        let h = &self.header;
+        let mut s = String::new();
+        s.push_str("# EchoMQ connector gate record\n\n");
+        s.push_str("| | |\n|---|---|\n");
+        let rows = [
+            ("record schema", h.schema.clone()),
+            ("harness", h.harness_version.clone()),
+            ("bundle", format!("{} (protocol {}, digest `{}`)", h.bundle_version, h.bundle_protocol, h.bundle_digest)),
+            ("engine", format!("{} `{}`, valkey {}", h.engine_kind, h.engine_image, h.valkey_version)),
+            ("connector", format!("{} {} ({})", h.connector_name, h.connector_version, h.connector_language)),
+            ("seed", format!("{} ({} histories, batch {})", h.seed, h.histories, h.batch)),
+            ("started", h.started.clone()),
+        ];
+        for (k, v) in rows {
+            s.push_str(&format!("| {k} | {v} |\n"));
+        }
+        s.push_str("\n## Scripts\n\n| script | sha1 |\n|---|---|\n");
+        for name in crate::bundle::SCRIPT_ORDER {
+            if let Some(sha) = h.scripts.get(name) {
+                s.push_str(&format!("| {name} | `{sha}` |\n"));
+            }
+        }
+        s.push_str("\n## Gates\n\n| gate | check | verdict |\n|---|---|---|\n");
+        for g in &self.gates {
+            s.push_str(&format!("| {} | {} | **{:?}** |\n", g.id, g.name, g.verdict).to_uppercase().replace("| **", "| **"));
+        }
+        for g in &self.gates {
+            s.push_str(&format!("\n### {} {} — {:?}\n\n", g.id, g.name, g.verdict));
+            for e in &g.evidence {
+                s.push_str(&format!("- {}\n", e.replace('\n', " ")));
+            }
+        }
+        s.push_str("\n## Figures (volatile; not compared)\n\n```\n");
+        s.push_str(&format!("{:<30}{} ms\n", "engine boot", self.volatile.engine_boot_ms));
+        for (id, ms) in &self.volatile.gate_wall_ms {
+            s.push_str(&format!("{:<30}{ms} ms\n", format!("{id} wall")));
+        }
+        for (id, figs) in &self.volatile.figures {
+            for (k, v) in figs {
+                let shown = match v {
+                    serde_json::Value::String(t) => t.lines().next().unwrap_or("").to_string(),
+                    other => other.to_string(),
+                };
+                s.push_str(&format!("{:<30}{shown}\n", format!("{id} {k}")));
+            }
+        }
+        s.push_str(&format!("{:<30}{}\n```\n", "gate record", self.footer.summary));
+        s.push_str(&format!("\n**{}** — ended {}\n", self.footer.summary, self.footer.ended));
+        s
+    }
+
+    /// JUnit XML: one testcase per gate, for CI dashboards.
+    pub fn junit(&self) -> String {
+        fn esc(s: &str) -> String {
+            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+        }
+        let failures = self.gates.iter().filter(|g| g.verdict == Verdict::Fail).count();
+        let errors = self.gates.iter().filter(|g| g.verdict == Verdict::Error).count();
+        let mut s = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"emq-gate {}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">\n",
+            esc(&self.header.connector_name),
+            self.gates.len()
+        );
+        for g in &self.gates {
+            let ms = self.volatile.gate_wall_ms.get(&g.id).copied().unwrap_or(0);
+            s.push_str(&format!(
+                "  <testcase classname=\"emq-gate\" name=\"{} {}\" time=\"{:.3}\">",
+                g.id,
+                esc(&g.name),
+                ms as f64 / 1000.0
+            ));
+            let body = esc(&g.evidence.join("\n"));
+            match g.verdict {
+                Verdict::Pass => {}
+                Verdict::Fail => s.push_str(&format!("<failure message=\"gate failed\">{body}</failure>")),
+                Verdict::Error => s.push_str(&format!("<error message=\"not judged\">{body}</error>")),
+            }
+            s.push_str("</testcase>\n");
+        }
+        s.push_str("</testsuite>\n");
+        s
+    }
+
+    /// Writes `<stem>.json`, `<stem>.md` and `<stem>.junit.xml` into `dir`.
+    pub fn write(&self, dir: &Path, stem: &str) -> Result<(), HarnessError> {
+        std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
+        let json = serde_json::to_string_pretty(self).expect("records serialize") + "\n";
+        for (ext, body) in [("json", json), ("md", self.markdown()), ("junit.xml", self.junit())] {
+            let path = dir.join(format!("{stem}.{ext}"));
+            std::fs::write(&path, body).map_err(|e| HarnessError::io(path.display().to_string(), e))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil() {
+        let s = now_rfc3339();
+        assert_eq!(s.len(), 20, "{s}");
+        assert!(s.starts_with("20"), "{s}");
+    }
+}

@@ -1,0 +1,110 @@
+//! One gate run, phase by phase: boot the engine, meet the connector, run the gates, assemble the record.
+
+use std::sync::Arc;
+
+use crate::bundle::Bundle;
+use crate::connector::Verbs;
+use crate::connector::child::{ChildFactory, ChildSpec};
+use crate::connector::reference::Reference;
+use crate::engine::{Engine, EngineOptions};
+use crate::error::HarnessError;
+use crate::gate::{ConnectorFactory, GateContext, run_gate};
+use crate::output::Progress;
+use crate::record::{Header, Record, SCHEMA, now_rfc3339};
+
+/// Which connector to judge.
+#[derive(Debug, Clone)]
+pub enum Subject {
+    /// The in-process reference connector.
+    Reference,
+    /// A connector in any language, as a child process speaking wire protocol v1.
+    Child(ChildSpec),
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub engine: EngineOptions,
+    pub subject: Subject,
+    pub seed: u64,
+    pub histories: u32,
+    pub batch: i64,
+    /// Only these gates (ids like `G3`); the others are reported ERROR "not selected".
+    pub only: Option<Vec<String>>,
+}
+
+/// The factory for `subject`.
+pub fn factory(subject: &Subject, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
+    match subject {
+        Subject::Reference => {
+            let b = bundle.clone();
+            Box::new(move || Ok(Reference::boxed(&b, None)))
+        }
+        Subject::Child(spec) => Box::new(ChildFactory::new(spec.clone())),
+    }
+}
+
+fn header(opts: &RunOptions, bundle: &Bundle, engine: &Engine, factory: &dyn ConnectorFactory) -> Header {
+    let identity = factory.make().and_then(|mut c| {
+        c.hello()
+            .map_err(|e| HarnessError::BadInput(format!("connector hello failed: {e}")))
+    });
+    let (name, version, language) = match identity {
+        Ok(i) => (i.name, i.version, i.language),
+        Err(e) => (format!("<no hello: {e}>"), String::new(), String::new()),
+    };
+    Header {
+        schema: SCHEMA.into(),
+        harness_version: env!("CARGO_PKG_VERSION").into(),
+        bundle_version: bundle.manifest.bundle.clone(),
+        bundle_protocol: bundle.manifest.protocol,
+        bundle_digest: bundle.computed_digest(),
+        scripts: bundle.scripts.iter().map(|s| (s.entry.name.clone(), s.sha1.clone())).collect(),
+        engine_kind: format!("{:?}", engine.kind).to_lowercase(),
+        engine_image: engine.source.clone(),
+        valkey_version: engine.valkey_version.clone(),
+        connector_name: name,
+        connector_version: version,
+        connector_language: language,
+        seed: opts.seed,
+        histories: opts.histories,
+        batch: opts.batch,
+        started: now_rfc3339(),
+    }
+}
+
+/// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
+pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
+    let bundle = Arc::new(Bundle::load_default()?);
+    progress.line("booting the engine");
+    let engine = Engine::start(&opts.engine)?;
+    progress.line(&format!("engine up: {} in {} ms", engine.describe(), engine.boot_time.as_millis()));
+    let factory = factory(&opts.subject, &bundle);
+    let header = header(opts, &bundle, &engine, factory.as_ref());
+    progress.line(&format!("connector: {} {}", header.connector_name, header.connector_version));
+    let say = |m: &str| progress.line(m);
+    let ctx = GateContext {
+        engine: &engine,
+        bundle: &bundle,
+        factory: factory.as_ref(),
+        seed: opts.seed,
+        histories: opts.histories,
+        batch: opts.batch,
+        progress: &say,
+    };
+    let mut outcomes = Vec::new();
+    for gate in &crate::gates::ALL {
+        let selected = opts.only.as_ref().is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
+        let outcome = if selected {
+            progress.line(&format!("{} {} ...", gate.id, gate.name));
+            run_gate(gate, &ctx)
+        } else {
+            let mut o = crate::gate::GateOutcome::new(gate.id, gate.name);
+            o.error("not selected in this run (--gates)");
+            o
+        };
+        progress.gate(&outcome);
+        outcomes.push(outcome);
+    }
+    Ok(Record::new(header, &outcomes, engine.boot_time.as_millis() as u64))
+}
