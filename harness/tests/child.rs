@@ -554,3 +554,39 @@ fn python_connector_runs_every_verb() {
     assert_reaped(pid);
     admin.flushdb().unwrap();
 }
+
+#[test]
+fn death_by_signal_is_named() {
+    let mut c = spawn(&fixture("crash.py"));
+    let pid = c.pid().unwrap();
+    c.hello().unwrap();
+    let err = timed("crash: claim", Duration::from_secs(3), || {
+        c.claim("s", "q", 1000).unwrap_err()
+    });
+    assert_eq!(err.kind, ErrorKind::Internal);
+    assert_eq!(
+        err.message,
+        "connector was killed by signal 11 during claim (seq 2); \
+         last stderr line: crash.py: segfaulting now"
+    );
+    assert_reaped(pid);
+}
+
+#[test]
+fn an_extra_line_is_reported() {
+    let mut c = spawn(&fixture("chatty.py"));
+    let pid = c.pid().unwrap();
+    c.hello().unwrap();
+    // Both lines were written at once; give the reader thread a moment to pass on the second.
+    std::thread::sleep(Duration::from_millis(200));
+    let err = c.pending_size("s", "q").unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Internal);
+    assert!(
+        err.message.starts_with(
+            "connector printed a line nobody asked for (before pending_size (seq 2)): {\"seq\": 1, \"ok\": "
+        ),
+        "{}",
+        err.message
+    );
+    assert_reaped(pid);
+}

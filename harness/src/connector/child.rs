@@ -332,14 +332,12 @@ fn secs(d: Duration) -> String {
     }
 }
 
-fn status_words(s: Option<ExitStatus>) -> String {
-    match s {
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => format!("status {code}"),
-            (None, Some(sig)) => format!("signal {sig}"),
-            _ => format!("{s}"),
-        },
-        None => "unknown status".into(),
+/// `exited with status 3`, `was killed by signal 11`.
+fn ended(s: ExitStatus) -> String {
+    match (s.code(), s.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        _ => format!("ended ({s})"),
     }
 }
 
@@ -462,19 +460,18 @@ impl ChildConnector {
         ConnectorError::internal(message)
     }
 
-    /// The stdout of the child closed during `what`: it exited (or is about to).
-    fn exited(&mut self, what: &str) -> ConnectorError {
+    /// The child's stdout closed (or, with `stdin_closed`, its stdin) during `what`: it exited,
+    /// or is about to, or broke the pipe while running.
+    fn exited(&mut self, when: &str, stdin_closed: bool) -> ConnectorError {
         let Some(p) = self.proc.as_mut() else {
-            return self.die(format!("connector is not running during {what}"));
+            return self.die(format!("connector is not running {when}"));
         };
         let status = p.wait_for_exit(Duration::from_secs(1));
         p.settle_log(Duration::from_millis(500));
         let mut msg = match status {
-            Some(s) => format!(
-                "connector exited with {} during {what}",
-                status_words(Some(s))
-            ),
-            None => format!("connector closed its stdout during {what}"),
+            Some(s) => format!("connector {} {when}", ended(s)),
+            None if stdin_closed => format!("connector stopped reading its stdin {when}"),
+            None => format!("connector closed its stdout {when}"),
         };
         let tail = self.log.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(last) = tail.iter().rev().find(|l| !l.trim().is_empty()) {
@@ -509,9 +506,22 @@ impl ChildConnector {
         let Some(p) = self.proc.as_mut() else {
             return Err(self.die(format!("connector is not running; not sending {what}")));
         };
+        // A line nobody asked for (a second answer, a stray print) breaks the protocol.
+        match p.stdout.try_recv() {
+            Ok(extra) => {
+                return Err(self.die(format!(
+                    "connector printed a line nobody asked for (before {what}): {}",
+                    quote(&extra)
+                )));
+            }
+            Err(mpsc::TryRecvError::Disconnected) => {
+                return Err(self.exited(&format!("before {what}"), false));
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
         let sent = p.stdin.as_ref().is_some_and(|tx| tx.send(line).is_ok());
         if !sent {
-            return Err(self.exited(&what));
+            return Err(self.exited(&format!("before {what}"), true));
         }
         let timeout = self.spec.timeout_for(request);
         let answer = p.stdout.recv_timeout(timeout);
@@ -520,7 +530,9 @@ impl ChildConnector {
             Err(RecvTimeoutError::Timeout) => {
                 return Err(self.die(format!("no answer to {what} within {}", secs(timeout))));
             }
-            Err(RecvTimeoutError::Disconnected) => return Err(self.exited(&what)),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(self.exited(&format!("during {what}"), false));
+            }
         };
         let reply: Value = match serde_json::from_str(&text) {
             Ok(v @ Value::Object(_)) => v,

@@ -1,0 +1,146 @@
+//! G7 — interleavings: property-based histories of all eight verbs over several sessions and
+//! queues agree with the pure model (`crate::model`), reply by reply and in the final keyspace; a
+//! failure is shrunk and printed as a ready-to-commit YAML case. Beside it, a concurrent soak of
+//! real worker threads must account for every job exactly.
+
+use std::time::Duration;
+
+use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::model::history::History;
+use crate::model::runner::{self, Env, Options, Report, parse_regressions};
+use crate::model::soak::{SoakOptions, soak};
+
+/// Committed histories replayed before any drawn one (one JSON history per line).
+pub const REGRESSIONS: &str = include_str!("../../tests/interleavings-regressions.txt");
+
+/// The env var naming a directory a counterexample case is written to.
+pub const CASE_OUT_ENV: &str = "EMQ_G7_CASE_OUT";
+
+/// Shrinking is bounded in time and steps.
+pub const MAX_SHRINK_TIME: Duration = Duration::from_secs(60);
+pub const MAX_SHRINK_ITERS: u32 = 2048;
+
+/// The soak's width and length in the gate.
+pub const SOAK_WORKERS: usize = 4;
+pub const SOAK_TIME: Duration = Duration::from_secs(2);
+
+/// The committed regressions, parsed.
+pub fn regressions() -> Vec<History> {
+    parse_regressions(REGRESSIONS).expect("the committed G7 regressions parse")
+}
+
+/// Draws and judges `ctx.histories` histories (after the regressions).
+pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessError> {
+    let env = Env {
+        engine: ctx.engine,
+        factory: ctx.factory,
+        db: gate_db("G7"),
+    };
+    runner::run(
+        &env,
+        &Options {
+            histories: ctx.histories,
+            seed: ctx.seed,
+            max_shrink_time: MAX_SHRINK_TIME,
+            max_shrink_iters: MAX_SHRINK_ITERS,
+            regressions: regressions(),
+        },
+    )
+}
+
+/// The gate's check.
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    out.figure("seed", ctx.seed);
+    (ctx.progress)(&format!(
+        "G7: {} histories (seed {}), then a {} s soak",
+        ctx.histories,
+        ctx.seed,
+        SOAK_TIME.as_secs()
+    ));
+    let report = match histories(ctx) {
+        Ok(r) => r,
+        Err(e) => return out.error(format!("histories could not run: {e}")),
+    };
+    out.figure("histories_run", report.runs);
+    out.figure("calls", report.calls);
+    out.figure("histories_per_s", round(report.histories_per_s()));
+    out.figure("calls_per_s", round(report.calls_per_s()));
+    let n_reg = regressions().len();
+    match &report.failure {
+        None => {
+            out.pass(format!(
+                "{n_reg} committed regression histories and {} drawn histories (1-80 calls of all eight \
+                 verbs over 1-4 sessions and 1-3 queues) agreed with the model, reply by reply and in \
+                 the final keyspace",
+                ctx.histories
+            ));
+        }
+        Some(f) => {
+            let origin = if f.regression {
+                "a committed regression history"
+            } else {
+                "a drawn history, shrunk to"
+            };
+            out.fail(format!(
+                "{origin} {} steps disagreed with the model: {}",
+                f.history.calls.len(),
+                f.message
+            ));
+            out.evidence
+                .push(format!("counterexample case {}:\n{}", f.case_id, f.yaml));
+            if let Some(dir) = std::env::var_os(CASE_OUT_ENV) {
+                let path = std::path::Path::new(&dir).join(format!("{}.yaml", f.case_id));
+                match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &f.yaml)) {
+                    Ok(()) => {
+                        (ctx.progress)(&format!("G7: counterexample written to {}", path.display()))
+                    }
+                    Err(e) => (ctx.progress)(&format!("G7: cannot write {}: {e}", path.display())),
+                }
+            }
+            (ctx.progress)(&format!("G7 counterexample:\n{}", f.yaml));
+        }
+    }
+    let env = Env {
+        engine: ctx.engine,
+        factory: ctx.factory,
+        db: gate_db("G7"),
+    };
+    let opts = SoakOptions {
+        workers: SOAK_WORKERS,
+        duration: SOAK_TIME,
+        seed: ctx.seed,
+    };
+    match soak(&env, &opts) {
+        Err(e) => out.error(format!("the soak could not run: {e}")),
+        Ok(s) => {
+            out.figure("soak_jobs", s.jobs);
+            out.figure("soak_calls", s.calls);
+            out.figure("soak_claims", s.claims);
+            out.figure("soak_completed", s.completed);
+            out.figure(
+                "soak_calls_per_s",
+                round(s.calls as f64 / s.elapsed.as_secs_f64().max(1e-9)),
+            );
+            if s.jobs == 0 || s.completed == 0 {
+                out.fail("soak: no job was enqueued and completed, so nothing could be accounted");
+            } else if s.violations.is_empty() {
+                out.pass(format!(
+                    "soak: {SOAK_WORKERS} workers, a producer and a reaper for {} s; every enqueued job \
+                     was completed exactly once or sits in exactly one set, no lease was granted twice, \
+                     every hash's attempts equals the claims granted",
+                    SOAK_TIME.as_secs()
+                ));
+            } else {
+                let shown: Vec<&String> = s.violations.iter().take(10).collect();
+                out.fail(format!(
+                    "soak: the accounting failed ({} violations), first: {shown:?}",
+                    s.violations.len()
+                ));
+            }
+        }
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}

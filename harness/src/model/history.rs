@@ -1,0 +1,372 @@
+//! Abstract histories and their proptest strategies. A history is a list of calls whose tokens and
+//! ids are *indexes* (into the claims and ids the history has produced so far), resolved against the
+//! model when the history runs: shrinking removes and simplifies calls and every index still names
+//! something real, so a shrunk history stays meaningful.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::connector::Request;
+use crate::grammar::job_id;
+use crate::model::state::Model;
+
+/// A lease, backoff or delay that never comes due while a history runs.
+pub const LATER_MS: i64 = 3_600_000;
+
+/// Queue names histories use (the charset of §3: letters, digits, `.`, `_`, `-`).
+pub const QUEUES: [&str; 3] = ["orders", "mail.v2", "Q_3-x"];
+
+/// Payloads histories use (empty, spaces, non-ASCII).
+pub const PAYLOADS: [&str; 4] = ["hello", "", "two words", "ünï ✓"];
+
+/// The session a call names when it names one that was never connected.
+pub const GHOST: &str = "ghost";
+
+/// The name of session `i` (0-based).
+pub fn session_name(i: u8) -> String {
+    format!("s{}", i + 1)
+}
+
+/// Which job (and token) a `complete` or `retry` names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// A claim made earlier in the history (live or stale), with its token or one beside it.
+    Claim { index: u16, token: Token },
+    /// An id minted earlier in the history, with any attempts.
+    Minted { index: u16, attempts: u8 },
+    /// An id never minted (`j0…0` or beyond any counter).
+    Never { n: u8, attempts: u8 },
+}
+
+/// The token presented relative to a claim's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Token {
+    Same,
+    Below,
+    Above,
+}
+
+/// One verb with abstract arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verb {
+    Enqueue {
+        later: bool,
+        payload: u8,
+    },
+    Browse {
+        offset: u8,
+        limit: u8,
+    },
+    PendingSize,
+    Claim {
+        later: bool,
+    },
+    Complete {
+        target: Target,
+    },
+    Retry {
+        target: Target,
+        later: bool,
+        max_attempts: u8,
+    },
+    Promote {
+        limit: u8,
+    },
+    Reap {
+        max_attempts: u8,
+        limit: u8,
+    },
+    /// A request with one argument out of range (kind `invalid`, nothing sent).
+    Invalid {
+        kind: u8,
+    },
+}
+
+/// One call: a session (index, or the ghost), a queue index, a verb.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// `None`: a session that was never connected.
+    pub session: Option<u8>,
+    pub queue: u8,
+    pub verb: Verb,
+}
+
+/// A history: how many sessions and queues it uses, and its calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    pub sessions: u8,
+    pub queues: u8,
+    pub calls: Vec<Call>,
+}
+
+impl History {
+    /// The names of the sessions connected before the first call.
+    pub fn session_names(&self) -> Vec<String> {
+        (0..self.sessions.max(1)).map(session_name).collect()
+    }
+
+    /// True when some call names the ghost session.
+    pub fn uses_ghost(&self) -> bool {
+        self.calls.iter().any(|c| c.session.is_none())
+    }
+}
+
+/// The number of invalid-request shapes [`resolve`] knows.
+pub const INVALID_KINDS: u8 = 12;
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![
+        6 => (any::<u16>(), prop_oneof![
+            4 => Just(Token::Same), 1 => Just(Token::Below), 1 => Just(Token::Above)
+        ])
+            .prop_map(|(index, token)| Target::Claim { index, token }),
+        2 => (any::<u16>(), 0u8..4).prop_map(|(index, attempts)| Target::Minted { index, attempts }),
+        1 => (0u8..3, 0u8..3).prop_map(|(n, attempts)| Target::Never { n, attempts }),
+    ]
+}
+
+fn verb() -> impl Strategy<Value = Verb> {
+    prop_oneof![
+        6 => (prop::bool::weighted(0.15), 0u8..4)
+            .prop_map(|(later, payload)| Verb::Enqueue { later, payload }),
+        1 => (0u8..3, 0u8..3).prop_map(|(offset, limit)| Verb::Browse { offset, limit }),
+        1 => Just(Verb::PendingSize),
+        6 => any::<bool>().prop_map(|later| Verb::Claim { later }),
+        4 => target().prop_map(|target| Verb::Complete { target }),
+        4 => (target(), any::<bool>(), 1u8..4).prop_map(|(target, later, max_attempts)| Verb::Retry {
+            target,
+            later,
+            max_attempts
+        }),
+        2 => (0u8..3).prop_map(|limit| Verb::Promote { limit }),
+        2 => (1u8..4, 0u8..3).prop_map(|(max_attempts, limit)| Verb::Reap { max_attempts, limit }),
+        1 => (0..INVALID_KINDS).prop_map(|kind| Verb::Invalid { kind }),
+    ]
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    (
+        prop_oneof![30 => (0u8..4).prop_map(Some), 1 => Just(None)],
+        0u8..3,
+        verb(),
+    )
+        .prop_map(|(session, queue, verb)| Call {
+            session,
+            queue,
+            verb,
+        })
+}
+
+/// Histories of 1–80 calls over 1–4 sessions and 1–3 queues.
+pub fn histories() -> impl Strategy<Value = History> {
+    (1u8..=4, 1u8..=3, vec(call(), 1..=80)).prop_map(|(sessions, queues, calls)| History {
+        sessions,
+        queues,
+        calls,
+    })
+}
+
+fn ms(later: bool) -> i64 {
+    if later { LATER_MS } else { 0 }
+}
+
+/// Turns one abstract call into a concrete request, naming claims and ids the model has seen.
+pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
+    let session = match call.session {
+        Some(i) => session_name(i % h.sessions.max(1)),
+        None => GHOST.to_string(),
+    };
+    let queue = QUEUES[usize::from(call.queue % h.queues.clamp(1, 3))].to_string();
+    // (queue, id, attempts) of a target.
+    let pick = |t: &Target| -> (String, String, i64) {
+        match t {
+            Target::Claim { index, token } if !model.claims.is_empty() => {
+                let (q, c) = &model.claims[usize::from(*index) % model.claims.len()];
+                let a = match token {
+                    Token::Same => c.attempts,
+                    Token::Below => c.attempts - 1,
+                    Token::Above => c.attempts + 1,
+                };
+                (q.clone(), c.id.clone(), a)
+            }
+            Target::Minted { index, attempts } if !model.minted.is_empty() => {
+                let (q, id) = &model.minted[usize::from(*index) % model.minted.len()];
+                (q.clone(), id.clone(), i64::from(*attempts))
+            }
+            Target::Claim { index, .. } | Target::Minted { index, .. } => {
+                (queue.clone(), job_id(0), i64::from(*index % 3))
+            }
+            Target::Never { n, attempts } => {
+                let id = if *n == 0 {
+                    job_id(0)
+                } else {
+                    job_id(1000 + u64::from(*n))
+                };
+                (queue.clone(), id, i64::from(*attempts))
+            }
+        }
+    };
+    match &call.verb {
+        Verb::Enqueue { later, payload } => Request::Enqueue {
+            session,
+            queue,
+            payload: PAYLOADS[usize::from(*payload) % PAYLOADS.len()].to_string(),
+            delay_ms: ms(*later),
+        },
+        Verb::Browse { offset, limit } => Request::Browse {
+            session,
+            queue,
+            offset: i64::from(*offset),
+            limit: i64::from(*limit),
+        },
+        Verb::PendingSize => Request::PendingSize { session, queue },
+        Verb::Claim { later } => Request::Claim {
+            session,
+            queue,
+            lease_ms: ms(*later),
+        },
+        Verb::Complete { target } => {
+            let (queue, id, attempts) = pick(target);
+            Request::Complete {
+                session,
+                queue,
+                id,
+                attempts,
+            }
+        }
+        Verb::Retry {
+            target,
+            later,
+            max_attempts,
+        } => {
+            let (queue, id, attempts) = pick(target);
+            Request::Retry {
+                session,
+                queue,
+                id,
+                attempts,
+                backoff_ms: ms(*later),
+                max_attempts: i64::from(*max_attempts),
+            }
+        }
+        Verb::Promote { limit } => Request::Promote {
+            session,
+            queue,
+            limit: i64::from(*limit),
+        },
+        Verb::Reap {
+            max_attempts,
+            limit,
+        } => Request::Reap {
+            session,
+            queue,
+            max_attempts: i64::from(*max_attempts),
+            limit: i64::from(*limit),
+        },
+        Verb::Invalid { kind } => invalid(*kind, session, queue),
+    }
+}
+
+/// A request with exactly one bad argument.
+fn invalid(kind: u8, session: String, queue: String) -> Request {
+    let id = job_id(1);
+    match kind % INVALID_KINDS {
+        0 => Request::Claim {
+            session,
+            queue: "bad queue".into(),
+            lease_ms: 0,
+        },
+        1 => Request::Claim {
+            session,
+            queue,
+            lease_ms: -1,
+        },
+        2 => Request::Enqueue {
+            session,
+            queue,
+            payload: "x".into(),
+            delay_ms: -1,
+        },
+        3 => Request::Complete {
+            session,
+            queue,
+            id: "nope".into(),
+            attempts: 1,
+        },
+        4 => Request::Retry {
+            session,
+            queue,
+            id,
+            attempts: 1,
+            backoff_ms: 0,
+            max_attempts: 0,
+        },
+        5 => Request::Reap {
+            session,
+            queue,
+            max_attempts: 3,
+            limit: -1,
+        },
+        6 => Request::Browse {
+            session,
+            queue,
+            offset: -1,
+            limit: 1,
+        },
+        7 => Request::Promote {
+            session,
+            queue,
+            limit: -1,
+        },
+        8 => Request::PendingSize {
+            session,
+            queue: String::new(),
+        },
+        9 => Request::Complete {
+            session,
+            queue,
+            id,
+            attempts: -1,
+        },
+        10 => Request::Enqueue {
+            session,
+            queue: "q".repeat(129),
+            payload: "x".into(),
+            delay_ms: 0,
+        },
+        _ => Request::Retry {
+            session,
+            queue,
+            id,
+            attempts: 1,
+            backoff_ms: -1,
+            max_attempts: 3,
+        },
+    }
+}
+
+/// Resolves a whole history against a fresh model: the concrete requests, the model's replies, and
+/// the model's final state.
+pub fn expected(h: &History) -> (Vec<(Request, crate::model::state::Predicted)>, Model) {
+    let mut model = Model::new();
+    for s in h.session_names() {
+        let _ = model.apply(&Request::Connect {
+            session: s,
+            url: "redis://model".into(),
+        });
+    }
+    let steps = h
+        .calls
+        .iter()
+        .map(|c| {
+            let req = resolve(h, c, &model);
+            let got = model.apply(&req);
+            (req, got)
+        })
+        .collect();
+    (steps, model)
+}

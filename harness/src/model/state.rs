@@ -1,0 +1,405 @@
+//! The pure reference model of EchoMQ (DESIGN §3, §5): per queue the four sets, the three-field
+//! job hashes and the id counter, with every verb's reply predicted — `invalid` errors included.
+//!
+//! Time is abstracted. A score is a [`Stamp`]: the logical tick of the call that wrote it and
+//! whether it is *due* (lease, backoff or delay of 0) or *not due* (any positive ms: histories use
+//! one hour, which never comes due while a history runs). A runner that keeps time-writing calls at
+//! least one server millisecond apart makes the engine's score order equal the model's
+//! `(not_due, tick, id)` order, so reap and promote pick exactly the jobs the model picks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::connector::args::validate;
+use crate::connector::{BrowsedJob, Claimed, Reply, Request, RetryOutcome};
+use crate::error::{ConnectorError, ErrorKind};
+use crate::grammar::job_id;
+
+/// The abstract score of a time-scored set member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp {
+    /// True when the score lies in the future for the whole history (not due).
+    pub later: bool,
+    /// The logical time of the call that wrote it.
+    pub tick: u64,
+}
+
+/// One job hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub payload: String,
+    pub attempts: i64,
+    pub state: &'static str,
+}
+
+/// One queue of the model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Queue {
+    pub pending: BTreeSet<String>,
+    pub active: BTreeMap<String, Stamp>,
+    pub delayed: BTreeMap<String, Stamp>,
+    pub dead: BTreeMap<String, Stamp>,
+    pub jobs: BTreeMap<String, Job>,
+    pub seq: Option<i64>,
+}
+
+/// Members of a time-scored set in the engine's order (score, then id).
+pub fn ordered(set: &BTreeMap<String, Stamp>) -> Vec<(String, Stamp)> {
+    let mut v: Vec<(String, Stamp)> = set.iter().map(|(k, s)| (k.clone(), *s)).collect();
+    v.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    v
+}
+
+impl Queue {
+    /// True when the queue has no key on the engine.
+    pub fn is_empty(&self) -> bool {
+        self.seq.is_none()
+            && self.pending.is_empty()
+            && self.active.is_empty()
+            && self.delayed.is_empty()
+            && self.dead.is_empty()
+            && self.jobs.is_empty()
+    }
+
+    /// The ids of `set` in the engine's order.
+    pub fn ids(&self, set: &str) -> Vec<String> {
+        match set {
+            "pending" => self.pending.iter().cloned().collect(),
+            "active" => ordered(&self.active).into_iter().map(|(k, _)| k).collect(),
+            "delayed" => ordered(&self.delayed).into_iter().map(|(k, _)| k).collect(),
+            "dead" => ordered(&self.dead).into_iter().map(|(k, _)| k).collect(),
+            other => panic!("no set {other}"),
+        }
+    }
+
+    /// Due members of a time-scored set, in the order `ZRANGE BYSCORE -inf now` returns them.
+    fn due(set: &BTreeMap<String, Stamp>) -> Vec<String> {
+        ordered(set)
+            .into_iter()
+            .filter(|(_, s)| !s.later)
+            .map(|(k, _)| k)
+            .collect()
+    }
+}
+
+/// What the model predicts for one request.
+pub type Predicted = Result<Reply, ErrorKind>;
+
+/// The whole model: queues, connected sessions, the logical clock, and what the history has seen
+/// (claims and minted ids, so abstract histories can name real tokens and ids).
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub queues: BTreeMap<String, Queue>,
+    pub sessions: BTreeSet<String>,
+    /// Every successful claim so far: (queue, claim).
+    pub claims: Vec<(String, Claimed)>,
+    /// Every id minted so far: (queue, id).
+    pub minted: Vec<(String, String)>,
+    tick: u64,
+    wrote_time: bool,
+}
+
+fn err(e: ConnectorError) -> ErrorKind {
+    e.kind
+}
+
+impl Model {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True when the last [`Model::apply`] wrote a time score (the engine read `TIME` and stored it).
+    pub fn wrote_time(&self) -> bool {
+        self.wrote_time
+    }
+
+    fn session(&self, s: &str) -> Result<(), ErrorKind> {
+        if self.sessions.contains(s) {
+            Ok(())
+        } else {
+            Err(ErrorKind::Invalid)
+        }
+    }
+
+    fn queue(&mut self, q: &str) -> &mut Queue {
+        self.queues.entry(q.to_string()).or_default()
+    }
+
+    fn stamp(&mut self, later: bool) -> Stamp {
+        self.wrote_time = true;
+        Stamp {
+            later,
+            tick: self.tick,
+        }
+    }
+
+    /// Applies one request; returns the reply (or error kind) a correct connector gives.
+    pub fn apply(&mut self, req: &Request) -> Predicted {
+        self.tick += 1;
+        self.wrote_time = false;
+        validate(req).map_err(err)?;
+        use Request::*;
+        match req {
+            Hello { .. } => Err(ErrorKind::Unsupported),
+            Connect { session, .. } => {
+                self.sessions.insert(session.clone());
+                Ok(Reply::Unit)
+            }
+            Disconnect { session } => {
+                self.session(session)?;
+                self.sessions.remove(session);
+                Ok(Reply::Unit)
+            }
+            Enqueue {
+                session,
+                queue,
+                payload,
+                delay_ms,
+            } => {
+                self.session(session)?;
+                let stamp = (*delay_ms > 0).then(|| self.stamp(true));
+                let qs = self.queue(queue);
+                let n = qs.seq.unwrap_or(0) + 1;
+                qs.seq = Some(n);
+                let id = job_id(n as u64);
+                let state = match stamp {
+                    Some(s) => {
+                        qs.delayed.insert(id.clone(), s);
+                        "delayed"
+                    }
+                    None => {
+                        qs.pending.insert(id.clone());
+                        "pending"
+                    }
+                };
+                qs.jobs.insert(
+                    id.clone(),
+                    Job {
+                        payload: payload.clone(),
+                        attempts: 0,
+                        state,
+                    },
+                );
+                self.minted.push((queue.clone(), id.clone()));
+                Ok(Reply::Id(id))
+            }
+            Browse {
+                session,
+                queue,
+                offset,
+                limit,
+            } => {
+                self.session(session)?;
+                let qs = self.queues.get(queue).cloned().unwrap_or_default();
+                Ok(Reply::Jobs(
+                    qs.pending
+                        .iter()
+                        .skip(*offset as usize)
+                        .take(*limit as usize)
+                        .map(|id| BrowsedJob {
+                            id: id.clone(),
+                            payload: qs.jobs[id].payload.clone(),
+                        })
+                        .collect(),
+                ))
+            }
+            PendingSize { session, queue } => {
+                self.session(session)?;
+                Ok(Reply::Count(
+                    self.queues.get(queue).map_or(0, |q| q.pending.len() as i64),
+                ))
+            }
+            Claim {
+                session,
+                queue,
+                lease_ms,
+            } => {
+                self.session(session)?;
+                let Some(id) = self
+                    .queues
+                    .get(queue)
+                    .and_then(|q| q.pending.first().cloned())
+                else {
+                    return Ok(Reply::Claim(None));
+                };
+                let stamp = self.stamp(*lease_ms > 0);
+                let qs = self.queue(queue);
+                qs.pending.remove(&id);
+                qs.active.insert(id.clone(), stamp);
+                let job = qs.jobs.get_mut(&id).expect("pending ids have a hash");
+                job.attempts += 1;
+                job.state = "active";
+                let claimed = Claimed {
+                    id,
+                    payload: job.payload.clone(),
+                    attempts: job.attempts,
+                };
+                self.claims.push((queue.clone(), claimed.clone()));
+                Ok(Reply::Claim(Some(claimed)))
+            }
+            Complete {
+                session,
+                queue,
+                id,
+                attempts,
+            } => {
+                self.session(session)?;
+                let Some(qs) = self.queues.get_mut(queue) else {
+                    return Ok(Reply::Done(false));
+                };
+                if !qs.active.contains_key(id) || qs.jobs[id].attempts != *attempts {
+                    return Ok(Reply::Done(false));
+                }
+                qs.active.remove(id);
+                qs.jobs.remove(id);
+                Ok(Reply::Done(true))
+            }
+            Retry {
+                session,
+                queue,
+                id,
+                attempts,
+                backoff_ms,
+                max_attempts,
+            } => {
+                self.session(session)?;
+                let live = self.queues.get(queue).is_some_and(|qs| {
+                    qs.active.contains_key(id) && qs.jobs[id].attempts == *attempts
+                });
+                if !live {
+                    return Ok(Reply::Retry(RetryOutcome::Stale));
+                }
+                let dead = *attempts >= *max_attempts;
+                let stamp = self.stamp(!dead && *backoff_ms > 0);
+                let qs = self.queue(queue);
+                qs.active.remove(id);
+                let job = qs.jobs.get_mut(id).expect("active ids have a hash");
+                if dead {
+                    job.state = "dead";
+                    qs.dead.insert(id.clone(), stamp);
+                    Ok(Reply::Retry(RetryOutcome::Dead))
+                } else {
+                    job.state = "delayed";
+                    qs.delayed.insert(id.clone(), stamp);
+                    Ok(Reply::Retry(RetryOutcome::Delayed))
+                }
+            }
+            Promote {
+                session,
+                queue,
+                limit,
+            } => {
+                self.session(session)?;
+                let Some(qs) = self.queues.get_mut(queue) else {
+                    return Ok(Reply::Count(0));
+                };
+                let due: Vec<String> = Queue::due(&qs.delayed)
+                    .into_iter()
+                    .take(*limit as usize)
+                    .collect();
+                for id in &due {
+                    qs.delayed.remove(id);
+                    qs.pending.insert(id.clone());
+                    qs.jobs.get_mut(id).expect("delayed ids have a hash").state = "pending";
+                }
+                Ok(Reply::Count(due.len() as i64))
+            }
+            Reap {
+                session,
+                queue,
+                max_attempts,
+                limit,
+            } => {
+                self.session(session)?;
+                let due: Vec<String> = self.queues.get(queue).map_or_else(Vec::new, |qs| {
+                    Queue::due(&qs.active)
+                        .into_iter()
+                        .take(*limit as usize)
+                        .collect()
+                });
+                let buries = due
+                    .iter()
+                    .any(|id| self.queues[queue.as_str()].jobs[id].attempts >= *max_attempts);
+                let stamp = if buries {
+                    Some(self.stamp(false))
+                } else {
+                    None
+                };
+                let qs = self.queue(queue);
+                for id in &due {
+                    qs.active.remove(id);
+                    let job = qs.jobs.get_mut(id).expect("active ids have a hash");
+                    if job.attempts >= *max_attempts {
+                        job.state = "dead";
+                        qs.dead
+                            .insert(id.clone(), stamp.expect("a burial has a stamp"));
+                    } else {
+                        job.state = "pending";
+                        qs.pending.insert(id.clone());
+                    }
+                }
+                Ok(Reply::Count(due.len() as i64))
+            }
+            PipelineProbe { .. } | Batch { .. } => Err(ErrorKind::Unsupported),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s() -> String {
+        "s".into()
+    }
+    fn q() -> String {
+        "q".into()
+    }
+
+    #[test]
+    fn lifecycle_matches_the_scripts() {
+        let mut m = Model::new();
+        let enq = |p: &str, d| Request::Enqueue {
+            session: s(),
+            queue: q(),
+            payload: p.into(),
+            delay_ms: d,
+        };
+        assert_eq!(m.apply(&enq("a", 0)), Err(ErrorKind::Invalid), "no session");
+        m.apply(&Request::Connect {
+            session: s(),
+            url: "redis://x:1/0".into(),
+        })
+        .unwrap();
+        assert_eq!(m.apply(&enq("a", 0)), Ok(Reply::Id(job_id(1))));
+        assert_eq!(m.apply(&enq("b", 3_600_000)), Ok(Reply::Id(job_id(2))));
+        assert!(m.wrote_time());
+        let claim = Request::Claim {
+            session: s(),
+            queue: q(),
+            lease_ms: 0,
+        };
+        let Ok(Reply::Claim(Some(c))) = m.apply(&claim) else {
+            panic!()
+        };
+        assert_eq!((c.id.as_str(), c.attempts), ("j0000000000000001", 1));
+        assert_eq!(m.apply(&claim), Ok(Reply::Claim(None)));
+        let reap = |max, limit| Request::Reap {
+            session: s(),
+            queue: q(),
+            max_attempts: max,
+            limit,
+        };
+        assert_eq!(m.apply(&reap(3, 0)), Ok(Reply::Count(0)));
+        assert_eq!(m.apply(&reap(1, 5)), Ok(Reply::Count(1)));
+        assert_eq!(m.queues["q"].jobs[&c.id].state, "dead");
+        let retry = Request::Retry {
+            session: s(),
+            queue: q(),
+            id: c.id.clone(),
+            attempts: 1,
+            backoff_ms: 0,
+            max_attempts: 0,
+        };
+        assert_eq!(m.apply(&retry), Err(ErrorKind::Invalid));
+    }
+}
