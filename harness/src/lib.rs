@@ -11,6 +11,7 @@ pub mod gate;
 pub mod gates;
 pub mod grammar;
 pub mod keyspace;
+pub mod observe;
 pub mod model;
 
 /// `path` inside this repository, shown relative to the working directory when it can be, so

@@ -1,0 +1,144 @@
+//! G2 sha1 (DESIGN §5, §7): for all six scripts sha1(file bytes) = manifest = the engine's
+//! `SCRIPT LOAD` reply; the bytes are clean and the digest matches; the connector announces the
+//! bundle's SHAs and, on the engine, sends no other (every `EVALSHA` SHA and every `SCRIPT LOAD`
+//! or `EVAL` body is a bundle script).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::bundle::sha1_hex;
+use crate::connector::Verbs;
+use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::observe::{Watch, every_transition};
+
+/// The gate's check.
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    if let Err(e) = run(ctx, out) {
+        out.error(e);
+    }
+}
+
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+    let db = gate_db("G2");
+    let url = ctx.engine.url(db);
+    let bundle = ctx.bundle;
+    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+
+    // 1. The bundle itself: files, manifest, engine.
+    let problems = bundle.problems();
+    for p in &problems {
+        out.fail(format!("bundle: {p}"));
+    }
+    if problems.is_empty() {
+        out.pass(format!(
+            "bundle {}: bytes clean (UTF-8, no CR, no BOM, one final LF), digest {} matches the files",
+            bundle.manifest.bundle, bundle.manifest.digest
+        ));
+    }
+    for s in &bundle.scripts {
+        let file = sha1_hex(&s.source);
+        let engine = admin.script_load(&s.source).map_err(|e| e.to_string())?;
+        out.check(
+            file == s.entry.sha1 && engine == file,
+            format!(
+                "{}: sha1(file) {file}, manifest {}, SCRIPT LOAD {engine}",
+                s.entry.name, s.entry.sha1
+            ),
+        );
+    }
+    let bundle_shas: BTreeMap<String, String> = bundle
+        .scripts
+        .iter()
+        .map(|s| (s.entry.name.clone(), s.entry.sha1.clone()))
+        .collect();
+    let known: BTreeSet<&str> = bundle_shas.values().map(String::as_str).collect();
+
+    // 2. What the connector announces.
+    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    match c.hello() {
+        Ok(id) => {
+            for (name, sha) in &bundle_shas {
+                let theirs = id.scripts.get(name).map_or("<missing>", String::as_str);
+                out.check(
+                    theirs == sha,
+                    format!("hello: {name} is {theirs} (bundle {sha})"),
+                );
+            }
+            let extra: Vec<&String> = id
+                .scripts
+                .keys()
+                .filter(|k| !bundle_shas.contains_key(*k))
+                .collect();
+            out.check(
+                extra.is_empty(),
+                format!("hello names no script outside the bundle (extra: {extra:?})"),
+            );
+        }
+        Err(e) => out.fail(format!("hello failed (kind {})", e.kind)),
+    }
+
+    // 3. What it sends: after a SCRIPT FLUSH, so its loads are seen too.
+    admin.script_flush().map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let work = c
+        .connect("s", &url)
+        .and_then(|()| every_transition(&mut *c, "s", "g2"));
+    let obs = watch.stop();
+    if let Err(e) = work {
+        out.fail(format!("the workload failed (kind {})", e.kind));
+        out.figure("workload_error", e.message);
+    }
+    let mut sent = BTreeSet::new();
+    let mut foreign = BTreeSet::new();
+    let mut bodies = 0;
+    for (_, a) in obs.every_command() {
+        let cmd = a[0].to_ascii_uppercase();
+        let sha = match cmd.as_str() {
+            "EVALSHA" | "EVALSHA_RO" => a.get(1).map(|s| s.to_ascii_lowercase()),
+            "EVAL" | "EVAL_RO" => a.get(1).map(|b| sha1_hex(b.as_bytes())),
+            "SCRIPT" if a.get(1).is_some_and(|s| s.eq_ignore_ascii_case("LOAD")) => {
+                bodies += 1;
+                a.get(2).map(|b| sha1_hex(b.as_bytes()))
+            }
+            _ => None,
+        };
+        if let Some(sha) = sha {
+            if known.contains(sha.as_str()) {
+                sent.insert(sha);
+            } else {
+                foreign.insert(format!(
+                    "{} {sha}",
+                    if cmd == "SCRIPT" {
+                        "SCRIPT LOAD"
+                    } else {
+                        cmd.as_str()
+                    }
+                ));
+            }
+        }
+    }
+    out.figure("script_loads_seen", bodies);
+    if sent.is_empty() && foreign.is_empty() {
+        return Err("MONITOR saw no script from the connector".into());
+    }
+    out.check(
+        foreign.is_empty(),
+        format!(
+            "every SHA the connector sent (EVALSHA) or loaded (SCRIPT LOAD, EVAL body) is a bundle SHA{}",
+            if foreign.is_empty() {
+                String::new()
+            } else {
+                format!("; foreign: {foreign:?}")
+            }
+        ),
+    );
+    // Which scripts were used is reported, not judged: a transition done without its script is
+    // G3's and G8's finding.
+    let names: Vec<&str> = bundle
+        .scripts
+        .iter()
+        .filter(|s| sent.contains(&s.entry.sha1))
+        .map(|s| s.entry.name.as_str())
+        .collect();
+    out.pass(format!("bundle scripts the connector sent: {names:?}"));
+    Ok(())
+}

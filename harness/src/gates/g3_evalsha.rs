@@ -1,0 +1,131 @@
+//! G3 evalsha-first (DESIGN §6, §7): after `SCRIPT FLUSH` + `CONFIG RESETSTAT`, ≥ 100 calls of
+//! each transition cost exactly one `SCRIPT LOAD` per script and no `EVAL`; a second flush in the
+//! middle of the run costs exactly one more load per script; the caller sees no error.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::connector::{Connector, RetryOutcome, Verbs};
+use crate::error::ConnectorError;
+use crate::gate::{GateContext, GateOutcome, gate_db};
+
+/// Rounds of the workload; each calls every transition at least once.
+const ROUNDS: usize = 100;
+const QUEUE: &str = "g3";
+
+/// The gate's check.
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    if let Err(e) = run(ctx, out) {
+        out.error(e);
+    }
+}
+
+/// One round: 2 enqueues, 3 claims, complete, retry, promote, reap. Returns what went wrong.
+fn round(
+    c: &mut (dyn Connector + Send),
+    calls: &mut BTreeMap<&'static str, u64>,
+) -> Result<Option<String>, ConnectorError> {
+    let mut bump = |k: &'static str, n: u64| *calls.entry(k).or_default() += n;
+    c.enqueue("s", QUEUE, "a", 0)?;
+    c.enqueue("s", QUEUE, "b", 0)?;
+    bump("enqueue", 2);
+    let Some(j) = c.claim("s", QUEUE, 60_000)? else {
+        return Ok(Some("claim found nothing to claim".into()));
+    };
+    bump("claim", 1);
+    if !c.complete("s", QUEUE, &j.id, j.attempts)? {
+        return Ok(Some("complete of a fresh claim returned false".into()));
+    }
+    bump("complete", 1);
+    let Some(j) = c.claim("s", QUEUE, 0)? else {
+        return Ok(Some("claim found nothing to claim".into()));
+    };
+    bump("claim", 1);
+    if c.retry("s", QUEUE, &j.id, j.attempts, 0, 1_000_000)? != RetryOutcome::Delayed {
+        return Ok(Some("retry of a fresh claim did not delay".into()));
+    }
+    bump("retry", 1);
+    c.promote("s", QUEUE, 10)?;
+    bump("promote", 1);
+    if c.claim("s", QUEUE, 0)?.is_none() {
+        return Ok(Some("claim found nothing to claim".into()));
+    }
+    bump("claim", 1);
+    c.reap("s", QUEUE, 1_000_000, 10)?;
+    bump("reap", 1);
+    Ok(None)
+}
+
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+    let db = gate_db("G3");
+    let url = ctx.engine.url(db);
+    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    if let Err(e) = c.connect("s", &url) {
+        out.fail(format!("connect failed (kind {})", e.kind));
+        return Ok(());
+    }
+    let scripts = ctx.bundle.scripts.len() as u64;
+    admin.script_flush().map_err(|e| e.to_string())?;
+    admin.config_resetstat().map_err(|e| e.to_string())?;
+    let mut calls = BTreeMap::new();
+    let t0 = Instant::now();
+    let mut loads_mid = None;
+    for i in 0..ROUNDS {
+        if i == ROUNDS / 2 {
+            let stats = admin.commandstats().map_err(|e| e.to_string())?;
+            loads_mid = Some(stats.get("script|load").copied().unwrap_or(0));
+            admin.script_flush().map_err(|e| e.to_string())?;
+            (ctx.progress)("G3: SCRIPT FLUSH in the middle of the run");
+        }
+        match round(&mut *c, &mut calls) {
+            Ok(None) => {}
+            Ok(Some(what)) => {
+                out.fail(format!("round {i}: {what}"));
+                return Ok(());
+            }
+            Err(e) => {
+                out.fail(format!(
+                    "the caller saw an error in round {i} (kind {})",
+                    e.kind
+                ));
+                out.figure("caller_error", e.message);
+                return Ok(());
+            }
+        }
+    }
+    out.figure("workload_ms", t0.elapsed().as_millis() as u64);
+    let stats = admin.commandstats().map_err(|e| e.to_string())?;
+    let get = |k: &str| stats.get(k).copied().unwrap_or(0);
+    let min = calls.values().copied().min().unwrap_or(0);
+    out.check(
+        calls.len() == 6 && min >= ROUNDS as u64,
+        format!(
+            "{ROUNDS} rounds, no caller-visible error: ≥{ROUNDS} calls of each of enqueue, claim, complete, retry, promote, reap"
+        ),
+    );
+    let mid = loads_mid.unwrap_or(0);
+    out.check(
+        mid == scripts,
+        format!("after the first SCRIPT FLUSH: script|load = {mid} (one per script: {scripts})"),
+    );
+    let total = get("script|load");
+    out.check(
+        total == 2 * scripts,
+        format!(
+            "after the second SCRIPT FLUSH mid-run: script|load = {total} in all (one per script per flush: {})",
+            2 * scripts
+        ),
+    );
+    let evals = get("eval") + get("eval_ro");
+    out.check(evals == 0, format!("EVAL calls = {evals}"));
+    let evalsha = get("evalsha") + get("evalsha_ro");
+    let transitions: u64 = calls.values().sum();
+    out.check(
+        evalsha >= transitions,
+        format!("every transition was an EVALSHA (evalsha calls ≥ the {transitions} transitions)"),
+    );
+    out.figure("evalsha_calls", evalsha);
+    out.figure("script_load_calls", total);
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! G5 pipeline (DESIGN §6, §7): a 10 000-command pipeline of `INCR` on a probe key returns
+//! 1..=10000 in order; a pipelined `EVALSHA` batch of `ctx.batch` enqueues lands whole (the reply,
+//! `pending_size`, the counter and the first and last ids agree); its ops/s is a figure.
+
+use std::time::Instant;
+
+use crate::connector::Verbs;
+use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::grammar::{job_id, key};
+
+/// Commands in the probe pipeline.
+const PROBE_N: i64 = 10_000;
+/// Enqueues per pipeline in the batch.
+const DEPTH: i64 = 1000;
+/// What a certifying run needs.
+const CERTIFY: i64 = 100_000;
+const QUEUE: &str = "g5";
+
+/// The gate's check.
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    if let Err(e) = run(ctx, out) {
+        out.error(e);
+    }
+}
+
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+    let db = gate_db("G5");
+    let url = ctx.engine.url(db);
+    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    if let Err(e) = c.connect("s", &url) {
+        out.fail(format!("connect failed (kind {})", e.kind));
+        return Ok(());
+    }
+
+    // 1. The probe: outside the EchoMQ namespace.
+    let probe = format!("emq-probe:{}", ctx.seed);
+    let t0 = Instant::now();
+    match c.pipeline_probe("s", &probe, PROBE_N) {
+        Ok(v) => {
+            out.figure("probe_ms", t0.elapsed().as_millis() as u64);
+            let first_bad = v.iter().enumerate().find(|(i, x)| **x != *i as i64 + 1);
+            let ok = v.len() == PROBE_N as usize && first_bad.is_none();
+            let what = match first_bad {
+                Some((i, x)) => format!("; reply {} is {x}", i + 1),
+                None if !ok => format!("; {} replies", v.len()),
+                None => String::new(),
+            };
+            out.check(
+                ok,
+                format!("a pipeline of {PROBE_N} INCR on the probe key returned 1..={PROBE_N} in order{what}"),
+            );
+            let stored = admin.get(&probe).map_err(|e| e.to_string())?;
+            out.check(
+                stored.as_deref() == Some(&PROBE_N.to_string()),
+                format!("the probe key holds {PROBE_N} afterwards"),
+            );
+        }
+        Err(e) => {
+            out.fail(format!("pipeline_probe failed (kind {})", e.kind));
+            out.figure("probe_error", e.message);
+        }
+    }
+
+    // 2. The batch.
+    let n = ctx.batch;
+    (ctx.progress)(&format!("G5: a batch of {n} enqueues"));
+    if n < CERTIFY {
+        out.pass(format!(
+            "batch of {n} enqueues (not certifying: a certifying run uses ≥ {CERTIFY})"
+        ));
+    }
+    let t0 = Instant::now();
+    let done = c.batch("s", QUEUE, n, DEPTH, "x");
+    let wall = t0.elapsed();
+    match done {
+        Ok(got) => {
+            out.figure("batch_ms", wall.as_millis() as u64);
+            out.figure(
+                "batch_ops_per_s",
+                (n as f64 / wall.as_secs_f64().max(1e-9)).round() as u64,
+            );
+            out.check(got == n, format!("batch({n}, depth {DEPTH}) replied {got}"));
+        }
+        Err(e) => {
+            out.fail(format!("batch failed (kind {})", e.kind));
+            out.figure("batch_error", e.message);
+            return Ok(());
+        }
+    }
+    match c.pending_size("s", QUEUE) {
+        Ok(size) => {
+            out.check(size == n, format!("pending_size is {size} (batch of {n})"));
+        }
+        Err(e) => out.fail(format!("pending_size failed (kind {})", e.kind)),
+    };
+    let seq = admin.get(&key(QUEUE, "seq")).map_err(|e| e.to_string())?;
+    out.check(
+        seq == Some(n.to_string()),
+        format!(
+            "{} is {} (batch of {n})",
+            key(QUEUE, "seq"),
+            seq.as_deref().unwrap_or("absent")
+        ),
+    );
+    let pending = key(QUEUE, "pending");
+    let first: Vec<String> = admin
+        .query(&["ZRANGE", &pending, "0", "0"])
+        .map_err(|e| e.to_string())?;
+    let last: Vec<String> = admin
+        .query(&["ZRANGE", &pending, "-1", "-1"])
+        .map_err(|e| e.to_string())?;
+    let want = [job_id(1), job_id(n.max(1) as u64)];
+    out.check(
+        first.first() == Some(&want[0]) && last.first() == Some(&want[1]),
+        format!("pending runs from {} to {}", want[0], want[1]),
+    );
+    Ok(())
+}

@@ -1,0 +1,508 @@
+//! G8 atomicity (DESIGN §6, §7).
+//!
+//! (a) Command discipline: over a workload of every verb, the only commands from the connector's
+//! connections that name an EchoMQ key are `EVALSHA`/`EVAL` of bundle scripts, the reads
+//! `ZRANGE`/`ZCARD`/`HGET`/`HMGET`, and `HGETALL`/`HMGET`/`HSETNX` on `emq:fence`; `INCR` only on the
+//! probe key. Keyless commands are free.
+//!
+//! (b) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
+//! while ≥ 100 connections are killed on the engine (`CLIENT KILL`) at random points — before a call
+//! or while it is in flight — and, for a child connector, the process is killed too. Each crash is
+//! followed by a fresh connector. Then a drain, and the accounting: no job lost (gone without a
+//! complete sent), none duplicated (in two sets, completed twice, or completed yet present), no
+//! orphan hash or member, no keyspace violation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::bundle::sha1_hex;
+use crate::connector::{Connector, Verbs};
+use crate::engine::Admin;
+use crate::error::{ConnectorError, ErrorKind};
+use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::grammar::{FENCE_KEY, SETS, job_id, key};
+use crate::keyspace::Keyspace;
+use crate::observe::{Watch, connector_clients, every_transition, keys_of, names_emq_key, stable};
+
+/// Connection kills to inject.
+const CRASHES: u32 = 100;
+/// Jobs enqueued before the crash phase.
+const JOBS: usize = 300;
+const QUEUE: &str = "g8c";
+const MAX_ATTEMPTS: i64 = 5;
+const SESSION: &str = "w";
+
+/// The gate's check.
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    if let Err(e) = discipline(ctx, out) {
+        out.error(e);
+        return;
+    }
+    if let Err(e) = crashes(ctx, out) {
+        out.error(e);
+    }
+}
+
+/// Why a connector command breaks the discipline, if it does.
+fn breach(args: &[String], shas: &BTreeSet<String>, probe: &str) -> Option<String> {
+    let cmd = args[0].to_ascii_uppercase();
+    let keys = keys_of(args).unwrap_or_default();
+    if cmd == "INCR" {
+        return (keys != [probe])
+            .then(|| format!("INCR on {}", stable(keys.first().unwrap_or(&""))));
+    }
+    if !names_emq_key(args) {
+        return None;
+    }
+    let first = keys.iter().find(|k| k.starts_with("emq:")).map_or_else(
+        || {
+            args.iter()
+                .skip(1)
+                .find(|a| a.starts_with("emq:"))
+                .cloned()
+                .unwrap_or_default()
+        },
+        |k| (*k).to_string(),
+    );
+    match cmd.as_str() {
+        "EVALSHA" | "EVALSHA_RO" => {
+            let sha = args
+                .get(1)
+                .map(|s| s.to_ascii_lowercase())
+                .unwrap_or_default();
+            (!shas.contains(&sha)).then(|| format!("EVALSHA of a foreign script {sha}"))
+        }
+        "EVAL" | "EVAL_RO" => {
+            let sha = sha1_hex(args.get(1).map_or(&b""[..], |s| s.as_bytes()));
+            (!shas.contains(&sha)).then(|| format!("EVAL of a foreign script {sha}"))
+        }
+        "ZRANGE" | "ZCARD" | "HGET" | "HMGET" => None,
+        "HGETALL" | "HSETNX" if keys == [FENCE_KEY] => None,
+        _ => Some(format!("{cmd} on {}", stable(&first))),
+    }
+}
+
+fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+    let db = gate_db("G8");
+    let url = ctx.engine.url(db);
+    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+    let shas: BTreeSet<String> = ctx
+        .bundle
+        .scripts
+        .iter()
+        .map(|s| s.entry.sha1.clone())
+        .collect();
+    let probe = format!("emq-probe:{}", ctx.seed);
+    (ctx.progress)("G8: command discipline under MONITOR");
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    let work = (|| {
+        c.connect("s", &url)?;
+        every_transition(&mut *c, "s", "g8")?;
+        c.connect("t", &url)?;
+        every_transition(&mut *c, "t", "g8.other")?;
+        c.pipeline_probe("s", &probe, 100)?;
+        c.batch("s", "g8", 50, 10, "batched")?;
+        c.browse("t", "g8", 0, 100)?;
+        c.pending_size("t", "g8")?;
+        c.disconnect("t")?;
+        c.disconnect("s")?;
+        Ok::<_, ConnectorError>(())
+    })();
+    let obs = watch.stop();
+    if let Err(e) = work {
+        out.fail(format!("the discipline workload failed (kind {})", e.kind));
+        out.figure("discipline_error", e.message);
+    }
+    if obs.every_command().next().is_none() {
+        return Err("MONITOR saw no command from the connector".into());
+    }
+    let breaches: BTreeSet<String> = obs
+        .every_command()
+        .filter_map(|(_, a)| breach(a, &shas, &probe))
+        .collect();
+    out.figure(
+        "discipline_commands_seen",
+        obs.every_command().count() as u64,
+    );
+    out.check(
+        breaches.is_empty(),
+        format!(
+            "command discipline: every command from the connector naming an EchoMQ key was a bundle \
+             script, a read (ZRANGE/ZCARD/HGET/HMGET) or the fence read/install; INCR only on the probe key{}",
+            if breaches.is_empty() {
+                String::new()
+            } else {
+                format!("; breaches: {breaches:?}")
+            }
+        ),
+    );
+    Ok(())
+}
+
+/// What the worker learned from the replies.
+#[derive(Default)]
+struct Ledger {
+    /// Complete replies `true`, per id.
+    completed: BTreeMap<String, u32>,
+    /// Completes sent whose reply was lost to a crash.
+    unsure: BTreeSet<String>,
+    /// Error kinds the caller saw other than `engine`/`internal` (a crash shows as those).
+    odd_kinds: BTreeSet<&'static str>,
+}
+
+impl Ledger {
+    fn complete(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        id: &str,
+        attempts: i64,
+    ) -> Result<(), ConnectorError> {
+        match c.complete(SESSION, QUEUE, id, attempts) {
+            Ok(true) => {
+                *self.completed.entry(id.to_string()).or_default() += 1;
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => {
+                self.unsure.insert(id.to_string());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// One seeded step of the worker.
+fn step(
+    c: &mut (dyn Connector + Send),
+    rng: &mut StdRng,
+    ledger: &mut Ledger,
+) -> Result<(), ConnectorError> {
+    match rng.random_range(0..100) {
+        0..50 => {
+            let lease = if rng.random_bool(0.7) { 0 } else { 50 };
+            match c.claim(SESSION, QUEUE, lease)? {
+                Some(j) => match rng.random_range(0..10) {
+                    0..6 => ledger.complete(c, &j.id, j.attempts),
+                    6..9 => c
+                        .retry(SESSION, QUEUE, &j.id, j.attempts, 0, MAX_ATTEMPTS)
+                        .map(|_| ()),
+                    _ => Ok(()), // abandoned: the reaper's job
+                },
+                None => {
+                    for i in 0..20 {
+                        c.enqueue(SESSION, QUEUE, &format!("more-{i}"), 0)?;
+                    }
+                    Ok(())
+                }
+            }
+        }
+        50..65 => c.reap(SESSION, QUEUE, MAX_ATTEMPTS, 50).map(|_| ()),
+        65..80 => c.promote(SESSION, QUEUE, 50).map(|_| ()),
+        80..90 => c.pending_size(SESSION, QUEUE).map(|_| ()),
+        _ => c.browse(SESSION, QUEUE, 0, 5).map(|_| ()),
+    }
+}
+
+/// A fresh connector with `SESSION` open (kills may land during the connect: try again).
+fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, String> {
+    let mut last = String::new();
+    for _ in 0..50 {
+        let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+        match c.connect(SESSION, url) {
+            Ok(()) => return Ok(c),
+            Err(e) => last = format!("{}: {}", e.kind, e.message),
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Err(format!("cannot reconnect the connector: {last}"))
+}
+
+/// The killer: on each request, waits the given µs and kills every connector connection of `db`.
+fn killer(
+    mut admin: Admin,
+    db: u32,
+    harness: Vec<u64>,
+    rx: mpsc::Receiver<u64>,
+    ack: mpsc::Sender<Result<bool, String>>,
+) {
+    for delay in rx {
+        if delay > 0 {
+            std::thread::sleep(Duration::from_micros(delay));
+        }
+        let r = connector_clients(&mut admin, db, &harness).and_then(|ids| {
+            for id in &ids {
+                admin.client_kill(*id)?;
+            }
+            Ok(!ids.is_empty())
+        });
+        if ack.send(r.map_err(|e| e.to_string())).is_err() {
+            return;
+        }
+    }
+}
+
+fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+    let db = gate_db("G8");
+    let url = ctx.engine.url(db);
+    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+    let mut killer_admin = ctx.engine.admin(db).map_err(|e| e.to_string())?;
+    let harness = vec![
+        admin.client_id().map_err(|e| e.to_string())?,
+        killer_admin.client_id().map_err(|e| e.to_string())?,
+    ];
+    let mut rng = StdRng::seed_from_u64(ctx.seed);
+    let mut ledger = Ledger::default();
+    (ctx.progress)(&format!(
+        "G8: {JOBS} jobs, then a worker loop with {CRASHES} injected crashes"
+    ));
+    let mut c = fresh(ctx, &url)?;
+    for i in 0..JOBS {
+        if let Err(e) = c.enqueue(SESSION, QUEUE, &format!("job-{i}"), 0) {
+            out.fail(format!(
+                "enqueue before the crash phase failed (kind {})",
+                e.kind
+            ));
+            return Ok(());
+        }
+    }
+    let (tx, rx) = mpsc::channel::<u64>();
+    let (ack_tx, ack_rx) = mpsc::channel();
+    let killable = ctx.factory.killable();
+    let (mut conn_kills, mut proc_kills, mut steps, mut errors) = (0u32, 0u32, 0u64, 0u64);
+    let t0 = Instant::now();
+    let result = std::thread::scope(|s| -> Result<(), String> {
+        s.spawn(move || killer(killer_admin, db, harness, rx, ack_tx));
+        while conn_kills < CRASHES {
+            steps += 1;
+            if steps > 50_000 {
+                return Err(format!(
+                    "only {conn_kills} of {CRASHES} crashes injected in 50 000 steps"
+                ));
+            }
+            let crash = rng.random_bool(0.3);
+            let mut pending_ack = false;
+            if crash && killable && rng.random_bool(0.2) {
+                c.kill();
+                proc_kills += 1;
+                c = fresh(ctx, &url)?;
+            } else if crash {
+                // Before the call (delay 0, acknowledged first) or while it is in flight.
+                if rng.random_bool(0.3) {
+                    tx.send(0).map_err(|e| e.to_string())?;
+                    if ack_rx.recv().map_err(|e| e.to_string())?? {
+                        conn_kills += 1;
+                    }
+                } else {
+                    tx.send(rng.random_range(0..600))
+                        .map_err(|e| e.to_string())?;
+                    pending_ack = true;
+                }
+            }
+            let r = step(&mut *c, &mut rng, &mut ledger);
+            if pending_ack && ack_rx.recv().map_err(|e| e.to_string())?? {
+                conn_kills += 1;
+            }
+            if let Err(e) = r {
+                errors += 1;
+                if !matches!(e.kind, ErrorKind::Engine | ErrorKind::Internal) {
+                    ledger.odd_kinds.insert(e.kind.as_str());
+                }
+                c = fresh(ctx, &url)?;
+            }
+        }
+        drop(tx);
+        Ok(())
+    });
+    result?;
+    out.figure("crash_phase_ms", t0.elapsed().as_millis() as u64);
+    out.figure("crash_steps", steps);
+    out.figure("crash_connection_kills", conn_kills);
+    out.figure("crash_process_kills", proc_kills);
+    out.figure("crash_caller_errors", errors);
+    out.pass(format!(
+        "{CRASHES} crashes injected: connector connections killed on the engine (CLIENT KILL) before calls and \
+         while in flight, in a seeded worker loop (seed {}){}",
+        ctx.seed,
+        if killable {
+            "; the connector process was killed at random points too"
+        } else {
+            "; the connector runs in-process, so only its connections were killed"
+        }
+    ));
+    out.check(
+        ledger.odd_kinds.is_empty(),
+        format!(
+            "a crash shows to the caller as kind engine or internal (also seen: {:?})",
+            ledger.odd_kinds
+        ),
+    );
+
+    // Drain: no crashes now.
+    (ctx.progress)("G8: drain and account");
+    let mut d = fresh(ctx, &url)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if Instant::now() > deadline {
+            return Err("the drain did not finish in 60 s".into());
+        }
+        let moved = d
+            .reap(SESSION, QUEUE, MAX_ATTEMPTS, 1000)
+            .and_then(|r| Ok(r + d.promote(SESSION, QUEUE, 1000)?));
+        let moved = match moved {
+            Ok(m) => m,
+            Err(e) => {
+                out.fail(format!("the drain saw an error (kind {})", e.kind));
+                out.figure("drain_error", e.message);
+                return Ok(());
+            }
+        };
+        match d.claim(SESSION, QUEUE, 60_000) {
+            Ok(Some(j)) => {
+                if let Err(e) = ledger.complete(&mut *d, &j.id, j.attempts) {
+                    out.fail(format!("the drain saw an error (kind {})", e.kind));
+                    out.figure("drain_error", e.message);
+                    return Ok(());
+                }
+            }
+            Ok(None) if moved == 0 => {
+                let busy = ["active", "delayed"]
+                    .iter()
+                    .map(|s| admin.query::<u64>(&["ZCARD", &key(QUEUE, s)]))
+                    .sum::<Result<u64, _>>()
+                    .map_err(|e| e.to_string())?;
+                if busy == 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                out.fail(format!("the drain saw an error (kind {})", e.kind));
+                out.figure("drain_error", e.message);
+                return Ok(());
+            }
+        }
+    }
+
+    // Account.
+    let ks = Keyspace::read(&mut admin).map_err(|e| e.to_string())?;
+    let q = ks.queues.get(QUEUE).cloned().unwrap_or_default();
+    let minted = q.seq.unwrap_or(0);
+    let mut home: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for set in SETS {
+        for (id, _) in q.set(set) {
+            home.entry(id.as_str()).or_default().push(set);
+        }
+    }
+    // Evidence names the kinds of breach (stable); the ids go to figures (they vary by crash timing).
+    let mut lost: Vec<String> = Vec::new();
+    let mut dup: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut orphan: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for n in 1..=minted.max(0) as u64 {
+        let id = job_id(n);
+        let sets = home.get(id.as_str()).map_or(0, Vec::len);
+        let done = ledger.completed.get(&id).copied().unwrap_or(0);
+        if sets == 0 && done == 0 && !ledger.unsure.contains(&id) && !q.jobs.contains_key(&id) {
+            lost.push(id.clone());
+        }
+        if sets > 1 {
+            dup.entry("in two sets").or_default().push(id.clone());
+        }
+        if done > 1 {
+            dup.entry("completed twice").or_default().push(id.clone());
+        }
+        if done >= 1 && sets >= 1 {
+            dup.entry("completed yet still in a set")
+                .or_default()
+                .push(id.clone());
+        }
+    }
+    for id in q.jobs.keys() {
+        if !home.contains_key(id.as_str()) {
+            orphan.entry("hash in no set").or_default().push(id.clone());
+        }
+    }
+    for id in home.keys() {
+        if !q.jobs.contains_key(*id) {
+            orphan
+                .entry("member without hash")
+                .or_default()
+                .push((*id).to_string());
+        }
+    }
+    let unsure_gone = ledger
+        .unsure
+        .iter()
+        .filter(|id| !home.contains_key(id.as_str()) && !ledger.completed.contains_key(*id))
+        .count();
+    out.figure("jobs_minted", minted);
+    out.figure("jobs_completed", ledger.completed.len() as u64);
+    out.figure("jobs_dead", q.dead.len() as u64);
+    out.figure("completes_with_lost_reply_then_gone", unsure_gone as u64);
+    let left: usize = ["pending", "active", "delayed"]
+        .iter()
+        .map(|s| q.set(s).len())
+        .sum();
+    out.check(
+        left == 0,
+        "drained: pending, active and delayed are empty (what remains is dead)",
+    );
+    let mut show = |name: &str, v: &[String]| {
+        out.figure(name, v.iter().take(10).cloned().collect::<Vec<_>>());
+    };
+    if !lost.is_empty() {
+        show("lost_ids", &lost);
+    }
+    for (kind, ids) in dup.iter().chain(orphan.iter()) {
+        show(&format!("ids_{}", kind.replace(' ', "_")), ids);
+    }
+    out.check(
+        lost.is_empty(),
+        format!(
+            "no job lost: every minted id was completed, had a complete sent, or is still in a set{}",
+            if lost.is_empty() { String::new() } else { "; some were lost (ids in the figures)".into() }
+        ),
+    );
+    out.check(
+        dup.is_empty(),
+        format!(
+            "no job duplicated: none in two sets, none completed twice, none completed yet present{}",
+            if dup.is_empty() { String::new() } else { format!("; found: {:?}", dup.keys().collect::<Vec<_>>()) }
+        ),
+    );
+    out.check(
+        orphan.is_empty(),
+        format!(
+            "no orphan: every job hash is in a set and every member has its hash{}",
+            if orphan.is_empty() {
+                String::new()
+            } else {
+                format!("; found: {:?}", orphan.keys().collect::<Vec<_>>())
+            }
+        ),
+    );
+    let violations: Vec<String> = ks.violations().iter().map(|v| stable(v)).collect();
+    let mut violations: Vec<String> = violations
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    violations.truncate(5);
+    out.check(
+        violations.is_empty(),
+        format!(
+            "keyspace after the crashes: no violation of §3{}",
+            if violations.is_empty() {
+                String::new()
+            } else {
+                format!("; {violations:?}")
+            }
+        ),
+    );
+    Ok(())
+}
