@@ -3,13 +3,14 @@
 //! connector instead of checking them — for authoring only, never in CI.
 
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use emq::bundle::Bundle;
 use emq::cases::format::{Case, default_dir, load_dir};
 use emq::cases::runner::{Mode, run_case};
 use emq::cases::bless;
 use emq::connector::Connector;
+use emq::connector::child::{ChildConnector, ChildSpec};
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineOptions};
 use emq::error::ExitCode as Code;
@@ -21,13 +22,35 @@ type Shared = Arc<OnceLock<Result<Engine, String>>>;
 struct Subject {
     name: &'static str,
     make: fn(&Bundle) -> Result<Box<dyn Connector + Send>, String>,
+    pool: Pool,
+}
+
+/// The Python connector, when `ci/provision` installed it (`EMQ_PYTHON_CONNECTOR`).
+fn python_connector() -> Option<String> {
+    std::env::var("EMQ_PYTHON_CONNECTOR")
+        .ok()
+        .filter(|p| std::path::Path::new(p).is_file())
 }
 
 fn subjects() -> Vec<Subject> {
-    vec![Subject {
+    let mut out = vec![Subject {
         name: "reference",
         make: |b| Ok(Box::new(Reference::new(b))),
-    }]
+        pool: Pool::default(),
+    }];
+    if python_connector().is_some() {
+        out.push(Subject {
+            name: "python",
+            make: |_| {
+                let cmd = python_connector().ok_or("EMQ_PYTHON_CONNECTOR vanished")?;
+                ChildConnector::spawn(&ChildSpec::new([cmd]))
+                    .map(|c| Box::new(c) as Box<dyn Connector + Send>)
+                    .map_err(|e| e.to_string())
+            },
+            pool: Pool::default(),
+        });
+    }
+    out
 }
 
 fn engine(shared: &Shared) -> Result<&Engine, Failed> {
@@ -41,13 +64,25 @@ fn engine(shared: &Shared) -> Result<&Engine, Failed> {
         .map_err(|e| Failed::from(e.clone()))
 }
 
+/// Idle connectors, reused across trials: a child process starts once per test thread, not once
+/// per case. Only connectors whose last case passed come back.
+type Pool = Arc<Mutex<Vec<Box<dyn Connector + Send>>>>;
+
 fn trial(subject: &Subject, case: Case, db: u32, bundle: Arc<Bundle>, shared: Shared, mode: Mode) -> Trial {
     let make = subject.make;
+    let pool = subject.pool.clone();
     let name = format!("{}::{}", subject.name, case.id);
     Trial::test(name, move || {
         let engine = engine(&shared)?;
-        let mut connector = make(&bundle)?;
+        let idle = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut connector = match idle {
+            Some(c) => c,
+            None => make(&bundle)?,
+        };
         let result = run_case(&case, engine, db, connector.as_mut(), mode);
+        if result.failure.is_none() {
+            pool.lock().unwrap_or_else(|e| e.into_inner()).push(connector);
+        }
         if mode == Mode::Bless {
             let text = std::fs::read_to_string(&case.file).map_err(|e| e.to_string())?;
             if let Some(new) = bless::rewrite(&case, &text, &result.observed) {
@@ -91,9 +126,10 @@ fn main() -> ExitCode {
     let shared: Shared = Arc::new(OnceLock::new());
     let subjects = if mode == Mode::Bless { subjects().into_iter().take(1).collect() } else { subjects() };
     let mut trials = Vec::new();
-    for s in &subjects {
+    for (si, s) in subjects.iter().enumerate() {
         for (i, case) in cases.iter().enumerate() {
-            let db = 1 + i as u32;
+            // Each connector's trials own their databases: trials run in parallel.
+            let db = 1 + (si * cases.len() + i) as u32;
             trials.push(trial(s, case.clone(), db, bundle.clone(), shared.clone(), mode));
         }
     }

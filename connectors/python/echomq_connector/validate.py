@@ -13,7 +13,12 @@ from .errors import Invalid
 
 QUEUE_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 ID_RE = re.compile(r"j[0-9]{16}")
-INT_MAX = 2**63 - 1  # the engine's integers are signed 64-bit
+# Bounds of bundle/SPEC.md §4 (the same as the Rust reference connector's).
+MAX_MS = 1_000_000_000_000  # keeps now + ms an exact integer in Lua's %.14g
+MAX_COUNT = 2**31 - 1  # attempts, max_attempts, limit, offset
+MAX_PROBE = 1_000_000
+MAX_BATCH = 10_000_000
+MAX_DEPTH = 100_000
 
 
 def _field(req: dict, name: str) -> Any:
@@ -22,14 +27,14 @@ def _field(req: dict, name: str) -> Any:
     return req[name]
 
 
-def integer(req: dict, name: str, minimum: int) -> int:
+def integer(req: dict, name: str, minimum: int, maximum: int = MAX_COUNT) -> int:
     value = _field(req, name)
     if type(value) is not int:  # excludes bool (a subclass of int) and floats
         raise Invalid(f"{name} must be an integer >= {minimum}")
     if value < minimum:
         raise Invalid(f"{name} must be >= {minimum}")
-    if value > INT_MAX:
-        raise Invalid(f"{name} must be <= {INT_MAX}")
+    if value > maximum:
+        raise Invalid(f"{name} must be <= {maximum}")
     return value
 
 
@@ -79,4 +84,7 @@ def url(req: dict) -> str:
 
 
 def probe_key(req: dict) -> str:
-    return text(req, "key", allow_empty=False)
+    value = text(req, "key", allow_empty=False)
+    if value.startswith("emq:"):
+        raise Invalid("probe key must be outside emq:")
+    return value

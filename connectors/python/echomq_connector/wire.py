@@ -127,7 +127,7 @@ class Connector:
         return {}
 
     def enqueue(self, req: dict) -> str:
-        q, payload, delay = v.queue(req), v.payload(req), v.integer(req, "delay_ms", 0)
+        q, payload, delay = v.queue(req), v.payload(req), v.integer(req, "delay_ms", 0, v.MAX_MS)
         return self.session(req).enqueue(q, payload, delay)
 
     def browse(self, req: dict) -> list:
@@ -139,7 +139,7 @@ class Connector:
         return self.session(req).pending_size(q)
 
     def claim(self, req: dict) -> dict | None:
-        q, lease = v.queue(req), v.integer(req, "lease_ms", 0)
+        q, lease = v.queue(req), v.integer(req, "lease_ms", 0, v.MAX_MS)
         return self.session(req).claim(q, lease)
 
     def complete(self, req: dict) -> bool:
@@ -149,7 +149,7 @@ class Connector:
     def retry(self, req: dict) -> str:
         q, job = v.queue(req), v.job_id(req)
         attempts = v.integer(req, "attempts", 0)
-        backoff = v.integer(req, "backoff_ms", 0)
+        backoff = v.integer(req, "backoff_ms", 0, v.MAX_MS)
         max_attempts = v.integer(req, "max_attempts", 1)
         return self.session(req).retry(q, job, attempts, backoff, max_attempts)
 
@@ -163,12 +163,12 @@ class Connector:
         return self.session(req).reap(q, max_attempts, limit)
 
     def pipeline_probe(self, req: dict) -> list:
-        key, n = v.probe_key(req), v.integer(req, "n", 1)
+        key, n = v.probe_key(req), v.integer(req, "n", 1, v.MAX_PROBE)
         return self.session(req).pipeline_probe(key, n)
 
     def batch(self, req: dict) -> int:
         q, payload = v.queue(req), v.payload(req)
-        n, depth = v.integer(req, "n", 1), v.integer(req, "depth", 1)
+        n, depth = v.integer(req, "n", 1, v.MAX_BATCH), v.integer(req, "depth", 1, v.MAX_DEPTH)
         return self.session(req).batch(q, n, depth, payload)
 
 

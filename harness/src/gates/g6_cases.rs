@@ -14,19 +14,29 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         Err(e) => return out.error(e.to_string()),
     };
     let mut failed = 0;
+    // One connector serves case after case (the runner disconnects its sessions); a failure
+    // gets a fresh one, so one broken case cannot spill into the next.
+    let mut current = None;
     for (i, case) in cases.iter().enumerate() {
         (ctx.progress)(&format!("G6 case {}/{}: {}", i + 1, cases.len(), case.id));
-        let mut connector = match ctx.factory.make() {
+        let connector = match current.take() {
+            Some(c) => Ok(c),
+            None => ctx.factory.make(),
+        };
+        let mut connector = match connector {
             Ok(c) => c,
             Err(e) => return out.error(format!("cannot start the connector: {e}")),
         };
         let db = FIRST_DB + (i as u32 % 600);
-        if let Some(f) = run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check).failure {
-            failed += 1;
-            out.fail(f.to_string().lines().next().unwrap_or_default().to_string());
-            let tail = connector.log_tail();
-            if !tail.is_empty() {
-                out.figure(&format!("log_{}", case.id), tail);
+        match run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check).failure {
+            None => current = Some(connector),
+            Some(f) => {
+                failed += 1;
+                out.fail(f.to_string().lines().next().unwrap_or_default().to_string());
+                let tail = connector.log_tail();
+                if !tail.is_empty() {
+                    out.figure(&format!("log_{}", case.id), tail);
+                }
             }
         }
     }
