@@ -125,14 +125,19 @@ impl EngineArgs {
         let env = EngineOptions::default();
         let choice = match (self.engine, std::env::var("EMQ_ENGINE").ok()) {
             (EngineChoice::Auto, Some(kind)) => {
-                <EngineChoice as clap::ValueEnum>::from_str(&kind, true).unwrap_or(EngineChoice::Auto)
+                <EngineChoice as clap::ValueEnum>::from_str(&kind, true)
+                    .unwrap_or(EngineChoice::Auto)
             }
             (c, _) => c,
         };
         EngineOptions {
             choice,
             url: self.url.clone().or(env.url),
-            image: if self.image == DEFAULT_IMAGE { env.image } else { self.image.clone() },
+            image: if self.image == DEFAULT_IMAGE {
+                env.image
+            } else {
+                self.image.clone()
+            },
             valkey_server: self.valkey_server.clone(),
             allow_flush: self.allow_flush || env.allow_flush,
         }

@@ -81,7 +81,7 @@ pub enum EngineKind {
 }
 
 enum Handle {
-    Container(container::Running),
+    Container(Box<container::Running>),
     Binary(binary::Running),
     Url,
 }
@@ -155,7 +155,7 @@ impl Engine {
             valkey_version: String::new(),
             boot_time: Duration::ZERO,
             allow_flush: true,
-            handle: Handle::Container(running),
+            handle: Handle::Container(Box::new(running)),
         })
     }
 

@@ -21,6 +21,16 @@ pub enum Verdict {
     Error,
 }
 
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Pass => "PASS",
+            Self::Fail => "FAIL",
+            Self::Error => "ERROR",
+        })
+    }
+}
+
 /// One gate's result. `evidence` is stable (committed, compared in CI); `figures` are volatile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateOutcome {

@@ -4,6 +4,7 @@
 
 pub mod bundle;
 pub mod cases;
+pub mod cli;
 pub mod connector;
 pub mod engine;
 pub mod error;
@@ -11,8 +12,12 @@ pub mod gate;
 pub mod gates;
 pub mod grammar;
 pub mod keyspace;
-pub mod observe;
 pub mod model;
+pub mod observe;
+pub mod output;
+pub mod record;
+pub mod run;
+pub mod smoke;
 
 /// `path` inside this repository, shown relative to the working directory when it can be, so
 /// error locations read `cases/x.yaml:3` rather than an absolute path.
@@ -29,7 +34,9 @@ pub fn repo_relative(path: &str) -> std::path::PathBuf {
             // From harness/ (cargo test's working directory) show ../cases/x.yaml.
             let cwd = std::env::current_dir().ok()?.canonicalize().ok()?;
             let parent = cwd.parent()?;
-            full.strip_prefix(parent).ok().map(|p| std::path::Path::new("..").join(p))
+            full.strip_prefix(parent)
+                .ok()
+                .map(|p| std::path::Path::new("..").join(p))
         })
         .unwrap_or(full)
 }

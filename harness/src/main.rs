@@ -34,7 +34,11 @@ fn main() -> ExitCode {
                 return fail(&e);
             }
             output::result(&record.markdown());
-            code(if record.passed() { Code::Pass } else { Code::GateFailed })
+            code(if record.passed() {
+                Code::Pass
+            } else {
+                Code::GateFailed
+            })
         }
         Command::Record { common } => {
             let record = match emq::run::run(&common.options(), &progress) {
@@ -46,8 +50,16 @@ fn main() -> ExitCode {
                 return fail(&e);
             }
             output::result(&record.markdown());
-            output::note(&format!("wrote {}/{}.{{json,md,junit.xml}}", dir.display(), common.name));
-            code(if record.passed() { Code::Pass } else { Code::GateFailed })
+            output::note(&format!(
+                "wrote {}/{}.{{json,md,junit.xml}}",
+                dir.display(),
+                common.name
+            ));
+            code(if record.passed() {
+                Code::Pass
+            } else {
+                Code::GateFailed
+            })
         }
         Command::Check { common } => {
             let path = emq::repo_relative("reports").join(format!("{}.json", common.name));
@@ -65,22 +77,37 @@ fn main() -> ExitCode {
             };
             let diffs = fresh.stable_differences(&committed);
             if diffs.is_empty() {
-                output::result(&format!("{}: the committed record holds ({})", path.display(), fresh.footer.summary));
+                output::result(&format!(
+                    "{}: the committed record holds ({})",
+                    path.display(),
+                    fresh.footer.summary
+                ));
                 code(Code::Pass)
             } else {
                 for d in &diffs {
                     output::error(d);
                 }
-                output::error(&format!("{} no longer holds: regenerate with `emq-gate record`", path.display()));
+                output::error(&format!(
+                    "{} no longer holds: regenerate with `emq-gate record`",
+                    path.display()
+                ));
                 code(Code::GateFailed)
             }
         }
-        Command::Smoke { engine, timeout, command } => {
+        Command::Smoke {
+            engine,
+            timeout,
+            command,
+        } => {
             let spec = emq::cli::child_spec(&command, timeout);
             match emq::smoke::smoke(&engine.options(), &spec, &progress) {
                 Ok(report) => {
                     output::result(&report.text());
-                    code(if report.passed() { Code::Pass } else { Code::GateFailed })
+                    code(if report.passed() {
+                        Code::Pass
+                    } else {
+                        Code::GateFailed
+                    })
                 }
                 Err(e) => fail(&e),
             }

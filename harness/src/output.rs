@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::gate::{GateOutcome, Verdict};
+use crate::gate::GateOutcome;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
@@ -20,13 +20,19 @@ pub struct Progress {
 
 impl Progress {
     pub fn new() -> Self {
-        Self { start: Instant::now() }
+        Self {
+            start: Instant::now(),
+        }
     }
 
     /// One progress line on stderr (unless quiet).
     pub fn line(&self, msg: &str) {
         if !QUIET.load(Ordering::SeqCst) {
-            let _ = writeln!(std::io::stderr(), "[{:>7.1}s] {msg}", self.start.elapsed().as_secs_f64());
+            let _ = writeln!(
+                std::io::stderr(),
+                "[{:>7.1}s] {msg}",
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 
@@ -40,21 +46,19 @@ impl Progress {
             .cloned()
             .unwrap_or_default();
         let first = first.lines().next().unwrap_or("").to_string();
-        self.line(&format!("{} {:<14} {:<5} ({:.1}s) {first}", o.id, o.name, verdict(o.verdict), o.wall.as_secs_f64()));
+        self.line(&format!(
+            "{} {:<14} {:<5} ({:.1}s) {first}",
+            o.id,
+            o.name,
+            o.verdict.to_string(),
+            o.wall.as_secs_f64()
+        ));
     }
 }
 
 impl Default for Progress {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-fn verdict(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Pass => "PASS",
-        Verdict::Fail => "FAIL",
-        Verdict::Error => "ERROR",
     }
 }
 

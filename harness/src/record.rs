@@ -99,14 +99,19 @@ pub fn now_rfc3339() -> String {
 impl Record {
     /// Assembles a record from the gates' outcomes.
     pub fn new(header: Header, outcomes: &[GateOutcome], engine_boot_ms: u64) -> Self {
-        let passed = outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count();
+        let passed = outcomes
+            .iter()
+            .filter(|o| o.verdict == Verdict::Pass)
+            .count();
         let total = crate::gates::ALL.len();
         let mut volatile = Volatile {
             engine_boot_ms,
             ..Volatile::default()
         };
         for o in outcomes {
-            volatile.gate_wall_ms.insert(o.id.clone(), o.wall.as_millis() as u64);
+            volatile
+                .gate_wall_ms
+                .insert(o.id.clone(), o.wall.as_millis() as u64);
             if !o.figures.is_empty() {
                 volatile.figures.insert(o.id.clone(), o.figures.clone());
             }
@@ -126,7 +131,10 @@ impl Record {
             footer: Footer {
                 passed,
                 total,
-                summary: format!("{} {passed}/{total}", if passed == total { "PASS" } else { "FAIL" }),
+                summary: format!(
+                    "{} {passed}/{total}",
+                    if passed == total { "PASS" } else { "FAIL" }
+                ),
                 ended: now_rfc3339(),
             },
         }
@@ -139,9 +147,15 @@ impl Record {
 
     /// Reads a committed record.
     pub fn load(path: &Path) -> Result<Self, HarnessError> {
-        let text = std::fs::read_to_string(path).map_err(|e| HarnessError::io(path.display().to_string(), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
         serde_json::from_str(&text).map_err(|e| {
-            HarnessError::BadInput(format!("{}:{}:{}: not a gate record: {e}", path.display(), e.line(), e.column()))
+            HarnessError::BadInput(format!(
+                "{}:{}:{}: not a gate record: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
         })
     }
 
@@ -155,8 +169,16 @@ impl Record {
             ("bundle_digest", &a.bundle_digest, &b.bundle_digest),
             ("valkey_version", &a.valkey_version, &b.valkey_version),
             ("connector_name", &a.connector_name, &b.connector_name),
-            ("connector_version", &a.connector_version, &b.connector_version),
-            ("connector_language", &a.connector_language, &b.connector_language),
+            (
+                "connector_version",
+                &a.connector_version,
+                &b.connector_version,
+            ),
+            (
+                "connector_language",
+                &a.connector_language,
+                &b.connector_language,
+            ),
         ];
         for (name, want, got) in fields {
             if want != got {
@@ -164,22 +186,38 @@ impl Record {
             }
         }
         if a.scripts != b.scripts {
-            out.push(format!("scripts: committed {:?}, now {:?}", a.scripts, b.scripts));
+            out.push(format!(
+                "scripts: committed {:?}, now {:?}",
+                a.scripts, b.scripts
+            ));
         }
         for (c, n) in committed.gates.iter().zip(&self.gates) {
             if c.verdict != n.verdict {
-                out.push(format!("{} {}: committed {:?}, now {:?}", c.id, c.name, c.verdict, n.verdict));
+                out.push(format!(
+                    "{} {}: committed {:?}, now {:?}",
+                    c.id, c.name, c.verdict, n.verdict
+                ));
             }
             if c.evidence != n.evidence {
-                let d = crate::cases::expect::diff(&serde_json::json!(c.evidence), &serde_json::json!(n.evidence));
+                let d = crate::cases::expect::diff(
+                    &serde_json::json!(c.evidence),
+                    &serde_json::json!(n.evidence),
+                );
                 out.push(format!("{} {}: evidence differs {d}", c.id, c.name));
             }
         }
         if committed.gates.len() != self.gates.len() {
-            out.push(format!("gate count: committed {}, now {}", committed.gates.len(), self.gates.len()));
+            out.push(format!(
+                "gate count: committed {}, now {}",
+                committed.gates.len(),
+                self.gates.len()
+            ));
         }
         if committed.footer.summary != self.footer.summary {
-            out.push(format!("summary: committed {}, now {}", committed.footer.summary, self.footer.summary));
+            out.push(format!(
+                "summary: committed {}, now {}",
+                committed.footer.summary, self.footer.summary
+            ));
         }
         out
     }
@@ -193,10 +231,31 @@ impl Record {
         let rows = [
             ("record schema", h.schema.clone()),
             ("harness", h.harness_version.clone()),
-            ("bundle", format!("{} (protocol {}, digest `{}`)", h.bundle_version, h.bundle_protocol, h.bundle_digest)),
-            ("engine", format!("{} `{}`, valkey {}", h.engine_kind, h.engine_image, h.valkey_version)),
-            ("connector", format!("{} {} ({})", h.connector_name, h.connector_version, h.connector_language)),
-            ("seed", format!("{} ({} histories, batch {})", h.seed, h.histories, h.batch)),
+            (
+                "bundle",
+                format!(
+                    "{} (protocol {}, digest `{}`)",
+                    h.bundle_version, h.bundle_protocol, h.bundle_digest
+                ),
+            ),
+            (
+                "engine",
+                format!(
+                    "{} `{}`, valkey {}",
+                    h.engine_kind, h.engine_image, h.valkey_version
+                ),
+            ),
+            (
+                "connector",
+                format!(
+                    "{} {} ({})",
+                    h.connector_name, h.connector_version, h.connector_language
+                ),
+            ),
+            (
+                "seed",
+                format!("{} ({} histories, batch {})", h.seed, h.histories, h.batch),
+            ),
             ("started", h.started.clone()),
         ];
         for (k, v) in rows {
@@ -210,16 +269,19 @@ impl Record {
         }
         s.push_str("\n## Gates\n\n| gate | check | verdict |\n|---|---|---|\n");
         for g in &self.gates {
-            s.push_str(&format!("| {} | {} | **{:?}** |\n", g.id, g.name, g.verdict).to_uppercase().replace("| **", "| **"));
+            s.push_str(&format!("| {} | {} | **{}** |\n", g.id, g.name, g.verdict));
         }
         for g in &self.gates {
-            s.push_str(&format!("\n### {} {} — {:?}\n\n", g.id, g.name, g.verdict));
+            s.push_str(&format!("\n### {} {} — {}\n\n", g.id, g.name, g.verdict));
             for e in &g.evidence {
                 s.push_str(&format!("- {}\n", e.replace('\n', " ")));
             }
         }
         s.push_str("\n## Figures (volatile; not compared)\n\n```\n");
-        s.push_str(&format!("{:<30}{} ms\n", "engine boot", self.volatile.engine_boot_ms));
+        s.push_str(&format!(
+            "{:<30}{} ms\n",
+            "engine boot", self.volatile.engine_boot_ms
+        ));
         for (id, ms) in &self.volatile.gate_wall_ms {
             s.push_str(&format!("{:<30}{ms} ms\n", format!("{id} wall")));
         }
@@ -232,18 +294,35 @@ impl Record {
                 s.push_str(&format!("{:<30}{shown}\n", format!("{id} {k}")));
             }
         }
-        s.push_str(&format!("{:<30}{}\n```\n", "gate record", self.footer.summary));
-        s.push_str(&format!("\n**{}** — ended {}\n", self.footer.summary, self.footer.ended));
+        s.push_str(&format!(
+            "{:<30}{}\n```\n",
+            "gate record", self.footer.summary
+        ));
+        s.push_str(&format!(
+            "\n**{}** — ended {}\n",
+            self.footer.summary, self.footer.ended
+        ));
         s
     }
 
     /// JUnit XML: one testcase per gate, for CI dashboards.
     pub fn junit(&self) -> String {
         fn esc(s: &str) -> String {
-            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
         }
-        let failures = self.gates.iter().filter(|g| g.verdict == Verdict::Fail).count();
-        let errors = self.gates.iter().filter(|g| g.verdict == Verdict::Error).count();
+        let failures = self
+            .gates
+            .iter()
+            .filter(|g| g.verdict == Verdict::Fail)
+            .count();
+        let errors = self
+            .gates
+            .iter()
+            .filter(|g| g.verdict == Verdict::Error)
+            .count();
         let mut s = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"emq-gate {}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">\n",
             esc(&self.header.connector_name),
@@ -260,8 +339,12 @@ impl Record {
             let body = esc(&g.evidence.join("\n"));
             match g.verdict {
                 Verdict::Pass => {}
-                Verdict::Fail => s.push_str(&format!("<failure message=\"gate failed\">{body}</failure>")),
-                Verdict::Error => s.push_str(&format!("<error message=\"not judged\">{body}</error>")),
+                Verdict::Fail => s.push_str(&format!(
+                    "<failure message=\"gate failed\">{body}</failure>"
+                )),
+                Verdict::Error => {
+                    s.push_str(&format!("<error message=\"not judged\">{body}</error>"))
+                }
             }
             s.push_str("</testcase>\n");
         }
@@ -273,9 +356,14 @@ impl Record {
     pub fn write(&self, dir: &Path, stem: &str) -> Result<(), HarnessError> {
         std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
         let json = serde_json::to_string_pretty(self).expect("records serialize") + "\n";
-        for (ext, body) in [("json", json), ("md", self.markdown()), ("junit.xml", self.junit())] {
+        for (ext, body) in [
+            ("json", json),
+            ("md", self.markdown()),
+            ("junit.xml", self.junit()),
+        ] {
             let path = dir.join(format!("{stem}.{ext}"));
-            std::fs::write(&path, body).map_err(|e| HarnessError::io(path.display().to_string(), e))?;
+            std::fs::write(&path, body)
+                .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
         }
         Ok(())
     }

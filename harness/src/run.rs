@@ -44,7 +44,12 @@ pub fn factory(subject: &Subject, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFact
     }
 }
 
-fn header(opts: &RunOptions, bundle: &Bundle, engine: &Engine, factory: &dyn ConnectorFactory) -> Header {
+fn header(
+    opts: &RunOptions,
+    bundle: &Bundle,
+    engine: &Engine,
+    factory: &dyn ConnectorFactory,
+) -> Header {
     let identity = factory.make().and_then(|mut c| {
         c.hello()
             .map_err(|e| HarnessError::BadInput(format!("connector hello failed: {e}")))
@@ -59,7 +64,11 @@ fn header(opts: &RunOptions, bundle: &Bundle, engine: &Engine, factory: &dyn Con
         bundle_version: bundle.manifest.bundle.clone(),
         bundle_protocol: bundle.manifest.protocol,
         bundle_digest: bundle.computed_digest(),
-        scripts: bundle.scripts.iter().map(|s| (s.entry.name.clone(), s.sha1.clone())).collect(),
+        scripts: bundle
+            .scripts
+            .iter()
+            .map(|s| (s.entry.name.clone(), s.sha1.clone()))
+            .collect(),
         engine_kind: format!("{:?}", engine.kind).to_lowercase(),
         engine_image: engine.source.clone(),
         valkey_version: engine.valkey_version.clone(),
@@ -78,10 +87,17 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     let bundle = Arc::new(Bundle::load_default()?);
     progress.line("booting the engine");
     let engine = Engine::start(&opts.engine)?;
-    progress.line(&format!("engine up: {} in {} ms", engine.describe(), engine.boot_time.as_millis()));
+    progress.line(&format!(
+        "engine up: {} in {} ms",
+        engine.describe(),
+        engine.boot_time.as_millis()
+    ));
     let factory = factory(&opts.subject, &bundle);
     let header = header(opts, &bundle, &engine, factory.as_ref());
-    progress.line(&format!("connector: {} {}", header.connector_name, header.connector_version));
+    progress.line(&format!(
+        "connector: {} {}",
+        header.connector_name, header.connector_version
+    ));
     let say = |m: &str| progress.line(m);
     let ctx = GateContext {
         engine: &engine,
@@ -94,7 +110,10 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     };
     let mut outcomes = Vec::new();
     for gate in &crate::gates::ALL {
-        let selected = opts.only.as_ref().is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
+        let selected = opts
+            .only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
         let outcome = if selected {
             progress.line(&format!("{} {} ...", gate.id, gate.name));
             run_gate(gate, &ctx)
@@ -106,5 +125,9 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         progress.gate(&outcome);
         outcomes.push(outcome);
     }
-    Ok(Record::new(header, &outcomes, engine.boot_time.as_millis() as u64))
+    Ok(Record::new(
+        header,
+        &outcomes,
+        engine.boot_time.as_millis() as u64,
+    ))
 }

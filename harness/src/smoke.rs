@@ -47,7 +47,11 @@ impl SmokeReport {
             "\nsmoke: {} of {} steps ok{}\n",
             self.steps.len() - failed,
             self.steps.len(),
-            if failed == 0 { "; next: emq-gate run -- <your command>" } else { "" }
+            if failed == 0 {
+                "; next: emq-gate run -- <your command>"
+            } else {
+                ""
+            }
         ));
         s
     }
@@ -74,7 +78,10 @@ impl Steps<'_> {
                 let p = judge(&v);
                 (Some(v), p)
             }
-            Err(e) => (None, Some(format!("answered error kind {} ({})", e.kind, e.message))),
+            Err(e) => (
+                None,
+                Some(format!("answered error kind {} ({})", e.kind, e.message)),
+            ),
         };
         self.out.push(SmokeStep {
             what: what.to_string(),
@@ -89,7 +96,11 @@ fn expect<T: PartialEq + std::fmt::Debug>(want: T) -> impl FnOnce(&T) -> Option<
 }
 
 /// Runs the smoke test of the child connector `spec` on a fresh engine database.
-pub fn smoke(engine: &EngineOptions, spec: &ChildSpec, progress: &Progress) -> Result<SmokeReport, HarnessError> {
+pub fn smoke(
+    engine: &EngineOptions,
+    spec: &ChildSpec,
+    progress: &Progress,
+) -> Result<SmokeReport, HarnessError> {
     let bundle = Arc::new(Bundle::load_default()?);
     progress.line("booting the engine");
     let engine = Engine::start(engine)?;
@@ -101,44 +112,106 @@ pub fn smoke(engine: &EngineOptions, spec: &ChildSpec, progress: &Progress) -> R
         c: &mut child,
         out: Vec::new(),
     };
-    let shas: std::collections::BTreeMap<String, String> =
-        bundle.scripts.iter().map(|x| (x.entry.name.clone(), x.sha1.clone())).collect();
-    s.step("hello (protocol 1)", |c| c.hello(), |i| {
-        if i.bundle != bundle.manifest.bundle {
-            Some(format!("bundle {:?}, expected {:?}", i.bundle, bundle.manifest.bundle))
-        } else if i.scripts != shas {
-            Some(format!("script SHAs {:?} differ from the bundle's {shas:?}", i.scripts))
-        } else {
-            None
-        }
-    });
+    let shas: std::collections::BTreeMap<String, String> = bundle
+        .scripts
+        .iter()
+        .map(|x| (x.entry.name.clone(), x.sha1.clone()))
+        .collect();
+    s.step(
+        "hello (protocol 1)",
+        |c| c.hello(),
+        |i| {
+            if i.bundle != bundle.manifest.bundle {
+                Some(format!(
+                    "bundle {:?}, expected {:?}",
+                    i.bundle, bundle.manifest.bundle
+                ))
+            } else if i.scripts != shas {
+                Some(format!(
+                    "script SHAs {:?} differ from the bundle's {shas:?}",
+                    i.scripts
+                ))
+            } else {
+                None
+            }
+        },
+    );
     let url = engine.url(db);
-    s.step("connect (reads the fence)", |c| c.connect("smoke", &url), |_| None);
+    s.step(
+        "connect (reads the fence)",
+        |c| c.connect("smoke", &url),
+        |_| None,
+    );
     let q = "smoke";
-    s.step("enqueue", |c| c.enqueue("smoke", q, "hello", 0), expect("j0000000000000001".to_string()));
+    s.step(
+        "enqueue",
+        |c| c.enqueue("smoke", q, "hello", 0),
+        expect("j0000000000000001".to_string()),
+    );
     s.step("pending_size", |c| c.pending_size("smoke", q), expect(1));
-    s.step("browse", |c| c.browse("smoke", q, 0, 10), |v| {
-        (v.len() != 1 || v[0].payload != "hello").then(|| format!("expected one job with payload hello, got {v:?}"))
-    });
+    s.step(
+        "browse",
+        |c| c.browse("smoke", q, 0, 10),
+        |v| {
+            (v.len() != 1 || v[0].payload != "hello")
+                .then(|| format!("expected one job with payload hello, got {v:?}"))
+        },
+    );
     let job = Claimed {
         id: "j0000000000000001".into(),
         payload: "hello".into(),
         attempts: 1,
     };
     s.step("claim", |c| c.claim("smoke", q, 30_000), expect(Some(job)));
-    s.step("complete", |c| c.complete("smoke", q, "j0000000000000001", 1), expect(true));
-    s.step("enqueue a second job", |c| c.enqueue("smoke", q, "again", 0), expect("j0000000000000002".to_string()));
-    s.step("claim with lease 0", |c| c.claim("smoke", q, 0), |v| {
-        v.as_ref().is_none_or(|j| j.attempts != 1).then(|| format!("expected attempts 1, got {v:?}"))
-    });
-    s.step("retry with backoff 0", |c| c.retry("smoke", q, "j0000000000000002", 1, 0, 5), expect(RetryOutcome::Delayed));
+    s.step(
+        "complete",
+        |c| c.complete("smoke", q, "j0000000000000001", 1),
+        expect(true),
+    );
+    s.step(
+        "enqueue a second job",
+        |c| c.enqueue("smoke", q, "again", 0),
+        expect("j0000000000000002".to_string()),
+    );
+    s.step(
+        "claim with lease 0",
+        |c| c.claim("smoke", q, 0),
+        |v| {
+            v.as_ref()
+                .is_none_or(|j| j.attempts != 1)
+                .then(|| format!("expected attempts 1, got {v:?}"))
+        },
+    );
+    s.step(
+        "retry with backoff 0",
+        |c| c.retry("smoke", q, "j0000000000000002", 1, 0, 5),
+        expect(RetryOutcome::Delayed),
+    );
     s.step("promote", |c| c.promote("smoke", q, 10), expect(1));
-    s.step("claim again with lease 0", |c| c.claim("smoke", q, 0), |v| {
-        v.as_ref().is_none_or(|j| j.attempts != 2).then(|| format!("expected attempts 2, got {v:?}"))
-    });
-    s.step("reap (attempts 2 == max 2 -> dead)", |c| c.reap("smoke", q, 2, 10), expect(1));
-    s.step("pipeline_probe of 100 INCR", |c| c.pipeline_probe("smoke", "emq-smoke-probe", 100), expect((1..=100).collect::<Vec<i64>>()));
-    s.step("batch of 1000 enqueues, depth 100", |c| c.batch("smoke", "smoke-batch", 1000, 100, "x"), expect(1000));
+    s.step(
+        "claim again with lease 0",
+        |c| c.claim("smoke", q, 0),
+        |v| {
+            v.as_ref()
+                .is_none_or(|j| j.attempts != 2)
+                .then(|| format!("expected attempts 2, got {v:?}"))
+        },
+    );
+    s.step(
+        "reap (attempts 2 == max 2 -> dead)",
+        |c| c.reap("smoke", q, 2, 10),
+        expect(1),
+    );
+    s.step(
+        "pipeline_probe of 100 INCR",
+        |c| c.pipeline_probe("smoke", "emq-smoke-probe", 100),
+        expect((1..=100).collect::<Vec<i64>>()),
+    );
+    s.step(
+        "batch of 1000 enqueues, depth 100",
+        |c| c.batch("smoke", "smoke-batch", 1000, 100, "x"),
+        expect(1000),
+    );
     s.step(
         "an invalid queue name is refused with kind invalid",
         |c| Ok(c.claim("smoke", "bad queue", 0)),

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use emq::bundle::Bundle;
+use emq::cases::bless;
 use emq::cases::format::{Case, default_dir, load_dir};
 use emq::cases::runner::{Mode, run_case};
-use emq::cases::bless;
 use emq::connector::Connector;
 use emq::connector::child::{ChildConnector, ChildSpec};
 use emq::connector::reference::Reference;
@@ -68,7 +68,14 @@ fn engine(shared: &Shared) -> Result<&Engine, Failed> {
 /// per case. Only connectors whose last case passed come back.
 type Pool = Arc<Mutex<Vec<Box<dyn Connector + Send>>>>;
 
-fn trial(subject: &Subject, case: Case, db: u32, bundle: Arc<Bundle>, shared: Shared, mode: Mode) -> Trial {
+fn trial(
+    subject: &Subject,
+    case: Case,
+    db: u32,
+    bundle: Arc<Bundle>,
+    shared: Shared,
+    mode: Mode,
+) -> Trial {
     let make = subject.make;
     let pool = subject.pool.clone();
     let name = format!("{}::{}", subject.name, case.id);
@@ -81,7 +88,9 @@ fn trial(subject: &Subject, case: Case, db: u32, bundle: Arc<Bundle>, shared: Sh
         };
         let result = run_case(&case, engine, db, connector.as_mut(), mode);
         if result.failure.is_none() {
-            pool.lock().unwrap_or_else(|e| e.into_inner()).push(connector);
+            pool.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(connector);
         }
         if mode == Mode::Bless {
             let text = std::fs::read_to_string(&case.file).map_err(|e| e.to_string())?;
@@ -124,17 +133,31 @@ fn main() -> ExitCode {
         }
     };
     let shared: Shared = Arc::new(OnceLock::new());
-    let subjects = if mode == Mode::Bless { subjects().into_iter().take(1).collect() } else { subjects() };
+    let subjects = if mode == Mode::Bless {
+        subjects().into_iter().take(1).collect()
+    } else {
+        subjects()
+    };
     let mut trials = Vec::new();
     for (si, s) in subjects.iter().enumerate() {
         for (i, case) in cases.iter().enumerate() {
             // Each connector's trials own their databases: trials run in parallel.
             let db = 1 + (si * cases.len() + i) as u32;
-            trials.push(trial(s, case.clone(), db, bundle.clone(), shared.clone(), mode));
+            trials.push(trial(
+                s,
+                case.clone(),
+                db,
+                bundle.clone(),
+                shared.clone(),
+                mode,
+            ));
         }
     }
     if trials.iter().all(|t| args.is_filtered_out(t)) {
-        eprintln!("error: no case matches the selection {:?}", args.filter.as_deref().unwrap_or(""));
+        eprintln!(
+            "error: no case matches the selection {:?}",
+            args.filter.as_deref().unwrap_or("")
+        );
         return ExitCode::from(Code::BadInput as u8);
     }
     let conclusion = libtest_mimic::run(&args, trials);

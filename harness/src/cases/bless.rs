@@ -21,7 +21,9 @@ pub fn rewrite(case: &Case, text: &str, observed: &[Option<Observed>]) -> Option
         let Some(seen) = &observed[i] else { continue };
         let still_true = match (&step.expect, seen) {
             (Expect::Success, _) => true,
-            (Expect::Ok(want), Observed::Ok(got)) => want.to_string().contains('$') || matches(want, got),
+            (Expect::Ok(want), Observed::Ok(got)) => {
+                want.to_string().contains('$') || matches(want, got)
+            }
             (Expect::Error(k), Observed::Error(g)) => k == g,
             _ => false,
         };
@@ -29,7 +31,10 @@ pub fn rewrite(case: &Case, text: &str, observed: &[Option<Observed>]) -> Option
             continue;
         }
         let start = step.line as usize - 1;
-        let end = case.steps.get(i + 1).map_or(lines.len(), |s| s.line as usize - 1);
+        let end = case
+            .steps
+            .get(i + 1)
+            .map_or(lines.len(), |s| s.line as usize - 1);
         let Some(at) = (start..end.min(lines.len())).find(|&l| {
             let t = lines[l].trim_start().trim_start_matches("- ");
             t.starts_with("ok:") || t.starts_with("error:")
@@ -38,7 +43,9 @@ pub fn rewrite(case: &Case, text: &str, observed: &[Option<Observed>]) -> Option
         };
         let base = indent(&lines[at]);
         let mut stop = at + 1;
-        while stop < end.min(lines.len()) && (lines[stop].trim().is_empty() || indent(&lines[stop]) > base) {
+        while stop < end.min(lines.len())
+            && (lines[stop].trim().is_empty() || indent(&lines[stop]) > base)
+        {
             stop += 1;
         }
         let prefix = &lines[at][..base];
@@ -55,7 +62,8 @@ pub fn rewrite(case: &Case, text: &str, observed: &[Option<Observed>]) -> Option
 /// Writes `text` over `case.file` through a temp file.
 pub fn write(case: &Case, text: &str) -> Result<(), HarnessError> {
     let dir = case.file.parent().unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
     tmp.write_all(text.as_bytes())
         .map_err(|e| HarnessError::io(case.file.display().to_string(), e))?;
     tmp.persist(&case.file)

@@ -74,15 +74,15 @@ impl Run<'_> {
         what: &str,
         message: impl Into<String>,
         diff: Option<String>,
-    ) -> CaseFailure {
-        CaseFailure {
+    ) -> Box<CaseFailure> {
+        Box::new(CaseFailure {
             location: self.case.location(step),
             case_id: self.case.id.clone(),
             step: step + 1,
             what: what.to_string(),
             message: message.into(),
             diff,
-        }
+        })
     }
 
     /// Bytes the engine has received from this case's connections (not the admin's).
@@ -130,7 +130,9 @@ pub fn run_case(
     mode: Mode,
 ) -> CaseResult {
     let mut observed_steps = vec![None; case.steps.len()];
-    let failure = run_steps(case, engine, db, connector, mode, &mut observed_steps).err();
+    let failure = run_steps(case, engine, db, connector, mode, &mut observed_steps)
+        .err()
+        .map(|b| *b);
     for s in &case.sessions {
         let _ = connector.call(&Request::Disconnect { session: s.clone() });
     }
@@ -147,7 +149,7 @@ fn run_steps(
     connector: &mut dyn Connector,
     mode: Mode,
     observed_steps: &mut [Option<Observed>],
-) -> Result<(), CaseFailure> {
+) -> Result<(), Box<CaseFailure>> {
     let setup_fail = |message: String| CaseFailure {
         location: format!("{}:1", case.file.display()),
         case_id: case.id.clone(),
@@ -158,13 +160,15 @@ fn run_steps(
     };
     let mut admin = engine
         .prepare_db(db)
-        .map_err(|e| setup_fail(e.to_string()))?;
-    let admin_id = admin.client_id().map_err(|e| setup_fail(e.to_string()))?;
+        .map_err(|e| Box::new(setup_fail(e.to_string())))?;
+    let admin_id = admin
+        .client_id()
+        .map_err(|e| Box::new(setup_fail(e.to_string())))?;
     if let Some(f) = &case.fence {
         let fields: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         admin
             .hset("emq:fence", &fields)
-            .map_err(|e| setup_fail(e.to_string()))?;
+            .map_err(|e| Box::new(setup_fail(e.to_string())))?;
     }
     if !case.manual_connect {
         for s in &case.sessions {
@@ -173,7 +177,7 @@ fn run_steps(
                     session: s.clone(),
                     url: engine.url(db),
                 })
-                .map_err(|e| setup_fail(format!("connect {s}: {e}")))?;
+                .map_err(|e| Box::new(setup_fail(format!("connect {s}: {e}"))))?;
         }
     }
     let mut run = Run {
