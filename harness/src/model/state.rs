@@ -96,6 +96,8 @@ pub struct Model {
     pub minted: Vec<(String, String)>,
     tick: u64,
     wrote_time: bool,
+    /// (queue, set, id) of every time-scored member the last call wrote.
+    written: Vec<(String, &'static str, String)>,
 }
 
 fn err(e: ConnectorError) -> ErrorKind {
@@ -110,6 +112,41 @@ impl Model {
     /// True when the last [`Model::apply`] wrote a time score (the engine read `TIME` and stored it).
     pub fn wrote_time(&self) -> bool {
         self.wrote_time
+    }
+
+    /// The logical time of the last call.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// (queue, set, id) of every time-scored member the last call wrote.
+    pub fn written(&self) -> &[(String, &'static str, String)] {
+        &self.written
+    }
+
+    /// Members of time-scored `set` of `queue` whose order against `id` (same due-ness, larger id)
+    /// would flip if the engine stamped both in one millisecond: their ticks.
+    pub fn order_hazards(&self, queue: &str, set: &str, id: &str) -> Vec<u64> {
+        let Some(q) = self.queues.get(queue) else {
+            return Vec::new();
+        };
+        let m = match set {
+            "active" => &q.active,
+            "delayed" => &q.delayed,
+            "dead" => &q.dead,
+            _ => return Vec::new(),
+        };
+        let Some(mine) = m.get(id) else {
+            return Vec::new();
+        };
+        m.range::<str, _>((std::ops::Bound::Excluded(id), std::ops::Bound::Unbounded))
+            .filter(|(_, s)| s.later == mine.later && s.tick != mine.tick)
+            .map(|(_, s)| s.tick)
+            .collect()
+    }
+
+    fn note(&mut self, queue: &str, set: &'static str, id: &str) {
+        self.written.push((queue.to_string(), set, id.to_string()));
     }
 
     fn session(&self, s: &str) -> Result<(), ErrorKind> {
@@ -136,6 +173,7 @@ impl Model {
     pub fn apply(&mut self, req: &Request) -> Predicted {
         self.tick += 1;
         self.wrote_time = false;
+        self.written.clear();
         validate(req).map_err(err)?;
         use Request::*;
         match req {
@@ -179,6 +217,9 @@ impl Model {
                         state,
                     },
                 );
+                if stamp.is_some() {
+                    self.note(queue, "delayed", &id);
+                }
                 self.minted.push((queue.clone(), id.clone()));
                 Ok(Reply::Id(id))
             }
@@ -233,6 +274,7 @@ impl Model {
                     payload: job.payload.clone(),
                     attempts: job.attempts,
                 };
+                self.note(queue, "active", &claimed.id);
                 self.claims.push((queue.clone(), claimed.clone()));
                 Ok(Reply::Claim(Some(claimed)))
             }
@@ -276,10 +318,12 @@ impl Model {
                 if dead {
                     job.state = "dead";
                     qs.dead.insert(id.clone(), stamp);
+                    self.note(queue, "dead", id);
                     Ok(Reply::Retry(RetryOutcome::Dead))
                 } else {
                     job.state = "delayed";
                     qs.delayed.insert(id.clone(), stamp);
+                    self.note(queue, "delayed", id);
                     Ok(Reply::Retry(RetryOutcome::Delayed))
                 }
             }
@@ -325,6 +369,7 @@ impl Model {
                     None
                 };
                 let qs = self.queue(queue);
+                let mut buried = Vec::new();
                 for id in &due {
                     qs.active.remove(id);
                     let job = qs.jobs.get_mut(id).expect("active ids have a hash");
@@ -332,10 +377,14 @@ impl Model {
                         job.state = "dead";
                         qs.dead
                             .insert(id.clone(), stamp.expect("a burial has a stamp"));
+                        buried.push(id.clone());
                     } else {
                         job.state = "pending";
                         qs.pending.insert(id.clone());
                     }
+                }
+                for id in &buried {
+                    self.note(queue, "dead", id);
                 }
                 Ok(Reply::Count(due.len() as i64))
             }
