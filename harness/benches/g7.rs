@@ -1,7 +1,8 @@
 //! G7 throughput: drawn histories against the reference connector on a binary engine, judged by
 //! the model (no shrinking: the reference agrees). Prints histories/s and calls/s.
 //!
-//! `cargo bench -p emq-harness --bench g7` (`EMQ_G7_BENCH_HISTORIES`, default 512).
+//! `cargo bench -p emq-harness --bench g7` (`EMQ_G7_BENCH_HISTORIES`, default 512;
+//! `EMQ_G7_BENCH_SEED`, default 183).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,10 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if benching { 512 } else { 8 });
+    let seed: u64 = std::env::var("EMQ_G7_BENCH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0xB7);
     let engine = Engine::start(&EngineOptions {
         choice: EngineChoice::Binary,
         ..EngineOptions::default()
@@ -39,7 +44,7 @@ fn main() {
         &env,
         &Options {
             histories,
-            seed: 0xB7,
+            seed,
             max_shrink_time: Duration::from_secs(10),
             max_shrink_iters: 256,
             regressions: Vec::new(),
@@ -50,7 +55,7 @@ fn main() {
         panic!("the reference disagreed with the model: {}", f.message);
     }
     println!(
-        "g7/reference ({}): {} histories, {} calls in {:.2} s: {:.1} histories/s, {:.0} calls/s",
+        "g7/reference ({}, seed {seed}): {} histories, {} calls in {:.2} s: {:.1} histories/s, {:.0} calls/s",
         engine.describe(),
         report.runs,
         report.calls,
