@@ -15,6 +15,7 @@ use emq::gate::{GateContext, Verdict, gate_db, run_gate};
 use emq::gates::g7_interleavings::{self, regressions};
 use emq::model::doubles::{Breakage, factory};
 use emq::model::runner::{self, Breach, Env, Options, run_history};
+use emq::model::soak::{SoakOptions, soak};
 
 fn engine() -> Engine {
     let opts = EngineOptions {
@@ -170,6 +171,52 @@ fn reap_ignoring_limit_is_caught() {
 #[test]
 fn complete_ignoring_the_token_is_caught() {
     caught(Breakage::CompleteIgnoresToken);
+}
+
+#[test]
+fn enqueue_twice_is_caught() {
+    caught(Breakage::EnqueueTwice);
+}
+
+#[test]
+fn the_soak_accounts_for_every_job() {
+    let e = engine();
+    let b = bundle();
+    let opts = SoakOptions {
+        workers: 3,
+        duration: Duration::from_millis(1500),
+        seed: 9,
+    };
+    let good = reference(&b);
+    let env = Env {
+        engine: &e,
+        factory: &good,
+        db: gate_db("G7"),
+    };
+    let r = soak(&env, &opts).unwrap();
+    eprintln!(
+        "soak (reference): {} jobs, {} claims, {} completed, {} calls in {:.2} s",
+        r.jobs,
+        r.claims,
+        r.completed,
+        r.calls,
+        r.elapsed.as_secs_f64()
+    );
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+    assert!(r.completed > 0 && r.claims > r.completed, "{r:?}");
+
+    let twice = factory(&b, Breakage::EnqueueTwice);
+    let env = Env {
+        engine: &e,
+        factory: &twice,
+        db: gate_db("G7"),
+    };
+    let r = soak(&env, &opts).unwrap();
+    assert!(
+        r.violations.iter().any(|v| v.contains("never enqueued")),
+        "{:#?}",
+        r.violations
+    );
 }
 
 #[test]
