@@ -97,6 +97,8 @@ pub struct Case {
     pub fence: Option<BTreeMap<String, String>>,
     pub steps: Vec<Step>,
     pub file: PathBuf,
+    /// Where the `id` value is, for errors about the id.
+    pub id_at: (u64, u64),
 }
 
 impl Case {
@@ -133,7 +135,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
     let raw: RawCase = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
         let msg = e.to_string();
-        let first = msg.lines().next().unwrap_or("invalid YAML").to_string();
+        let first = msg.lines().next().unwrap_or("invalid YAML");
+        // The location leads the line already; drop the parser's own " at line N, column M".
+        let first = first.split(" at line ").next().unwrap_or(first).to_string();
         bad(file, line, col, first)
     })?;
     let id_loc = raw.id.referenced;
@@ -200,6 +204,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
         fence: raw.fence,
         steps,
         file: file.to_path_buf(),
+        id_at: (id_loc.line(), id_loc.column()),
     })
 }
 
@@ -341,10 +346,11 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Case>, HarnessError> {
             .map_err(|e| HarnessError::io(f.display().to_string(), e))?;
         let case = parse(&f, &text)?;
         if let Some(prev) = seen.get(&case.id) {
+            let (line, col) = case.id_at;
             return Err(bad(
                 &f,
-                1,
-                1,
+                line,
+                col,
                 format!("duplicate id {:?} (also in {})", case.id, prev.display()),
             ));
         }

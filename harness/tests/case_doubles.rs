@@ -1,0 +1,78 @@
+//! G6 is only as good as the cases that catch a broken connector. Each broken double (one verb
+//! wrong) must fail exactly the cases listed in `tests/case_doubles/<double>.txt` — a reviewed
+//! snapshot (`EMQ_BLESS=1` rewrites it) — and every case it fails must exercise the broken verb.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use emq::bundle::Bundle;
+use emq::cases::format::{default_dir, load_dir};
+use emq::cases::runner::{Mode, run_case};
+use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::gate::ConnectorFactory;
+use emq::model::doubles::{Breakage, factory};
+
+fn verb_of(b: Breakage) -> &'static str {
+    match b {
+        Breakage::RetryIgnoresMaxAttempts => "retry",
+        Breakage::ReapIgnoresLimit => "reap",
+        Breakage::CompleteIgnoresToken => "complete",
+    }
+}
+
+#[test]
+fn each_double_fails_exactly_its_cases() {
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
+    .expect("binary engine (run ci/provision)");
+    let bundle = Arc::new(Bundle::load_default().unwrap());
+    let cases = load_dir(&default_dir()).unwrap();
+    let bless = std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1");
+    let mut problems = Vec::new();
+    for b in Breakage::ALL {
+        let make = factory(&bundle, b);
+        let mut failed = BTreeSet::new();
+        for (i, case) in cases.iter().enumerate() {
+            let mut c = make.make().unwrap();
+            if run_case(case, &engine, 1 + i as u32, c.as_mut(), Mode::Check)
+                .failure
+                .is_some()
+            {
+                failed.insert(case.id.clone());
+            }
+        }
+        let name = format!("{b:?}");
+        assert!(!failed.is_empty(), "{name}: no case catches it");
+        for id in &failed {
+            let case = cases.iter().find(|c| &c.id == id).unwrap();
+            let uses = case.steps.iter().any(|s| {
+                matches!(&s.action, emq::cases::format::Action::Call { verb, .. } if verb == verb_of(b))
+            });
+            assert!(uses, "{name} failed {id}, which never calls {}", verb_of(b));
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/case_doubles/{name}.txt"));
+        let got: String = failed.iter().map(|id| format!("{id}\n")).collect();
+        if bless {
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if want != got {
+            problems.push(format!(
+                "{name}:\n{}",
+                similar::TextDiff::from_lines(&want, &got)
+                    .unified_diff()
+                    .header("expected", "actual")
+            ));
+        }
+        eprintln!("{name}: {} of {} cases fail", failed.len(), cases.len());
+    }
+    assert!(
+        problems.is_empty(),
+        "EMQ_BLESS=1 to accept:\n{}",
+        problems.join("\n")
+    );
+}
