@@ -5,15 +5,17 @@
 //! Every test boots its own binary engine, so the tests run in parallel without sharing
 //! `SCRIPT FLUSH`, `CONFIG RESETSTAT` or `MONITOR`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use emq::bundle::Bundle;
 use emq::connector::Connector;
+use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::connector::reference::{Fault, Reference};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
-use emq::gate::{GateContext, GateOutcome, Verdict, run_gate};
+use emq::gate::{ConnectorFactory, GateContext, GateOutcome, Verdict, run_gate};
 use emq::gates::ALL;
 
 /// The gates these tests cover.
@@ -23,8 +25,15 @@ const MINE: [&str; 6] = ["G1", "G2", "G3", "G4", "G5", "G8"];
 const BATCH: i64 = 20_000;
 
 fn engine() -> Engine {
+    let built = PathBuf::from("/tmp/apt-sid/src/src/valkey-server");
+    let valkey_server = match emq::engine::binary::locate(None) {
+        Ok(p) => Some(p),
+        Err(_) if built.is_file() => Some(built),
+        Err(_) => None,
+    };
     let opts = EngineOptions {
         choice: EngineChoice::Binary,
+        valkey_server,
         ..EngineOptions::default()
     };
     Engine::start(&opts).expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)")
@@ -32,17 +41,22 @@ fn engine() -> Engine {
 
 /// Runs every gate of [`MINE`] against the reference connector with `fault`, on one engine.
 fn run_all(fault: Option<Fault>) -> Vec<GateOutcome> {
-    let e = engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let b2 = bundle.clone();
     let factory = move || -> Result<Box<dyn Connector + Send>, HarnessError> {
         Ok(Reference::boxed(&b2, fault))
     };
+    run_with(&format!("{fault:?}"), &bundle, &factory)
+}
+
+/// Runs every gate of [`MINE`] with connectors from `factory`, on an engine of its own.
+fn run_with(label: &str, bundle: &Arc<Bundle>, factory: &dyn ConnectorFactory) -> Vec<GateOutcome> {
+    let e = engine();
     let progress = |_: &str| {};
     let ctx = GateContext {
         engine: &e,
-        bundle: &bundle,
-        factory: &factory,
+        bundle,
+        factory,
         seed: 42,
         histories: 10,
         batch: BATCH,
@@ -57,7 +71,7 @@ fn run_all(fault: Option<Fault>) -> Vec<GateOutcome> {
             let t0 = Instant::now();
             let out = run_gate(g, &ctx);
             eprintln!(
-                "{fault:?} {} {}: {:?} in {:.2?}",
+                "{label} {} {}: {:?} in {:.2?}",
                 g.id,
                 g.name,
                 out.verdict,
@@ -148,4 +162,39 @@ fn short_batch_fails_g5() {
 #[test]
 fn raw_complete_fails_g8() {
     judge(Some(Fault::RawComplete));
+}
+
+/// The Python connector (a child process, so `Connector::kill` really kills it) passes too. Skipped
+/// when it is not provisioned (`EMQ_PYTHON_CONNECTOR` or `~/.cache/emq/venv-python`).
+#[test]
+fn python_connector_passes_every_gate() {
+    let program = std::env::var_os("EMQ_PYTHON_CONNECTOR")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/emq/venv-python/bin/emq-connector-py"))
+        })
+        .filter(|p| p.is_file());
+    let Some(program) = program else {
+        eprintln!("skipped: no Python connector (set EMQ_PYTHON_CONNECTOR)");
+        return;
+    };
+    let bundle = Arc::new(Bundle::load_default().unwrap());
+    let factory = ChildFactory::new(ChildSpec::new([program.display().to_string()]));
+    let outs = run_with("python", &bundle, &factory);
+    let wrong: Vec<String> = outs
+        .iter()
+        .filter(|o| o.verdict != Verdict::Pass)
+        .map(|o| {
+            format!(
+                "{} {}: {:?}\n  {}",
+                o.id,
+                o.name,
+                o.verdict,
+                o.evidence.join("\n  ")
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "python:\n{}", wrong.join("\n"));
 }

@@ -98,7 +98,7 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String
         .collect();
     let probe = format!("emq-probe:{}", ctx.seed);
     (ctx.progress)("G8: command discipline under MONITOR");
-    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let watch = Watch::start(ctx.engine, &mut admin, db, &[]).map_err(|e| e.to_string())?;
     let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
     let work = (|| {
         c.connect("s", &url)?;
@@ -113,7 +113,7 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String
         c.disconnect("s")?;
         Ok::<_, ConnectorError>(())
     })();
-    let obs = watch.stop();
+    let obs = watch.stop(&mut admin).map_err(|e| e.to_string())?;
     if let Err(e) = work {
         out.fail(format!("the discipline workload failed (kind {})", e.kind));
         out.figure("discipline_error", e.message);
@@ -312,7 +312,16 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
                 if !matches!(e.kind, ErrorKind::Engine | ErrorKind::Internal) {
                     ledger.odd_kinds.insert(e.kind.as_str());
                 }
-                c = fresh(ctx, &url)?;
+                // Alternately the connector's own recovery (disconnect, connect again on the same
+                // instance) and a fresh instance from the factory: both paths get crashed into,
+                // and a child connector is not respawned for every crash.
+                let reused = errors % 2 == 1 && {
+                    let _ = c.disconnect(SESSION);
+                    c.connect(SESSION, &url).is_ok()
+                };
+                if !reused {
+                    c = fresh(ctx, &url)?;
+                }
             }
         }
         drop(tx);
