@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use emq::bundle::Bundle;
 use emq::cases::runner::{Mode, run_case};
-use emq::connector::Connector;
 use emq::connector::reference::Reference;
+use emq::connector::{Connector, Reply, Request};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
-use emq::error::HarnessError;
-use emq::gate::{GateContext, Verdict, gate_db, run_gate};
+use emq::error::{ConnectorError, HarnessError};
+use emq::gate::{ConnectorFactory, GateContext, Verdict, gate_db, run_gate};
 use emq::gates::g7_interleavings::{self, regressions};
 use emq::model::doubles::{Breakage, factory};
 use emq::model::runner::{self, Breach, Env, Options, run_history};
@@ -83,9 +83,33 @@ fn regressions_parse_and_replay() {
 }
 
 fn caught(breakage: Breakage) {
-    let e = engine();
     let b = bundle();
-    let broken = factory(&b, breakage);
+    caught_with(&format!("{breakage:?}"), &factory(&b, breakage), &b);
+}
+
+/// `enqueue` sent twice, the first id reported: a job nobody knows about.
+struct EnqueueTwice(Box<dyn Connector + Send>);
+
+impl Connector for EnqueueTwice {
+    fn call(&mut self, r: &Request) -> Result<Reply, ConnectorError> {
+        let reply = self.0.call(r)?;
+        if matches!(r, Request::Enqueue { .. }) {
+            self.0.call(r)?;
+        }
+        Ok(reply)
+    }
+}
+
+fn enqueue_twice(
+    b: &Arc<Bundle>,
+) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
+    let b = b.clone();
+    move || Ok(Box::new(EnqueueTwice(Reference::boxed(&b, None))) as Box<dyn Connector + Send>)
+}
+
+fn caught_with(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) {
+    let e = engine();
+    let broken = || broken.make();
     let env = Env {
         engine: &e,
         factory: &broken,
@@ -103,7 +127,7 @@ fn caught(breakage: Breakage) {
     )
     .unwrap();
     eprintln!(
-        "{breakage:?}: {} runs, {} calls in {:.2} s: {:.0} histories/s, {:.0} calls/s",
+        "{breakage}: {} runs, {} calls in {:.2} s: {:.0} histories/s, {:.0} calls/s",
         report.runs,
         report.calls,
         report.elapsed.as_secs_f64(),
@@ -112,12 +136,12 @@ fn caught(breakage: Breakage) {
     );
     let f = report
         .failure
-        .unwrap_or_else(|| panic!("{breakage:?} was not caught"));
-    eprintln!("{breakage:?} counterexample:\n{}", f.yaml);
+        .unwrap_or_else(|| panic!("{breakage} was not caught"));
+    eprintln!("{breakage} counterexample:\n{}", f.yaml);
     assert!(!f.regression);
     assert!(
         f.history.calls.len() <= 6,
-        "{breakage:?}: shrunk to {} steps: {:?}",
+        "{breakage}: shrunk to {} steps: {:?}",
         f.history.calls.len(),
         f.history
     );
@@ -132,7 +156,7 @@ fn caught(breakage: Breakage) {
         run_history(&env, &mut admin, &f.history),
         Err(Breach::Mismatch(_))
     ));
-    let good = reference(&b);
+    let good = reference(b);
     let env_ok = Env {
         engine: &e,
         factory: &good,
@@ -146,7 +170,7 @@ fn caught(breakage: Breakage) {
     assert_eq!(case.id, f.case_id);
     let mut bad = broken().unwrap();
     let r = run_case(&case, &e, gate_db("G7"), &mut bad, Mode::Check);
-    assert!(r.failure.is_some(), "the case passes on {breakage:?}");
+    assert!(r.failure.is_some(), "the case passes on {breakage}");
     let mut ok = good().unwrap();
     let r = run_case(&case, &e, gate_db("G7"), &mut ok, Mode::Check);
     assert!(r.failure.is_none(), "{}", r.failure.unwrap());
@@ -175,7 +199,8 @@ fn complete_ignoring_the_token_is_caught() {
 
 #[test]
 fn enqueue_twice_is_caught() {
-    caught(Breakage::EnqueueTwice);
+    let b = bundle();
+    caught_with("EnqueueTwice", &enqueue_twice(&b), &b);
 }
 
 #[test]
@@ -205,7 +230,7 @@ fn the_soak_accounts_for_every_job() {
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert!(r.completed > 0 && r.claims > r.completed, "{r:?}");
 
-    let twice = factory(&b, Breakage::EnqueueTwice);
+    let twice = enqueue_twice(&b);
     let env = Env {
         engine: &e,
         factory: &twice,
@@ -244,4 +269,54 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
         "{:#?}",
         out.evidence
     );
+}
+
+/// The Python connector (a child process, wire protocol v1), when provisioned.
+#[test]
+fn python_connector_agrees_with_the_model() {
+    let program = std::env::var_os("EMQ_PYTHON_CONNECTOR")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| {
+                std::path::PathBuf::from(h).join(".cache/emq/venv-python/bin/emq-connector-py")
+            })
+        })
+        .filter(|p| p.is_file());
+    let Some(program) = program else {
+        eprintln!("skipped: no Python connector (set EMQ_PYTHON_CONNECTOR or run ci/provision)");
+        return;
+    };
+    let e = engine();
+    let f =
+        emq::connector::child::ChildFactory::new(emq::connector::child::ChildSpec::new([program
+            .display()
+            .to_string()]));
+    let env = Env {
+        engine: &e,
+        factory: &f,
+        db: gate_db("G7"),
+    };
+    let report = runner::run(
+        &env,
+        &Options {
+            histories: 64,
+            seed: 0x6507,
+            max_shrink_time: Duration::from_secs(60),
+            max_shrink_iters: 512,
+            regressions: regressions(),
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "python: {} histories, {} calls in {:.2} s: {:.1} histories/s, {:.0} calls/s",
+        report.runs,
+        report.calls,
+        report.elapsed.as_secs_f64(),
+        report.histories_per_s(),
+        report.calls_per_s()
+    );
+    if let Some(f) = report.failure {
+        panic!("the Python connector disagreed:\n{}", f.yaml);
+    }
 }

@@ -18,16 +18,13 @@ pub enum Breakage {
     ReapIgnoresLimit,
     /// `complete` ignores the caller's token: it sends the latest attempts it saw claimed.
     CompleteIgnoresToken,
-    /// `enqueue` sends the request twice and reports the first id: a job nobody knows about.
-    EnqueueTwice,
 }
 
 impl Breakage {
-    pub const ALL: [Breakage; 4] = [
+    pub const ALL: [Breakage; 3] = [
         Self::RetryIgnoresMaxAttempts,
         Self::ReapIgnoresLimit,
         Self::CompleteIgnoresToken,
-        Self::EnqueueTwice,
     ];
 }
 
@@ -73,9 +70,6 @@ impl<C: Connector> Connector for Broken<C> {
             _ => {}
         }
         let reply = self.inner.call(&req)?;
-        if self.breakage == Breakage::EnqueueTwice && matches!(req, Request::Enqueue { .. }) {
-            self.inner.call(&req)?;
-        }
         if let (Request::Claim { queue, .. }, Reply::Claim(Some(c))) = (&req, &reply) {
             self.seen.insert((queue.clone(), c.id.clone()), c.attempts);
         }

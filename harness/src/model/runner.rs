@@ -72,8 +72,39 @@ fn agrees(want: &Predicted, got: &Result<Reply, ConnectorError>) -> bool {
 /// Runs one history on a fresh connector and a flushed database. `Ok(calls)` when every reply and
 /// the final keyspace agree with the model.
 pub fn run_history(env: &Env<'_>, admin: &mut Admin, h: &History) -> Result<u64, Breach> {
+    run_history_on(env, admin, &mut None, h)
+}
+
+/// Runs one history on the connector in `slot` (a fresh one when empty) and a flushed database.
+/// On agreement the history's sessions are disconnected and the connector goes back into the slot
+/// for the next history (a child process is not restarted per history); on any failure it is
+/// dropped, so the next history starts fresh.
+pub fn run_history_on(
+    env: &Env<'_>,
+    admin: &mut Admin,
+    slot: &mut Option<Box<dyn Connector + Send>>,
+    h: &History,
+) -> Result<u64, Breach> {
     admin.flushdb()?;
-    let mut con = env.factory.make()?;
+    let mut con = match slot.take() {
+        Some(c) => c,
+        None => env.factory.make()?,
+    };
+    let calls = judge(env, admin, &mut *con, h)?;
+    for s in h.session_names() {
+        con.disconnect(&s)
+            .map_err(|e| Breach::Mismatch(format!("disconnect of session {s} failed: {e}")))?;
+    }
+    *slot = Some(con);
+    Ok(calls)
+}
+
+fn judge(
+    env: &Env<'_>,
+    admin: &mut Admin,
+    con: &mut (dyn Connector + Send),
+    h: &History,
+) -> Result<u64, Breach> {
     let url = env.engine.url(env.db);
     let mut model = Model::new();
     for s in h.session_names() {
@@ -116,7 +147,6 @@ pub fn run_history(env: &Env<'_>, admin: &mut Admin, h: &History) -> Result<u64,
             diffs.join("; ")
         )));
     }
-    drop(con);
     Ok(n as u64)
 }
 
@@ -321,9 +351,10 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let t0 = Instant::now();
     let mut admin = env.engine.prepare_db(env.db)?;
     let mut report = Report::default();
+    let mut slot = None;
     for h in &opts.regressions {
         report.runs += 1;
-        match run_history(env, &mut admin, h) {
+        match run_history_on(env, &mut admin, &mut slot, h) {
             Ok(calls) => {
                 report.calls += calls;
                 report.agreed += 1;
@@ -347,6 +378,9 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
     let mut runner = TestRunner::new_with_rng(config, rng);
     let admin = RefCell::new(admin);
+    let slot = RefCell::new(slot);
+    // After the first disagreement every run (shrinking) gets a fresh connector.
+    let shrinking = Cell::new(false);
     let harness_error: RefCell<Option<HarnessError>> = RefCell::new(None);
     let (agreed, runs, calls) = (Cell::new(0u64), Cell::new(0u64), Cell::new(0u64));
     let result = runner.run(&histories(), |h| {
@@ -354,7 +388,12 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
             return Ok(());
         }
         runs.set(runs.get() + 1);
-        match run_history(env, &mut admin.borrow_mut(), &h) {
+        let result = if shrinking.get() {
+            run_history(env, &mut admin.borrow_mut(), &h)
+        } else {
+            run_history_on(env, &mut admin.borrow_mut(), &mut slot.borrow_mut(), &h)
+        };
+        match result {
             Ok(n) => {
                 calls.set(calls.get() + n);
                 agreed.set(agreed.get() + 1);
@@ -362,6 +401,7 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
             }
             Err(Breach::Mismatch(m)) => {
                 calls.set(calls.get() + h.calls.len() as u64);
+                shrinking.set(true);
                 Err(TestCaseError::fail(m))
             }
             Err(Breach::Harness(e)) => {
@@ -424,6 +464,17 @@ pub fn minimize(
             Err(Breach::Harness(_)) => None,
         }
     };
+    // Confirm on a fresh connector first: a drawn history ran on one reused across histories.
+    match still_fails(&h, &mut message) {
+        Some(true) | None => {}
+        Some(false) => {
+            message = format!(
+                "{message} (only on a connector reused from earlier histories, whose sessions were \
+                 disconnected: a fresh connector agrees, so state leaked between histories)"
+            );
+            return (h, message, runs, calls);
+        }
+    }
     'outer: loop {
         let mut changed = false;
         let mut i = h.calls.len();
