@@ -12,10 +12,6 @@
 //! connections that closed before anyone could list them: a refused connect, a killed session.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use crate::bundle::sha1_hex;
 use crate::connector::{Connector, Verbs};
@@ -306,39 +302,25 @@ pub fn attribute(lines: &[String], db: u32, harness: &BTreeSet<String>) -> Obser
 
 /// A `MONITOR` on one gate database, knowing the harness's own connections.
 ///
-/// A heartbeat connection sends a numbered `ECHO` every 10 ms while the watch runs. The reason:
-/// `Admin::monitor` reads with a 100 ms timeout, and after a read timeout the redis client skips
-/// the next reply it reads (it takes it for the late answer to the timed-out read), so an idle
-/// gap of 100 ms would silently drop the next `MONITOR` line. The heartbeat keeps the stream
-/// busy, and a missing beat number (or a missing end marker) proves a loss: the watch then
-/// errors rather than judging a partial view.
+/// [`Monitor::stop`] ends on a marker it sends itself, so a watch either sees every line sent
+/// before `stop` or errors: a gate must not judge a partial view.
 pub struct Watch {
-    monitor: Option<Monitor>,
-    monitor_id: u64,
+    monitor: Monitor,
     db: u32,
     harness: BTreeSet<String>,
-    beat_stop: Arc<AtomicBool>,
-    beat: Option<JoinHandle<Result<u64, HarnessError>>>,
 }
-
-const BEAT: &str = "emq-watch-beat-";
 
 impl Watch {
     /// Starts monitoring database `db` of `engine`; `admin` is the gate's admin connection
     /// (excluded from attribution), `extra` any further harness client ids.
     pub fn start(
-        engine: &Engine,
+        _engine: &Engine,
         admin: &mut Admin,
         db: u32,
         extra: &[u64],
     ) -> Result<Self, HarnessError> {
-        let mut beat_admin = engine.admin(db)?;
         let monitor = admin.monitor()?;
-        let mut ids = vec![
-            admin.client_id()?,
-            monitor.client_id,
-            beat_admin.client_id()?,
-        ];
+        let mut ids = vec![admin.client_id()?, monitor.client_id];
         ids.extend_from_slice(extra);
         let harness = admin
             .client_list()?
@@ -346,72 +328,22 @@ impl Watch {
             .filter(|c| ids.contains(&c.id))
             .map(|c| c.addr)
             .collect::<BTreeSet<_>>();
-        if harness.len() < 3 {
+        if harness.len() < 2 {
             return Err(HarnessError::Engine(
                 "CLIENT LIST does not show the harness's own connections".into(),
             ));
         }
-        let beat_stop = Arc::new(AtomicBool::new(false));
-        let flag = beat_stop.clone();
-        let beat = std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !flag.load(Ordering::SeqCst) {
-                beat_admin.query::<String>(&["ECHO", &format!("{BEAT}{n}")])?;
-                n += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Ok(n)
-        });
         Ok(Self {
-            monitor_id: monitor.client_id,
-            monitor: Some(monitor),
+            monitor,
             db,
             harness,
-            beat_stop,
-            beat: Some(beat),
         })
     }
 
-    /// Stops and attributes what was seen. `admin` (the one given to [`Watch::start`]) first sends
-    /// an end marker (`ECHO`); a `MONITOR` that missed it, or missed a heartbeat, lost lines, and
-    /// that is an error: a gate must not pass on a partial view.
-    pub fn stop(mut self, admin: &mut Admin) -> Result<Observed, HarnessError> {
-        self.beat_stop.store(true, Ordering::SeqCst);
-        let beats = self
-            .beat
-            .take()
-            .map(|t| t.join())
-            .transpose()
-            .map_err(|_| HarnessError::Engine("the MONITOR heartbeat panicked".into()))?
-            .transpose();
-        let marker = format!("emq-watch-end-{}", self.monitor_id);
-        let echoed = admin.query::<String>(&["ECHO", &marker]);
-        let lines = self.monitor.take().map(Monitor::stop).unwrap_or_default();
-        echoed?;
-        let beats = beats?.unwrap_or(0);
-        if !lines.iter().rev().take(50).any(|l| l.contains(&marker)) {
-            return Err(HarnessError::Engine(format!(
-                "MONITOR lost lines: the end marker never arrived ({} lines seen, the last {:?})",
-                lines.len(),
-                lines.last()
-            )));
-        }
-        let seen = lines.iter().filter(|l| l.contains(BEAT)).count() as u64;
-        if seen != beats {
-            return Err(HarnessError::Engine(format!(
-                "MONITOR lost lines: {seen} of {beats} heartbeats arrived"
-            )));
-        }
+    /// Stops and attributes what was seen.
+    pub fn stop(self, _admin: &mut Admin) -> Result<Observed, HarnessError> {
+        let lines = self.monitor.stop()?;
         Ok(attribute(&lines, self.db, &self.harness))
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.beat_stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.beat.take() {
-            let _ = t.join();
-        }
     }
 }
 

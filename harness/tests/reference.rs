@@ -155,3 +155,25 @@ fn noscript_recovery_costs_one_load_per_script() {
         assert_eq!(stats.get("eval"), None);
     }
 }
+
+#[test]
+fn monitor_sees_every_line_even_after_idle_gaps() {
+    let e = engine(EngineChoice::Binary);
+    let admin = e.prepare_db(4).unwrap();
+    let monitor = admin.monitor().unwrap();
+    let mut other = e.admin(4).unwrap();
+    for i in 0..5 {
+        // Idle gaps longer than any short read timeout used to drop the next line.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        other
+            .query::<String>(&["ECHO", &format!("line-{i}")])
+            .unwrap();
+    }
+    let lines = monitor.stop().unwrap();
+    for i in 0..5 {
+        assert!(
+            lines.iter().any(|l| l.contains(&format!("\"line-{i}\""))),
+            "line-{i} lost: {lines:?}"
+        );
+    }
+}

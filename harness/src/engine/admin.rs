@@ -8,7 +8,6 @@
 )]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -221,11 +220,24 @@ fn parse_client(line: &str) -> ClientInfo {
 }
 
 /// A running `MONITOR`: raw lines collected on a thread until [`Monitor::stop`].
+///
+/// The reader blocks (no short read timeout: after a timed-out read the redis client drops the
+/// next reply, which would silently lose a line). `stop` sends an end marker through a connection
+/// of its own and the reader ends when the marker arrives, so every line sent before `stop` is
+/// seen, or `stop` says the stream broke.
 pub struct Monitor {
     lines: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
+    broken: Arc<Mutex<Option<String>>>,
     thread: Option<JoinHandle<()>>,
+    url: String,
     pub client_id: u64,
+}
+
+/// Longest silence the reader tolerates before calling the stream broken.
+const MONITOR_SILENCE: Duration = Duration::from_secs(300);
+
+fn marker(id: u64) -> String {
+    format!("emq-monitor-end-{id}")
 }
 
 impl Monitor {
@@ -241,42 +253,38 @@ impl Monitor {
             .map_err(err)?;
         let packed = redis::cmd("MONITOR").get_packed_command();
         con.send_packed_command(&packed).map_err(err)?;
-        con.set_read_timeout(Some(Duration::from_millis(100)))
-            .map_err(err)?;
-        // The first reply is +OK; MONITOR lines follow.
+        con.set_read_timeout(Some(MONITOR_SILENCE)).map_err(err)?;
         let ok = con.recv_response().map_err(err)?;
         if ok != Value::Okay && ok != Value::SimpleString("OK".into()) {
             return Err(HarnessError::Engine(format!("MONITOR answered {ok:?}")));
         }
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (l2, s2) = (lines.clone(), stop.clone());
+        let broken = Arc::new(Mutex::new(None));
+        let (l2, b2) = (lines.clone(), broken.clone());
+        let end = marker(client_id);
         let thread = std::thread::spawn(move || {
-            let mut idle_after_stop = 0;
             loop {
                 match con.recv_response() {
                     Ok(Value::SimpleString(s)) => {
-                        idle_after_stop = 0;
+                        let done = s.contains(&end);
                         l2.lock().unwrap_or_else(|e| e.into_inner()).push(s);
-                    }
-                    Ok(Value::Okay) => {}
-                    Ok(_) => {}
-                    Err(e) if e.is_timeout() => {
-                        if s2.load(Ordering::SeqCst) {
-                            idle_after_stop += 1;
-                            if idle_after_stop >= 2 {
-                                return;
-                            }
+                        if done {
+                            return;
                         }
                     }
-                    Err(_) => return,
+                    Ok(_) => {}
+                    Err(e) => {
+                        *b2.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+                        return;
+                    }
                 }
             }
         });
         Ok(Self {
             lines,
-            stop,
+            broken,
             thread: Some(thread),
+            url: url.to_string(),
             client_id,
         })
     }
@@ -286,22 +294,36 @@ impl Monitor {
         self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Stops after the engine goes quiet (so the last commands are seen) and returns every line.
-    pub fn stop(mut self) -> Vec<String> {
-        self.finish();
-        std::mem::take(&mut *self.lines.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Sends the end marker, waits for it, and returns every line (the marker line last).
+    pub fn stop(mut self) -> Result<Vec<String>, HarnessError> {
+        self.finish()?;
+        Ok(std::mem::take(
+            &mut *self.lines.lock().unwrap_or_else(|e| e.into_inner()),
+        ))
     }
 
-    fn finish(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
+    fn finish(&mut self) -> Result<(), HarnessError> {
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
+        let sent = Admin::connect(&self.url)
+            .and_then(|mut a| a.query::<String>(&["ECHO", &marker(self.client_id)]));
+        if let Err(e) = sent {
+            // Without the marker the reader would wait out its silence bound: end it instead.
+            let _ = Admin::connect(&self.url).and_then(|mut a| a.client_kill(self.client_id));
             let _ = t.join();
+            return Err(e);
+        }
+        let _ = t.join();
+        match self.broken.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(why) => Err(HarnessError::Engine(format!("MONITOR stream broke: {why}"))),
+            None => Ok(()),
         }
     }
 }
 
 impl Drop for Monitor {
     fn drop(&mut self) {
-        self.finish();
+        let _ = self.finish();
     }
 }
