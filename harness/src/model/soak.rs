@@ -71,8 +71,6 @@ pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessErro
     let url = env.engine.url(env.db);
     let shared = Mutex::new(Shared::default());
     let calls = AtomicU64::new(0);
-    let t0 = Instant::now();
-    let deadline = t0 + opts.duration;
     let fail = |who: &str, e: ConnectorError| {
         lock(&shared)
             .violations
@@ -93,6 +91,10 @@ pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessErro
     let workers: Vec<_> = (0..opts.workers)
         .map(|i| connect(&format!("w{}", i + 1)))
         .collect::<Result<_, _>>()?;
+    // The clock starts once everyone is connected: a slow-starting child process must not eat
+    // the soak's time.
+    let t0 = Instant::now();
+    let deadline = t0 + opts.duration;
     std::thread::scope(|scope| {
         let (shared, calls, fail) = (&shared, &calls, &fail);
         scope.spawn(move || {
