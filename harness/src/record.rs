@@ -373,6 +373,68 @@ impl Record {
 mod tests {
     use super::*;
 
+    fn sample() -> Record {
+        let header = Header {
+            schema: SCHEMA.into(),
+            harness_version: "0.1.0".into(),
+            bundle_version: "1.0.0".into(),
+            bundle_protocol: 1,
+            bundle_digest: "d".into(),
+            scripts: BTreeMap::from([("claim".into(), "2319".into())]),
+            engine_kind: "binary".into(),
+            engine_image: "/bin/valkey-server".into(),
+            valkey_version: "9.1.2".into(),
+            connector_name: "c".into(),
+            connector_version: "1".into(),
+            connector_language: "rust".into(),
+            seed: 1,
+            histories: 256,
+            batch: 100_000,
+            started: now_rfc3339(),
+        };
+        let mut g = GateOutcome::new("G1", "fence");
+        g.pass("the fence was read first");
+        g.figure("ms", 12);
+        Record::new(header, &[g], 40)
+    }
+
+    #[test]
+    fn check_ignores_volatile_and_catches_the_rest() {
+        let committed = sample();
+        let mut fresh = sample();
+        fresh.header.started = "2030-01-01T00:00:00Z".into();
+        fresh.header.engine_kind = "container".into();
+        fresh.volatile.engine_boot_ms = 999;
+        fresh.footer.ended = "later".into();
+        assert_eq!(fresh.stable_differences(&committed), Vec::<String>::new());
+
+        let mut drifted = sample();
+        drifted.gates[0].evidence[0] = "the fence was skipped".into();
+        drifted.header.valkey_version = "9.0.0".into();
+        let diffs = drifted.stable_differences(&committed);
+        assert_eq!(diffs.len(), 2, "{diffs:?}");
+        assert!(diffs.iter().any(|d| d.contains("valkey_version")));
+        assert!(
+            diffs
+                .iter()
+                .any(|d| d.contains("-  \"the fence was read first\""))
+        );
+    }
+
+    #[test]
+    fn a_record_round_trips_and_renders() {
+        let r = sample();
+        let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert!(r.markdown().contains("| G1 | fence | **PASS** |"));
+        assert!(
+            r.junit()
+                .contains("<testcase classname=\"emq-gate\" name=\"G1 fence\"")
+        );
+        // Only one of eight gates: the summary must not claim a pass.
+        assert_eq!(r.footer.summary, "FAIL 1/8");
+    }
+
     #[test]
     fn dates_are_civil() {
         let s = now_rfc3339();
