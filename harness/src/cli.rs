@@ -68,6 +68,34 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Throughput against the engine's own limit: the reference connector's pipelined EVALSHA
+    /// enqueue batch and valkey-benchmark (same SHA, keys, depth, one connection) on one engine,
+    /// a claim → complete cycle, and each gate's wall time.
+    Bench {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Enqueues per measured batch (depth 1 uses a tenth).
+        #[arg(long, default_value_t = 100_000)]
+        n: i64,
+        /// Pipeline depths to compare.
+        #[arg(long, value_delimiter = ',', default_value = "1,16,100,1000")]
+        depths: Vec<i64>,
+        /// Runs per depth and side, alternating; the best (and the median) is reported.
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+        /// claim → complete cycles to time (0 skips).
+        #[arg(long, default_value_t = 20_000)]
+        cycles: i64,
+        /// Skip running the eight gates for their wall times.
+        #[arg(long)]
+        no_gates: bool,
+        /// Print JSON instead of Markdown.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when a depth ≥ 16 reaches less than this share of valkey-benchmark.
+        #[arg(long)]
+        min_ratio: Option<f64>,
+    },
 }
 
 /// Engine selection flags.

@@ -2,6 +2,7 @@
 //! trait, and judges it by the eight gates of `bundle/SPEC.md`.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod bundle;
 pub mod cases;
 pub mod cli;

@@ -94,6 +94,30 @@ fn main() -> ExitCode {
                 code(Code::GateFailed)
             }
         }
+        Command::Bench { engine, n, depths, repeat, cycles, no_gates, json, min_ratio } => {
+            let opts = emq::bench::BenchOptions {
+                engine: engine.options(),
+                n,
+                repeat,
+                depths,
+                cycles,
+                gates: !no_gates,
+                seed: std::env::var("EMQ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1),
+                histories: 256,
+                batch: 100_000,
+            };
+            match emq::bench::bench(&opts, &progress) {
+                Ok(report) => {
+                    output::result(&if json { report.json() } else { report.text() });
+                    let ok = min_ratio.is_none_or(|m| report.meets(m));
+                    if !ok {
+                        output::note("a depth ≥ 16 is below --min-ratio of valkey-benchmark");
+                    }
+                    code(if ok { Code::Pass } else { Code::GateFailed })
+                }
+                Err(e) => fail(&e),
+            }
+        }
         Command::Smoke {
             engine,
             timeout,

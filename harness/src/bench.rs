@@ -1,0 +1,519 @@
+//! Throughput, measured honestly: the connector's pipelined `EVALSHA` enqueue batch against the
+//! engine's own limit — `valkey-benchmark` (built with the engine by `ci/provision`) sending the
+//! same script SHA with the same keys, arguments, depth and request count, over one connection,
+//! on the same engine, in the same run. G5's `batch_ops_per_s` figure comes from [`time_batch`],
+//! so the gate record and `emq-gate bench` can never disagree about how ops/s is measured.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::bundle::Bundle;
+use crate::connector::{Connector, Verbs};
+use crate::engine::{Engine, EngineKind, EngineOptions};
+use crate::error::{ConnectorError, HarnessError};
+use crate::gate::{GateContext, Verdict, run_gate};
+use crate::grammar::{job_root, key};
+use crate::output::Progress;
+use crate::run::{Subject, factory};
+
+/// The pipeline depths the bench compares.
+pub const DEPTHS: [i64; 4] = [1, 16, 100, 1000];
+/// The queue the bench enqueues into: keys `emq:{bench}:pending`, `:delayed`, `:seq`, `:job:`.
+pub const QUEUE: &str = "bench";
+/// The payload of every benchmark enqueue (the same bytes on both sides).
+pub const PAYLOAD: &str = "payload";
+/// The database the bench owns on a booted engine (the gates own 901..=908).
+pub const BENCH_DB: u32 = 950;
+
+/// One timed batch of enqueues through a connector.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BatchTiming {
+    /// Enqueues asked for.
+    pub n: i64,
+    /// Enqueues per pipeline.
+    pub depth: i64,
+    /// Enqueues the connector says landed.
+    pub done: i64,
+    /// Wall time of the `batch` call alone, seconds.
+    pub secs: f64,
+    /// `n / secs`.
+    pub ops_per_s: f64,
+}
+
+/// Times one `batch(n, depth)` call on an already connected `session`: the wall clock around the
+/// call and nothing else. The one measurement both G5 and `emq-gate bench` use.
+pub fn time_batch<C: Connector + ?Sized>(
+    c: &mut C,
+    session: &str,
+    queue: &str,
+    n: i64,
+    depth: i64,
+    payload: &str,
+) -> Result<BatchTiming, ConnectorError> {
+    let t0 = Instant::now();
+    let done = c.batch(session, queue, n, depth, payload)?;
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    Ok(BatchTiming {
+        n,
+        depth,
+        done,
+        secs,
+        ops_per_s: n as f64 / secs,
+    })
+}
+
+/// Where `valkey-benchmark` is: `EMQ_VALKEY_BENCHMARK`, `ci/provision`'s cache, beside the
+/// binary engine's `valkey-server`, then `PATH`.
+pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os("EMQ_VALKEY_BENCHMARK").filter(|p| !p.is_empty()) {
+        candidates.push(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("EMQ_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/emq")));
+    if let Some(c) = cache {
+        candidates.push(c.join("valkey-9.1.2/bin/valkey-benchmark"));
+    }
+    if let Some(e) = engine.filter(|e| e.kind == EngineKind::Binary)
+        && let Some(dir) = Path::new(&e.source).parent()
+    {
+        candidates.push(dir.join("valkey-benchmark"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("valkey-benchmark")));
+    }
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+/// Host, port, password and database of a `redis://[:password@]host:port/db` url.
+struct Target {
+    host: String,
+    port: String,
+    password: Option<String>,
+    db: String,
+}
+
+fn target(url: &str) -> Option<Target> {
+    let rest = url.strip_prefix("redis://")?;
+    let (auth, hostpart) = match rest.rsplit_once('@') {
+        Some((a, h)) => (Some(a), h),
+        None => (None, rest),
+    };
+    let password = auth
+        .map(|a| a.rsplit_once(':').map_or(a, |(_, p)| p).to_string())
+        .filter(|p| !p.is_empty());
+    let (hostport, db) = hostpart.split_once('/').unwrap_or((hostpart, "0"));
+    let (host, port) = hostport.rsplit_once(':')?;
+    Some(Target {
+        host: host.to_string(),
+        port: port.to_string(),
+        password,
+        db: if db.is_empty() { "0".into() } else { db.to_string() },
+    })
+}
+
+/// The `valkey-benchmark` argv for `n` enqueues of `sha` at `depth` on one connection: the exact
+/// command, keys and arguments the reference connector's `batch` sends.
+pub fn benchmark_args(url: &str, sha: &str, n: i64, depth: i64) -> Option<Vec<String>> {
+    let t = target(url)?;
+    let mut a: Vec<String> = vec!["-h".into(), t.host, "-p".into(), t.port];
+    if let Some(p) = t.password {
+        a.extend(["-a".into(), p]);
+    }
+    a.extend(
+        [
+            "-n",
+            &n.to_string(),
+            "-P",
+            &depth.to_string(),
+            "-c",
+            "1",
+            "--dbnum",
+            &t.db,
+            "--csv",
+            "EVALSHA",
+            sha,
+            "3",
+            &key(QUEUE, "pending"),
+            &key(QUEUE, "delayed"),
+            &key(QUEUE, "seq"),
+            &job_root(QUEUE),
+            PAYLOAD,
+            "0",
+        ]
+        .map(String::from),
+    );
+    Some(a)
+}
+
+/// Runs `valkey-benchmark`; returns its requests per second (its own `rps` column).
+fn run_benchmark(bin: &Path, args: &[String]) -> Result<f64, String> {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "valkey-benchmark exited {}: {}{}",
+            out.status,
+            stdout.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    // --csv: a header line, then `"<test>","<rps>",...` per test.
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("\"test\""))
+        .find_map(|l| {
+            let mut cols = l.split("\",\"");
+            cols.next()?;
+            cols.next()?.trim_matches('"').parse::<f64>().ok()
+        })
+        .ok_or_else(|| format!("valkey-benchmark printed no rps: {}", stdout.trim()))
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub engine: EngineOptions,
+    /// Enqueues per measured batch at depth ≥ 16 (depth 1 uses a tenth: it is round-trip bound).
+    pub n: i64,
+    /// Measurements per depth and side (alternating); the best and the median are reported.
+    pub repeat: u32,
+    /// The depths to compare.
+    pub depths: Vec<i64>,
+    /// claim → complete cycles to time (0 skips).
+    pub cycles: i64,
+    /// Also run the eight gates on the same engine and report each one's wall time.
+    pub gates: bool,
+    pub seed: u64,
+    pub histories: u32,
+    pub batch: i64,
+}
+
+/// One depth: ours against the engine's limit.
+#[derive(Debug, Clone, Serialize)]
+pub struct DepthRow {
+    pub depth: i64,
+    pub n: i64,
+    /// Best-of-runs ops/s of the reference connector's `batch`.
+    pub connector_ops_per_s: f64,
+    pub connector_median: f64,
+    /// Every run, ops/s (runs alternate: ours, then valkey-benchmark, per repeat).
+    pub connector_runs: Vec<f64>,
+    /// Best-of-runs rps of `valkey-benchmark` (None when it is not installed or failed).
+    pub engine_ops_per_s: Option<f64>,
+    pub engine_median: Option<f64>,
+    pub engine_runs: Vec<f64>,
+    /// connector / engine, best of runs on each side.
+    pub ratio: Option<f64>,
+}
+
+/// claim → complete cycles, one at a time on one connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct CycleFigure {
+    pub cycles: i64,
+    pub secs: f64,
+    pub cycles_per_s: f64,
+    /// Microseconds per cycle (two round trips).
+    pub us_per_cycle: f64,
+}
+
+/// One gate's wall time.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateWall {
+    pub id: String,
+    pub name: String,
+    pub verdict: String,
+    pub wall_ms: u64,
+}
+
+/// Everything `emq-gate bench` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub engine_kind: String,
+    pub engine: String,
+    pub valkey_version: String,
+    pub boot_ms: u64,
+    pub script_sha: String,
+    pub valkey_benchmark: Option<String>,
+    pub note: Option<String>,
+    pub depths: Vec<DepthRow>,
+    pub cycle: Option<CycleFigure>,
+    pub gates: Vec<GateWall>,
+    /// Sum of the gates' walls, ms.
+    pub gates_ms: u64,
+    /// Boot plus gates, ms: what `emq-gate run` costs on this engine.
+    pub gate_total_ms: u64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+/// The fastest run: on a shared machine, the run least disturbed by other work, taken the same
+/// way on both sides.
+fn best(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
+}
+
+fn conn_err(what: &str) -> impl Fn(ConnectorError) -> HarnessError + '_ {
+    move |e| HarnessError::Engine(format!("{what}: {e}"))
+}
+
+/// Boots the engine, compares depth by depth, times claim → complete, then (optionally) runs the
+/// gates on the same engine.
+pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, HarnessError> {
+    let bundle = Arc::new(Bundle::load_default()?);
+    progress.line("booting the engine");
+    let engine = Engine::start(&opts.engine)?;
+    progress.line(&format!("engine up: {} in {} ms", engine.describe(), engine.boot_time.as_millis()));
+    let db = if engine.has_databases() { BENCH_DB } else { 0 };
+    let url = engine.url(db);
+    let mut admin = engine.prepare_db(db)?;
+    let script = bundle.script("enqueue");
+    let sha = admin.script_load(&script.source)?;
+    if sha != script.sha1 {
+        return Err(HarnessError::Engine(format!(
+            "the engine loaded enqueue as {sha}, the bundle says {}",
+            script.sha1
+        )));
+    }
+    let bench_bin = locate_benchmark(Some(&engine));
+    let mut note = None;
+    if bench_bin.is_none() {
+        note = Some("valkey-benchmark not found (run ci/provision or set EMQ_VALKEY_BENCHMARK): engine column empty".to_string());
+    }
+
+    let make = factory(&Subject::Reference, &bundle);
+    let mut rows = Vec::new();
+    for &depth in &opts.depths {
+        let n = if depth == 1 { (opts.n / 10).max(1) } else { opts.n };
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for r in 0..opts.repeat.max(1) {
+            // Ours: a fresh connector and database, a warm-up, then the timed batch.
+            admin.flushdb()?;
+            let mut c = make.make()?;
+            c.connect("b", &url).map_err(conn_err("bench connect"))?;
+            c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD).map_err(conn_err("warm-up"))?;
+            admin.flushdb()?;
+            let t = time_batch(c.as_mut(), "b", QUEUE, n, depth, PAYLOAD).map_err(conn_err("batch"))?;
+            if t.done != n {
+                return Err(HarnessError::Engine(format!("batch({n}, {depth}) replied {}", t.done)));
+            }
+            ours.push(t.ops_per_s);
+            drop(c);
+            // Theirs: the same script, keys, arguments, depth and count, one connection.
+            if let Some(bin) = &bench_bin {
+                admin.flushdb()?;
+                let args = benchmark_args(&url, &sha, n, depth)
+                    .ok_or_else(|| HarnessError::BadInput(format!("engine url {url:?}")))?;
+                match run_benchmark(bin, &args) {
+                    Ok(rps) => {
+                        let seq: Option<String> = admin.get(&key(QUEUE, "seq"))?;
+                        let landed: i64 = seq.and_then(|s| s.parse().ok()).unwrap_or(0);
+                        if landed < n {
+                            return Err(HarnessError::Engine(format!(
+                                "valkey-benchmark landed {landed} of {n} enqueues at depth {depth}"
+                            )));
+                        }
+                        theirs.push(rps);
+                    }
+                    Err(e) => note = Some(e),
+                }
+            }
+            progress.line(&format!(
+                "depth {depth:>4} run {}: ours {:>9.0} ops/s, valkey-benchmark {}",
+                r + 1,
+                ours[ours.len() - 1],
+                theirs.last().map_or("n/a".into(), |x| format!("{x:>9.0} ops/s"))
+            ));
+        }
+        let c = best(&ours);
+        let e = (!theirs.is_empty()).then(|| best(&theirs));
+        let (cm, em) = (median(&ours), (!theirs.is_empty()).then(|| median(&theirs)));
+        rows.push(DepthRow {
+            depth,
+            n,
+            connector_ops_per_s: c,
+            connector_runs: ours,
+            engine_ops_per_s: e,
+            engine_runs: theirs,
+            connector_median: cm,
+            engine_median: em,
+            ratio: e.map(|e| c / e),
+        });
+    }
+    admin.flushdb()?;
+
+    let cycle = if opts.cycles > 0 {
+        progress.line(&format!("{} claim → complete cycles", opts.cycles));
+        let mut c = make.make()?;
+        c.connect("b", &url).map_err(conn_err("bench connect"))?;
+        c.batch("b", QUEUE, opts.cycles, 1000, PAYLOAD).map_err(conn_err("fill"))?;
+        let t0 = Instant::now();
+        for _ in 0..opts.cycles {
+            let job = c
+                .claim("b", QUEUE, 30_000)
+                .map_err(conn_err("claim"))?
+                .ok_or_else(|| HarnessError::Engine("claim found no job".into()))?;
+            if !c.complete("b", QUEUE, &job.id, job.attempts).map_err(conn_err("complete"))? {
+                return Err(HarnessError::Engine(format!("complete({}) replied false", job.id)));
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        admin.flushdb()?;
+        Some(CycleFigure {
+            cycles: opts.cycles,
+            secs,
+            cycles_per_s: opts.cycles as f64 / secs,
+            us_per_cycle: secs * 1e6 / opts.cycles as f64,
+        })
+    } else {
+        None
+    };
+    drop(admin);
+
+    let mut gates = Vec::new();
+    if opts.gates {
+        let say = |m: &str| progress.line(m);
+        let ctx = GateContext {
+            engine: &engine,
+            bundle: &bundle,
+            factory: make.as_ref(),
+            seed: opts.seed,
+            histories: opts.histories,
+            batch: opts.batch,
+            progress: &say,
+        };
+        for gate in &crate::gates::ALL {
+            let o = run_gate(gate, &ctx);
+            progress.gate(&o);
+            gates.push(GateWall {
+                id: o.id.clone(),
+                name: o.name.clone(),
+                verdict: match o.verdict {
+                    Verdict::Pass => "PASS",
+                    Verdict::Fail => "FAIL",
+                    Verdict::Error => "ERROR",
+                }
+                .into(),
+                wall_ms: duration_ms(o.wall),
+            });
+        }
+    }
+    let gates_ms = gates.iter().map(|g| g.wall_ms).sum();
+    let boot_ms = duration_ms(engine.boot_time);
+    Ok(BenchReport {
+        engine_kind: format!("{:?}", engine.kind).to_lowercase(),
+        engine: engine.source.clone(),
+        valkey_version: engine.valkey_version.clone(),
+        boot_ms,
+        script_sha: sha,
+        valkey_benchmark: bench_bin.map(|p| p.display().to_string()),
+        note,
+        depths: rows,
+        cycle,
+        gate_total_ms: if gates.is_empty() { 0 } else { boot_ms + gates_ms },
+        gates,
+        gates_ms,
+    })
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+impl BenchReport {
+    /// True when every depth ≥ 16 reaches `min` of the engine's limit (vacuously true without
+    /// valkey-benchmark).
+    pub fn meets(&self, min: f64) -> bool {
+        self.depths
+            .iter()
+            .filter(|r| r.depth >= 16)
+            .all(|r| r.ratio.is_none_or(|x| x >= min))
+    }
+
+    /// The report as JSON.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The report as a Markdown table for people.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "# emq-gate bench\n\nengine: {} {} (valkey {}), boot {} ms\nscript: enqueue {}\n\
+             same engine, one connection each side, EVALSHA of the same SHA, keys and arguments\n\n",
+            self.engine_kind, self.engine, self.valkey_version, self.boot_ms, self.script_sha
+        );
+        s.push_str("| depth | n | reference connector ops/s | valkey-benchmark ops/s | ratio | medians (ours / engine) |\n");
+        s.push_str("|---:|---:|---:|---:|---:|---:|\n");
+        for r in &self.depths {
+            s.push_str(&format!(
+                "| {} | {} | {:.0} | {} | {} | {:.0} / {} |\n",
+                r.depth,
+                r.n,
+                r.connector_ops_per_s,
+                r.engine_ops_per_s.map_or("n/a".into(), |x| format!("{x:.0}")),
+                r.ratio.map_or("n/a".into(), |x| format!("{x:.3}")),
+                r.connector_median,
+                r.engine_median.map_or("n/a".into(), |x| format!("{x:.0}")),
+            ));
+        }
+        s.push_str("\nops/s and ratio: best of the runs on each side (runs alternate, so both see the same load)\n");
+        if let Some(n) = &self.note {
+            s.push_str(&format!("\nnote: {n}\n"));
+        }
+        if let Some(c) = &self.cycle {
+            s.push_str(&format!(
+                "\nclaim → complete: {} cycles in {:.2} s = {:.0} cycles/s ({:.1} µs per cycle, two round trips)\n",
+                c.cycles, c.secs, c.cycles_per_s, c.us_per_cycle
+            ));
+        }
+        if !self.gates.is_empty() {
+            s.push_str("\n| gate | verdict | wall ms |\n|---|---|---:|\n");
+            s.push_str(&format!("| engine boot | | {} |\n", self.boot_ms));
+            for g in &self.gates {
+                s.push_str(&format!("| {} {} | {} | {} |\n", g.id, g.name, g.verdict, g.wall_ms));
+            }
+            s.push_str(&format!(
+                "| **total (boot + gates)** | | **{}** |\n",
+                self.gate_total_ms
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn benchmark_args_mirror_the_connector_call() {
+        let a = benchmark_args("redis://:pw@127.0.0.1:7001/950", "abc", 1000, 16).unwrap();
+        let s = a.join(" ");
+        assert_eq!(
+            s,
+            "-h 127.0.0.1 -p 7001 -a pw -n 1000 -P 16 -c 1 --dbnum 950 --csv EVALSHA abc 3 \
+             emq:{bench}:pending emq:{bench}:delayed emq:{bench}:seq emq:{bench}:job: payload 0"
+        );
+        let b = benchmark_args("redis://127.0.0.1:7001/0", "abc", 1, 1).unwrap();
+        assert!(!b.contains(&"-a".to_string()));
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0]), 4.0);
+    }
+}
