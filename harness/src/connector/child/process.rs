@@ -1,0 +1,251 @@
+//! The child process itself: started in its own process group (registered for Ctrl-C cleanup),
+//! with one thread per pipe so a silent or flooding child can never block the harness, a ring of
+//! its last stderr lines, and kill/reap that leaves nothing running.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{ChildSpec, LOG_LINES};
+use crate::engine::cleanup::{Guard, register_pid};
+use crate::error::HarnessError;
+
+/// How long drop waits for the child to obey `stop` before killing it.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// A stdout line longer than this is cut (it is a protocol failure long before).
+const MAX_LINE: usize = 256 << 20;
+/// A stderr line longer than this is cut in the log.
+const MAX_LOG_LINE: usize = 2000;
+
+/// The last [`LOG_LINES`] lines of the child's stderr, filled by a reader thread.
+pub(super) type Ring = Arc<Mutex<VecDeque<String>>>;
+
+pub(super) fn push_line(ring: &Ring, line: String) {
+    let mut r = ring.lock().unwrap_or_else(|e| e.into_inner());
+    if r.len() >= LOG_LINES {
+        r.pop_front();
+    }
+    r.push_back(line);
+}
+
+/// One running process and its pipes.
+pub(super) struct Running {
+    child: Child,
+    pub(super) pid: u32,
+    /// Lines to write to the child's stdin; dropping it closes stdin (after the queued lines).
+    pub(super) stdin: Option<Sender<Vec<u8>>>,
+    /// Lines the child printed on stdout; disconnected at EOF.
+    pub(super) stdout: Receiver<String>,
+    /// Signalled (by disconnection) when the stderr reader reaches EOF.
+    stderr_done: Receiver<()>,
+    /// Set once the exit status is known.
+    pub(super) status: Option<ExitStatus>,
+    _guard: Guard,
+}
+
+impl Running {
+    pub(super) fn start(spec: &ChildSpec, ring: &Ring) -> Result<Self, HarnessError> {
+        let Some((program, args)) = spec.argv.split_first() else {
+            return Err(HarnessError::BadInput(
+                "connector command is empty: give the program and its arguments".into(),
+            ));
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(dir) = &spec.cwd {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("start connector {}", spec.argv.join(" ")), e))?;
+        let pid = child.id();
+        let guard = register_pid(pid);
+        let (stdin, stdout, stderr) = (
+            child.stdin.take().expect("stdin is piped"),
+            child.stdout.take().expect("stdout is piped"),
+            child.stderr.take().expect("stderr is piped"),
+        );
+
+        let (to_child, from_harness) = mpsc::channel::<Vec<u8>>();
+        let (to_harness, from_child) = mpsc::channel::<String>();
+        let (stderr_tx, stderr_done) = mpsc::channel::<()>();
+        let spawned = thread::Builder::new()
+            .name(format!("emq-child-{pid}-stdin"))
+            .spawn(move || write_lines(stdin, from_harness))
+            .and_then(|_| {
+                thread::Builder::new()
+                    .name(format!("emq-child-{pid}-stdout"))
+                    .spawn(move || read_lines(stdout, to_harness))
+            })
+            .and_then(|_| {
+                let ring = ring.clone();
+                thread::Builder::new()
+                    .name(format!("emq-child-{pid}-stderr"))
+                    .spawn(move || {
+                        read_log(stderr, &ring);
+                        drop(stderr_tx);
+                    })
+            });
+        let mut running = Self {
+            child,
+            pid,
+            stdin: Some(to_child),
+            stdout: from_child,
+            stderr_done,
+            status: None,
+            _guard: guard,
+        };
+        if let Err(e) = spawned {
+            running.kill();
+            return Err(HarnessError::io("start a connector reader thread", e));
+        }
+        Ok(running)
+    }
+
+    /// The exit status if the child has exited (reaping it), without waiting.
+    pub(super) fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// Waits up to `limit` for the child to exit.
+    pub(super) fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.try_status() {
+                return Some(s);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// SIGKILL to the whole process group, then reap the leader. Idempotent.
+    pub(super) fn kill(&mut self) {
+        // The group may outlive its leader (grandchildren), so it is killed even after an exit.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if self.status.is_none() {
+            // The leader directly too, in case `kill` is missing or failed: `wait` must not block.
+            let _ = self.child.kill();
+            self.status = self.child.wait().ok();
+        }
+        self.stdin = None;
+    }
+
+    /// Asks the child to `stop`, waits up to [`STOP_GRACE`], then kills the group and reaps it.
+    pub(super) fn stop(mut self) {
+        if self.try_status().is_none() {
+            if let Some(tx) = self.stdin.take() {
+                let _ = tx.send(b"{\"cmd\":\"stop\"}\n".to_vec());
+                // Dropping the sender closes stdin once the line is written: EOF also means stop.
+            }
+            self.wait_for_exit(STOP_GRACE);
+        }
+        self.kill();
+    }
+
+    /// Gives the stderr reader a moment to take the last lines of a child that ended.
+    pub(super) fn settle_log(&self, limit: Duration) {
+        let _ = self.stderr_done.recv_timeout(limit);
+    }
+}
+
+fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>) {
+    for line in lines {
+        if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
+            return; // the child closed stdin or died; the reader side reports it
+        }
+    }
+}
+
+/// Reads `\n`-terminated lines (lossy UTF-8, `\r\n` tolerated); a line over [`MAX_LINE`] is cut.
+fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    buf.clear();
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(!buf.is_empty());
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        r.consume(take);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+fn line_text(buf: &[u8]) -> String {
+    let mut s = String::from_utf8_lossy(buf).into_owned();
+    while s.ends_with('\n') || s.ends_with('\r') {
+        s.pop();
+    }
+    s
+}
+
+fn read_lines(stdout: impl Read, out: Sender<String>) {
+    let mut r = BufReader::with_capacity(1 << 16, stdout);
+    let mut buf = Vec::new();
+    while let Ok(true) = next_line(&mut r, &mut buf) {
+        if out.send(line_text(&buf)).is_err() {
+            return;
+        }
+    }
+}
+
+fn read_log(stderr: impl Read, ring: &Ring) {
+    let mut r = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    while let Ok(true) = next_line(&mut r, &mut buf) {
+        let mut line = line_text(&buf);
+        if line.len() > MAX_LOG_LINE {
+            let cut = (0..=MAX_LOG_LINE)
+                .rev()
+                .find(|&i| line.is_char_boundary(i))
+                .unwrap_or(0);
+            line.truncate(cut);
+            line.push_str(" [cut]");
+        }
+        push_line(ring, line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_split_and_cut() {
+        let mut r = BufReader::new(&b"a\r\nbb\nlast"[..]);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        while next_line(&mut r, &mut buf).unwrap() {
+            got.push(line_text(&buf));
+        }
+        assert_eq!(got, ["a", "bb", "last"]);
+    }
+}
