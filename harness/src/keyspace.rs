@@ -6,8 +6,18 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::engine::Admin;
+use crate::engine::admin::KeyData;
 use crate::error::HarnessError;
 use crate::grammar::{ParsedKey, SETS, parse_key};
+
+fn type_name(d: &KeyData) -> &str {
+    match d {
+        KeyData::Hash(_) => "hash",
+        KeyData::ZSet(_) => "zset",
+        KeyData::String(_) => "string",
+        KeyData::Other(t) => t,
+    }
+}
 
 /// One queue's keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -56,23 +66,21 @@ impl Keyspace {
     /// Reads the whole database behind `admin`.
     pub fn read(admin: &mut Admin) -> Result<Self, HarnessError> {
         let mut ks = Self::default();
-        for k in admin.keys()? {
-            let ty = admin.key_type(&k)?;
-            match (parse_key(&k), ty.as_str()) {
-                (Some(ParsedKey::Fence), "hash") => ks.fence = Some(admin.hgetall(&k)?),
-                (Some(ParsedKey::Set { queue, set }), "zset") => {
-                    *ks.queues.entry(queue).or_default().set_mut(set) =
-                        admin.zrange_withscores(&k)?;
+        let keys = admin.keys()?;
+        let data = admin.read_keys(&keys)?;
+        for (k, d) in keys.into_iter().zip(data) {
+            match (parse_key(&k), d) {
+                (Some(ParsedKey::Fence), KeyData::Hash(h)) => ks.fence = Some(h),
+                (Some(ParsedKey::Set { queue, set }), KeyData::ZSet(members)) => {
+                    *ks.queues.entry(queue).or_default().set_mut(set) = members;
                 }
-                (Some(ParsedKey::Seq { queue }), "string") => {
-                    let v = admin.get(&k)?.and_then(|s| s.parse().ok());
-                    ks.queues.entry(queue).or_default().seq = v;
+                (Some(ParsedKey::Seq { queue }), KeyData::String(v)) => {
+                    ks.queues.entry(queue).or_default().seq = v.and_then(|s| s.parse().ok());
                 }
-                (Some(ParsedKey::Job { queue, id }), "hash") => {
-                    let h = admin.hgetall(&k)?;
+                (Some(ParsedKey::Job { queue, id }), KeyData::Hash(h)) => {
                     ks.queues.entry(queue).or_default().jobs.insert(id, h);
                 }
-                _ => ks.foreign.push(format!("{k} ({ty})")),
+                (_, d) => ks.foreign.push(format!("{k} ({})", type_name(&d))),
             }
         }
         Ok(ks)

@@ -22,6 +22,16 @@ pub struct Admin {
     url: String,
 }
 
+/// One key's contents, as [`Admin::read_keys`] found them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyData {
+    Hash(BTreeMap<String, String>),
+    ZSet(Vec<(String, i64)>),
+    String(Option<String>),
+    /// Another type (named): never EchoMQ's.
+    Other(String),
+}
+
 /// One line of `CLIENT LIST`.
 #[derive(Debug, Clone, Default)]
 pub struct ClientInfo {
@@ -124,6 +134,51 @@ impl Admin {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+
+    /// Reads many keys in two pipelined round trips (types, then contents), so a snapshot of
+    /// tens of thousands of keys costs two round trips, not two per key.
+    pub fn read_keys(&mut self, keys: &[String]) -> Result<Vec<KeyData>, HarnessError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut p = redis::pipe();
+        for k in keys {
+            p.add_command(redis::cmd("TYPE").arg(k).to_owned());
+        }
+        let types: Vec<String> = p.query(&mut self.con).map_err(err)?;
+        let mut p = redis::pipe();
+        for (k, t) in keys.iter().zip(&types) {
+            let c = match t.as_str() {
+                "hash" => redis::cmd("HGETALL").arg(k).to_owned(),
+                "zset" => redis::cmd("ZRANGE")
+                    .arg(k)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .to_owned(),
+                "string" => redis::cmd("GET").arg(k).to_owned(),
+                _ => redis::cmd("TYPE").arg(k).to_owned(),
+            };
+            p.add_command(c);
+        }
+        let values: Vec<Value> = p.query(&mut self.con).map_err(err)?;
+        keys.iter()
+            .zip(types)
+            .zip(values)
+            .map(|((k, t), v)| {
+                let bad = |e: redis::ParsingError| HarnessError::Engine(format!("{k}: {e}"));
+                Ok(match t.as_str() {
+                    "hash" => KeyData::Hash(redis::from_redis_value(v).map_err(bad)?),
+                    "zset" => {
+                        let flat: Vec<(String, f64)> = redis::from_redis_value(v).map_err(bad)?;
+                        KeyData::ZSet(flat.into_iter().map(|(m, s)| (m, s as i64)).collect())
+                    }
+                    "string" => KeyData::String(redis::from_redis_value(v).map_err(bad)?),
+                    _ => KeyData::Other(t),
+                })
+            })
+            .collect()
     }
 
     pub fn key_type(&mut self, key: &str) -> Result<String, HarnessError> {
