@@ -113,7 +113,11 @@ fn target(url: &str) -> Option<Target> {
         host: host.to_string(),
         port: port.to_string(),
         password,
-        db: if db.is_empty() { "0".into() } else { db.to_string() },
+        db: if db.is_empty() {
+            "0".into()
+        } else {
+            db.to_string()
+        },
     })
 }
 
@@ -275,7 +279,11 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let bundle = Arc::new(Bundle::load_default()?);
     progress.line("booting the engine");
     let engine = Engine::start(&opts.engine)?;
-    progress.line(&format!("engine up: {} in {} ms", engine.describe(), engine.boot_time.as_millis()));
+    progress.line(&format!(
+        "engine up: {} in {} ms",
+        engine.describe(),
+        engine.boot_time.as_millis()
+    ));
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
     let url = engine.url(db);
     let mut admin = engine.prepare_db(db)?;
@@ -296,7 +304,11 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let make = factory(&Subject::Reference, &bundle);
     let mut rows = Vec::new();
     for &depth in &opts.depths {
-        let n = if depth == 1 { (opts.n / 10).max(1) } else { opts.n };
+        let n = if depth == 1 {
+            (opts.n / 10).max(1)
+        } else {
+            opts.n
+        };
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         for r in 0..opts.repeat.max(1) {
@@ -304,11 +316,16 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             admin.flushdb()?;
             let mut c = make.make()?;
             c.connect("b", &url).map_err(conn_err("bench connect"))?;
-            c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD).map_err(conn_err("warm-up"))?;
+            c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD)
+                .map_err(conn_err("warm-up"))?;
             admin.flushdb()?;
-            let t = time_batch(c.as_mut(), "b", QUEUE, n, depth, PAYLOAD).map_err(conn_err("batch"))?;
+            let t =
+                time_batch(c.as_mut(), "b", QUEUE, n, depth, PAYLOAD).map_err(conn_err("batch"))?;
             if t.done != n {
-                return Err(HarnessError::Engine(format!("batch({n}, {depth}) replied {}", t.done)));
+                return Err(HarnessError::Engine(format!(
+                    "batch({n}, {depth}) replied {}",
+                    t.done
+                )));
             }
             ours.push(t.ops_per_s);
             drop(c);
@@ -335,7 +352,9 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
                 "depth {depth:>4} run {}: ours {:>9.0} ops/s, valkey-benchmark {}",
                 r + 1,
                 ours[ours.len() - 1],
-                theirs.last().map_or("n/a".into(), |x| format!("{x:>9.0} ops/s"))
+                theirs
+                    .last()
+                    .map_or("n/a".into(), |x| format!("{x:>9.0} ops/s"))
             ));
         }
         let c = best(&ours);
@@ -359,15 +378,22 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         progress.line(&format!("{} claim → complete cycles", opts.cycles));
         let mut c = make.make()?;
         c.connect("b", &url).map_err(conn_err("bench connect"))?;
-        c.batch("b", QUEUE, opts.cycles, 1000, PAYLOAD).map_err(conn_err("fill"))?;
+        c.batch("b", QUEUE, opts.cycles, 1000, PAYLOAD)
+            .map_err(conn_err("fill"))?;
         let t0 = Instant::now();
         for _ in 0..opts.cycles {
             let job = c
                 .claim("b", QUEUE, 30_000)
                 .map_err(conn_err("claim"))?
                 .ok_or_else(|| HarnessError::Engine("claim found no job".into()))?;
-            if !c.complete("b", QUEUE, &job.id, job.attempts).map_err(conn_err("complete"))? {
-                return Err(HarnessError::Engine(format!("complete({}) replied false", job.id)));
+            if !c
+                .complete("b", QUEUE, &job.id, job.attempts)
+                .map_err(conn_err("complete"))?
+            {
+                return Err(HarnessError::Engine(format!(
+                    "complete({}) replied false",
+                    job.id
+                )));
             }
         }
         let secs = t0.elapsed().as_secs_f64().max(1e-9);
@@ -423,7 +449,11 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         note,
         depths: rows,
         cycle,
-        gate_total_ms: if gates.is_empty() { 0 } else { boot_ms + gates_ms },
+        gate_total_ms: if gates.is_empty() {
+            0
+        } else {
+            boot_ms + gates_ms
+        },
         gates,
         gates_ms,
     })
@@ -463,7 +493,8 @@ impl BenchReport {
                 r.depth,
                 r.n,
                 r.connector_ops_per_s,
-                r.engine_ops_per_s.map_or("n/a".into(), |x| format!("{x:.0}")),
+                r.engine_ops_per_s
+                    .map_or("n/a".into(), |x| format!("{x:.0}")),
                 r.ratio.map_or("n/a".into(), |x| format!("{x:.3}")),
                 r.connector_median,
                 r.engine_median.map_or("n/a".into(), |x| format!("{x:.0}")),
@@ -483,7 +514,10 @@ impl BenchReport {
             s.push_str("\n| gate | verdict | wall ms |\n|---|---|---:|\n");
             s.push_str(&format!("| engine boot | | {} |\n", self.boot_ms));
             for g in &self.gates {
-                s.push_str(&format!("| {} {} | {} | {} |\n", g.id, g.name, g.verdict, g.wall_ms));
+                s.push_str(&format!(
+                    "| {} {} | {} | {} |\n",
+                    g.id, g.name, g.verdict, g.wall_ms
+                ));
             }
             s.push_str(&format!(
                 "| **total (boot + gates)** | | **{}** |\n",

@@ -94,7 +94,16 @@ fn main() -> ExitCode {
                 code(Code::GateFailed)
             }
         }
-        Command::Bench { engine, n, depths, repeat, cycles, no_gates, json, min_ratio } => {
+        Command::Bench {
+            engine,
+            n,
+            depths,
+            repeat,
+            cycles,
+            no_gates,
+            json,
+            min_ratio,
+        } => {
             let opts = emq::bench::BenchOptions {
                 engine: engine.options(),
                 n,
@@ -102,7 +111,10 @@ fn main() -> ExitCode {
                 depths,
                 cycles,
                 gates: !no_gates,
-                seed: std::env::var("EMQ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1),
+                seed: std::env::var("EMQ_SEED")
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(1),
                 histories: 256,
                 batch: 100_000,
             };

@@ -575,7 +575,12 @@ impl Reference {
         // One command encoded once, repeated `depth` times into one buffer: a pipeline is one
         // write of a slice of it, with no per-command encoding or allocation.
         let mut one = Vec::with_capacity(256);
-        Self::encode_evalsha(&mut one, &script.sha, &keys, &[root.as_bytes(), payload.as_bytes(), b"0"]);
+        Self::encode_evalsha(
+            &mut one,
+            &script.sha,
+            &keys,
+            &[root.as_bytes(), payload.as_bytes(), b"0"],
+        );
         let per = one.len();
         let full = usize::try_from(depth.clamp(1, n.max(1))).unwrap_or(1);
         let packed = one.repeat(full);
