@@ -277,13 +277,7 @@ fn conn_err(what: &str) -> impl Fn(ConnectorError) -> HarnessError + '_ {
 /// gates on the same engine.
 pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, HarnessError> {
     let bundle = Arc::new(Bundle::load_default()?);
-    progress.line("booting the engine");
-    let engine = Engine::start(&opts.engine)?;
-    progress.line(&format!(
-        "engine up: {} in {} ms",
-        engine.describe(),
-        engine.boot_time.as_millis()
-    ));
+    let engine = crate::run::boot(&opts.engine, progress)?;
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
     let url = engine.url(db);
     let mut admin = engine.prepare_db(db)?;

@@ -82,16 +82,22 @@ fn header(
     }
 }
 
-/// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
-pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
-    let bundle = Arc::new(Bundle::load_default()?);
+/// Boots the engine, saying so.
+pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, HarnessError> {
     progress.line("booting the engine");
-    let engine = Engine::start(&opts.engine)?;
+    let engine = Engine::start(opts)?;
     progress.line(&format!(
         "engine up: {} in {} ms",
         engine.describe(),
         engine.boot_time.as_millis()
     ));
+    Ok(engine)
+}
+
+/// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
+pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
+    let bundle = Arc::new(Bundle::load_default()?);
+    let engine = boot(&opts.engine, progress)?;
     let factory = factory(&opts.subject, &bundle);
     let header = header(opts, &bundle, &engine, factory.as_ref());
     progress.line(&format!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::bundle::Bundle;
 use crate::connector::child::{ChildConnector, ChildSpec};
 use crate::connector::{Claimed, Connector, RetryOutcome, Verbs};
-use crate::engine::{Engine, EngineOptions};
+use crate::engine::EngineOptions;
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
 use crate::output::Progress;
 
@@ -102,8 +102,7 @@ pub fn smoke(
     progress: &Progress,
 ) -> Result<SmokeReport, HarnessError> {
     let bundle = Arc::new(Bundle::load_default()?);
-    progress.line("booting the engine");
-    let engine = Engine::start(engine)?;
+    let engine = crate::run::boot(engine, progress)?;
     let db = 1;
     engine.prepare_db(db)?;
     progress.line(&format!("starting {}", spec.argv.join(" ")));

@@ -4,12 +4,16 @@
 //!
 //! Time bounds here are bounds on a hang (generous, so they never flake), not speed claims.
 
+#[path = "support/lifecycle.rs"]
+mod lifecycle;
+
+use lifecycle::lifecycle;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use emq::bundle::Bundle;
 use emq::connector::child::{ChildConnector, ChildFactory, ChildSpec};
-use emq::connector::{Claimed, Connector, RetryOutcome, Verbs};
+use emq::connector::{Connector, Verbs};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::{ErrorKind, HarnessError};
 use emq::gate::ConnectorFactory;
@@ -438,63 +442,7 @@ fn python_connector_runs_every_verb() {
         "2319de1e94e21dd355032c7a25b90636b53f36cd"
     );
     assert_eq!(hello.scripts.len(), 6);
-    c.connect("s", &url).unwrap();
-    let fence = admin.hgetall("emq:fence").unwrap();
-    assert_eq!(fence["protocol"], "1");
-    assert_eq!(fence["digest"], bundle.manifest.digest);
-
-    let a = c.enqueue("s", "q", "alpha", 0).unwrap();
-    let b = c.enqueue("s", "q", "beta", 0).unwrap();
-    assert_eq!(
-        (a.as_str(), b.as_str()),
-        ("j0000000000000001", "j0000000000000002")
-    );
-    assert_eq!(c.pending_size("s", "q").unwrap(), 2);
-    let listed = c.browse("s", "q", 0, 10).unwrap();
-    assert_eq!(
-        listed
-            .iter()
-            .map(|j| j.payload.as_str())
-            .collect::<Vec<_>>(),
-        ["alpha", "beta"]
-    );
-    assert_eq!(c.browse("s", "q", 1, 1).unwrap()[0].id, b);
-
-    let got = c.claim("s", "q", 30_000).unwrap();
-    assert_eq!(
-        got,
-        Some(Claimed {
-            id: a.clone(),
-            payload: "alpha".into(),
-            attempts: 1
-        })
-    );
-    assert!(
-        !c.complete("s", "q", &a, 7).unwrap(),
-        "wrong token must not complete"
-    );
-    assert!(c.complete("s", "q", &a, 1).unwrap());
-    assert!(!c.complete("s", "q", &a, 1).unwrap(), "double complete");
-
-    let got = c.claim("s", "q", 0).unwrap().unwrap();
-    assert_eq!(
-        c.retry("s", "q", &got.id, got.attempts, 0, 5).unwrap(),
-        RetryOutcome::Delayed
-    );
-    assert_eq!(
-        c.retry("s", "q", &got.id, got.attempts, 0, 5).unwrap(),
-        RetryOutcome::Stale
-    );
-    assert_eq!(c.promote("s", "q", 10).unwrap(), 1);
-    let got = c.claim("s", "q", 0).unwrap().unwrap();
-    assert_eq!(got.attempts, 2);
-    assert_eq!(
-        c.reap("s", "q", 2, 10).unwrap(),
-        1,
-        "attempts == max goes dead"
-    );
-    assert_eq!(admin.zrange_withscores("emq:{q}:dead").unwrap().len(), 1);
-    assert_eq!(c.claim("s", "q", 0).unwrap(), None);
+    lifecycle(&mut c, &mut admin, &bundle, &url);
 
     // Two sessions in one process, each its own connection.
     c.connect("t", &url).unwrap();

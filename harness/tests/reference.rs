@@ -1,11 +1,15 @@
 //! The reference connector on a live engine: every verb's happy path, each error kind, the fence,
 //! and NOSCRIPT recovery with exactly one load per script.
 
+#[path = "support/lifecycle.rs"]
+mod lifecycle;
+
 use emq::bundle::Bundle;
+use emq::connector::Verbs;
 use emq::connector::reference::Reference;
-use emq::connector::{Claimed, RetryOutcome, Verbs};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::ErrorKind;
+use lifecycle::lifecycle;
 
 fn engine(choice: EngineChoice) -> Engine {
     let opts = EngineOptions {
@@ -25,63 +29,7 @@ fn every_verb(e: &Engine) {
         hello.scripts["claim"],
         "2319de1e94e21dd355032c7a25b90636b53f36cd"
     );
-    c.connect("s", &e.url(1)).unwrap();
-    let fence = admin.hgetall("emq:fence").unwrap();
-    assert_eq!(fence["protocol"], "1");
-    assert_eq!(fence["digest"], bundle.manifest.digest);
-
-    let a = c.enqueue("s", "q", "alpha", 0).unwrap();
-    let b = c.enqueue("s", "q", "beta", 0).unwrap();
-    assert_eq!(
-        (a.as_str(), b.as_str()),
-        ("j0000000000000001", "j0000000000000002")
-    );
-    assert_eq!(c.pending_size("s", "q").unwrap(), 2);
-    let listed = c.browse("s", "q", 0, 10).unwrap();
-    assert_eq!(
-        listed
-            .iter()
-            .map(|j| j.payload.as_str())
-            .collect::<Vec<_>>(),
-        ["alpha", "beta"]
-    );
-    assert_eq!(c.browse("s", "q", 1, 1).unwrap()[0].id, b);
-
-    let got = c.claim("s", "q", 30_000).unwrap();
-    assert_eq!(
-        got,
-        Some(Claimed {
-            id: a.clone(),
-            payload: "alpha".into(),
-            attempts: 1
-        })
-    );
-    assert!(
-        !c.complete("s", "q", &a, 7).unwrap(),
-        "wrong token must not complete"
-    );
-    assert!(c.complete("s", "q", &a, 1).unwrap());
-    assert!(!c.complete("s", "q", &a, 1).unwrap(), "double complete");
-
-    let got = c.claim("s", "q", 0).unwrap().unwrap();
-    assert_eq!(
-        c.retry("s", "q", &got.id, got.attempts, 0, 5).unwrap(),
-        RetryOutcome::Delayed
-    );
-    assert_eq!(
-        c.retry("s", "q", &got.id, got.attempts, 0, 5).unwrap(),
-        RetryOutcome::Stale
-    );
-    assert_eq!(c.promote("s", "q", 10).unwrap(), 1);
-    let got = c.claim("s", "q", 0).unwrap().unwrap();
-    assert_eq!(got.attempts, 2);
-    assert_eq!(
-        c.reap("s", "q", 2, 10).unwrap(),
-        1,
-        "attempts == max goes dead"
-    );
-    assert_eq!(admin.zrange_withscores("emq:{q}:dead").unwrap().len(), 1);
-    assert_eq!(c.claim("s", "q", 0).unwrap(), None);
+    lifecycle(&mut c, &mut admin, &bundle, &e.url(1));
 
     assert_eq!(c.pipeline_probe("s", "probe", 5).unwrap(), [1, 2, 3, 4, 5]);
     assert_eq!(c.batch("s", "bq", 1000, 100, "x").unwrap(), 1000);
