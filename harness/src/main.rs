@@ -19,6 +19,15 @@ fn fail(e: &HarnessError) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    let code = dispatch();
+    // After a Ctrl-C the handler is still removing engines; it ends the process itself.
+    while emq::engine::cleanup::interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    code
+}
+
+fn dispatch() -> ExitCode {
     let cli = Cli::parse();
     output::set_quiet(cli.quiet);
     let progress = Progress::new();

@@ -1,6 +1,7 @@
 //! Nothing left running: every process and container the harness starts is registered here, and
 //! a Ctrl-C (or SIGTERM) removes them all before the process exits.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 
 enum Resource {
@@ -11,6 +12,13 @@ enum Resource {
 static REGISTRY: Mutex<Vec<(u64, Resource)>> = Mutex::new(Vec::new());
 static NEXT: Mutex<u64> = Mutex::new(0);
 static HANDLER: Once = Once::new();
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// True once Ctrl-C (or SIGTERM) arrived: the handler is removing everything and will end the
+/// process with 130, so a caller that finishes meanwhile must not exit first and cut it short.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 /// A registration; dropping it forgets the resource (its owner stopped it normally).
 pub struct Guard(u64);
@@ -75,6 +83,7 @@ fn install_handler() {
     HANDLER.call_once(|| {
         // If another handler is installed (an embedding program's), leave theirs in place.
         let _ = ctrlc::set_handler(|| {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             remove_all();
             std::process::exit(130);
         });
