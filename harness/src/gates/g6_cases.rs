@@ -7,6 +7,10 @@ use crate::gate::{GateContext, GateOutcome};
 /// Databases G6 uses: one per case, above the test suite's and below the other gates'.
 const FIRST_DB: u32 = 200;
 
+/// Consecutive cases failing at setup (connect) after which the rest are not run: a connector
+/// that hangs or dies must not cost one timeout per case.
+const GIVE_UP_AFTER: usize = 3;
+
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let cases = match load_dir(&default_dir()) {
         Ok(c) if c.is_empty() => return out.error("no case in cases/"),
@@ -17,7 +21,16 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     // One connector serves case after case (the runner disconnects its sessions); a failure
     // gets a fresh one, so one broken case cannot spill into the next.
     let mut current = None;
+    let mut setup_failures = 0;
     for (i, case) in cases.iter().enumerate() {
+        if setup_failures >= GIVE_UP_AFTER {
+            out.fail(format!(
+                "{} cases not run: the connector could not even connect in the last {GIVE_UP_AFTER}",
+                cases.len() - i
+            ));
+            failed += cases.len() - i;
+            break;
+        }
         (ctx.progress)(&format!("G6 case {}/{}: {}", i + 1, cases.len(), case.id));
         let connector = match current.take() {
             Some(c) => Ok(c),
@@ -29,9 +42,13 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         };
         let db = FIRST_DB + (i as u32 % 600);
         match run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check).failure {
-            None => current = Some(connector),
+            None => {
+                setup_failures = 0;
+                current = Some(connector);
+            }
             Some(f) => {
                 failed += 1;
+                setup_failures = if f.step == 0 { setup_failures + 1 } else { 0 };
                 out.fail(f.to_string().lines().next().unwrap_or_default().to_string());
                 let tail = connector.log_tail();
                 if !tail.is_empty() {

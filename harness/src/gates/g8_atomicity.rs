@@ -215,6 +215,13 @@ fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, 
         let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
         match c.connect(SESSION, url) {
             Ok(()) => return Ok(c),
+            // A kill that landed mid-connect is an engine error; anything else will not heal.
+            Err(e) if e.kind != crate::error::ErrorKind::Engine => {
+                return Err(format!(
+                    "cannot reconnect the connector: {}: {}",
+                    e.kind, e.message
+                ));
+            }
             Err(e) => last = format!("{}: {}", e.kind, e.message),
         }
         std::thread::sleep(Duration::from_millis(2));
