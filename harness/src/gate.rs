@@ -156,8 +156,3 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     out.wall = t0.elapsed();
     out
 }
-
-/// A gate whose check is not built yet: ERROR, never PASS.
-pub fn not_built(_: &GateContext<'_>, out: &mut GateOutcome) {
-    out.error("not implemented yet");
-}

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bundle::sha1_hex;
 use crate::connector::{Connector, Verbs};
+use crate::engine::Admin;
 use crate::engine::admin::Monitor;
-use crate::engine::{Admin, Engine};
 use crate::error::{ConnectorError, HarnessError};
 
 /// One parsed `MONITOR` line.
@@ -313,12 +313,7 @@ pub struct Watch {
 impl Watch {
     /// Starts monitoring database `db` of `engine`; `admin` is the gate's admin connection
     /// (excluded from attribution), `extra` any further harness client ids.
-    pub fn start(
-        _engine: &Engine,
-        admin: &mut Admin,
-        db: u32,
-        extra: &[u64],
-    ) -> Result<Self, HarnessError> {
+    pub fn start(admin: &mut Admin, db: u32, extra: &[u64]) -> Result<Self, HarnessError> {
         let monitor = admin.monitor()?;
         let mut ids = vec![admin.client_id()?, monitor.client_id];
         ids.extend_from_slice(extra);
@@ -341,7 +336,7 @@ impl Watch {
     }
 
     /// Stops and attributes what was seen.
-    pub fn stop(self, _admin: &mut Admin) -> Result<Observed, HarnessError> {
+    pub fn stop(self) -> Result<Observed, HarnessError> {
         let lines = self.monitor.stop()?;
         Ok(attribute(&lines, self.db, &self.harness))
     }

@@ -100,10 +100,10 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
 
     // 1. Fresh database: the first connect installs; every connect reads first.
     (ctx.progress)("G1: connects on a fresh database under MONITOR");
-    let watch = Watch::start(ctx.engine, &mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
     let mut a = ctx.factory.make().map_err(|e| e.to_string())?;
     if let Err(e) = a.connect("s1", &url) {
-        let _ = watch.stop(&mut admin);
+        let _ = watch.stop();
         out.fail(format!(
             "the first connect on a fresh database failed (kind {})",
             e.kind
@@ -148,7 +148,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         b.disconnect("t1")?;
         Ok::<_, crate::error::ConnectorError>(())
     })();
-    let obs = watch.stop(&mut admin).map_err(|e| e.to_string())?;
+    let obs = watch.stop().map_err(|e| e.to_string())?;
     if let Err(e) = steps {
         out.fail(format!(
             "a verb of the connect workload failed (kind {})",
@@ -199,11 +199,11 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
             &[("protocol", &theirs), ("bundle", &their_bundle)],
         )
         .map_err(|e| e.to_string())?;
-    let watch = Watch::start(ctx.engine, &mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
     let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
     let refused = c.connect("x", &url);
     let after = c.enqueue("x", QUEUE, "after", 0);
-    let obs = watch.stop(&mut admin).map_err(|e| e.to_string())?;
+    let obs = watch.stop().map_err(|e| e.to_string())?;
     match refused {
         Ok(()) => out.fail(format!(
             "a connect against a protocol-{theirs} fence succeeded"

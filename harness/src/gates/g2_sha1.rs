@@ -78,11 +78,11 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
 
     // 3. What it sends: after a SCRIPT FLUSH, so its loads are seen too.
     admin.script_flush().map_err(|e| e.to_string())?;
-    let watch = Watch::start(ctx.engine, &mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
     let work = c
         .connect("s", &url)
         .and_then(|()| every_transition(&mut *c, "s", "g2"));
-    let obs = watch.stop(&mut admin).map_err(|e| e.to_string())?;
+    let obs = watch.stop().map_err(|e| e.to_string())?;
     if let Err(e) = work {
         out.fail(format!("the workload failed (kind {})", e.kind));
         out.figure("workload_error", e.message);

@@ -155,12 +155,12 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         .map(|s| (s.entry.sha1.as_str(), s.entry.name.as_str()))
         .collect();
     let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
-    let watch = Watch::start(ctx.engine, &mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
     let work = c.connect("s", &url).and_then(|()| {
         every_transition(&mut *c, "s", "g4")?;
         every_transition(&mut *c, "s", "g4.b-2")
     });
-    let obs = watch.stop(&mut admin).map_err(|e| e.to_string())?;
+    let obs = watch.stop().map_err(|e| e.to_string())?;
     if let Err(e) = work {
         out.fail(format!("the workload failed (kind {})", e.kind));
         out.figure("workload_error", e.message);

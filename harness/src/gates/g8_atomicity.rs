@@ -98,7 +98,7 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String
         .collect();
     let probe = format!("emq-probe:{}", ctx.seed);
     (ctx.progress)("G8: command discipline under MONITOR");
-    let watch = Watch::start(ctx.engine, &mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
     let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
     let work = (|| {
         c.connect("s", &url)?;
@@ -113,7 +113,7 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String
         c.disconnect("s")?;
         Ok::<_, ConnectorError>(())
     })();
-    let obs = watch.stop(&mut admin).map_err(|e| e.to_string())?;
+    let obs = watch.stop().map_err(|e| e.to_string())?;
     if let Err(e) = work {
         out.fail(format!("the discipline workload failed (kind {})", e.kind));
         out.figure("discipline_error", e.message);
