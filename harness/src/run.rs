@@ -49,16 +49,17 @@ fn header(
     bundle: &Bundle,
     engine: &Engine,
     factory: &dyn ConnectorFactory,
-) -> Header {
-    let identity = factory.make().and_then(|mut c| {
-        c.hello()
-            .map_err(|e| HarnessError::BadInput(format!("connector hello failed: {e}")))
-    });
-    let (name, version, language) = match identity {
+) -> Result<Header, HarnessError> {
+    // A connector that cannot even be started is bad input; one that starts but cannot say
+    // hello is judged (and fails) like any other.
+    let mut connector = factory
+        .make()
+        .map_err(|e| HarnessError::BadInput(format!("cannot start the connector: {e}")))?;
+    let (name, version, language) = match connector.hello() {
         Ok(i) => (i.name, i.version, i.language),
         Err(e) => (format!("<no hello: {e}>"), String::new(), String::new()),
     };
-    Header {
+    Ok(Header {
         schema: SCHEMA.into(),
         harness_version: env!("CARGO_PKG_VERSION").into(),
         bundle_version: bundle.manifest.bundle.clone(),
@@ -79,7 +80,7 @@ fn header(
         histories: opts.histories,
         batch: opts.batch,
         started: now_rfc3339(),
-    }
+    })
 }
 
 /// Boots the engine, saying so.
@@ -99,7 +100,7 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     let bundle = Arc::new(Bundle::load_default()?);
     let engine = boot(&opts.engine, progress)?;
     let factory = factory(&opts.subject, &bundle);
-    let header = header(opts, &bundle, &engine, factory.as_ref());
+    let header = header(opts, &bundle, &engine, factory.as_ref())?;
     progress.line(&format!(
         "connector: {} {}",
         header.connector_name, header.connector_version
