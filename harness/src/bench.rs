@@ -15,7 +15,7 @@ use crate::bundle::Bundle;
 use crate::connector::{Connector, Verbs};
 use crate::engine::{Engine, EngineKind, EngineOptions};
 use crate::error::{ConnectorError, HarnessError};
-use crate::gate::{GateContext, Verdict, run_gate};
+use crate::gate::GateContext;
 use crate::grammar::{job_root, key};
 use crate::output::Progress;
 use crate::run::{Subject, factory};
@@ -415,19 +415,12 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             batch: opts.batch,
             progress: &say,
         };
-        for gate in &crate::gates::ALL {
-            let o = run_gate(gate, &ctx);
-            progress.gate(&o);
+        for o in crate::run::run_gates(&ctx, None, progress) {
             gates.push(GateWall {
-                id: o.id.clone(),
-                name: o.name.clone(),
-                verdict: match o.verdict {
-                    Verdict::Pass => "PASS",
-                    Verdict::Fail => "FAIL",
-                    Verdict::Error => "ERROR",
-                }
-                .into(),
+                verdict: o.verdict.to_string(),
                 wall_ms: duration_ms(o.wall),
+                id: o.id,
+                name: o.name,
             });
         }
     }

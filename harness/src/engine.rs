@@ -145,36 +145,53 @@ impl Engine {
     fn container(image: &str) -> Result<Self, HarnessError> {
         let password = random_password();
         let running = container::start(image, &password)?;
-        Ok(Self {
-            kind: EngineKind::Container,
-            source: image.to_string(),
-            host: running.host.clone(),
-            port: running.port,
-            password: Some(password),
-            base_db: 0,
-            valkey_version: String::new(),
-            boot_time: Duration::ZERO,
-            allow_flush: true,
-            handle: Handle::Container(Box::new(running)),
-        })
+        let (host, port) = (running.host.clone(), running.port);
+        Ok(Self::booted(
+            EngineKind::Container,
+            image.to_string(),
+            host,
+            port,
+            password,
+            Handle::Container(Box::new(running)),
+        ))
     }
 
     fn binary(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
         let password = random_password();
         let running = binary::start(&path, &password)?;
-        Ok(Self {
-            kind: EngineKind::Binary,
-            source: path.display().to_string(),
-            host: "127.0.0.1".into(),
-            port: running.port,
+        let port = running.port;
+        Ok(Self::booted(
+            EngineKind::Binary,
+            path.display().to_string(),
+            "127.0.0.1".into(),
+            port,
+            password,
+            Handle::Binary(running),
+        ))
+    }
+
+    /// An engine the harness started: its own password, every database its to flush.
+    fn booted(
+        kind: EngineKind,
+        source: String,
+        host: String,
+        port: u16,
+        password: String,
+        handle: Handle,
+    ) -> Self {
+        Self {
+            kind,
+            source,
+            host,
+            port,
             password: Some(password),
             base_db: 0,
             valkey_version: String::new(),
             boot_time: Duration::ZERO,
             allow_flush: true,
-            handle: Handle::Binary(running),
-        })
+            handle,
+        }
     }
 
     fn from_url(url: &str, allow_flush: bool) -> Result<Self, HarnessError> {

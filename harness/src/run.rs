@@ -8,7 +8,7 @@ use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
 use crate::engine::{Engine, EngineOptions};
 use crate::error::HarnessError;
-use crate::gate::{ConnectorFactory, GateContext, run_gate};
+use crate::gate::{ConnectorFactory, GateContext, GateOutcome, run_gate};
 use crate::output::Progress;
 use crate::record::{Header, Record, SCHEMA, now_rfc3339};
 
@@ -95,6 +95,30 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
     Ok(engine)
 }
 
+/// Runs the eight gates in order, saying each verdict as it lands; gates outside `only` are
+/// ERROR ("not selected"), never PASS.
+pub fn run_gates(
+    ctx: &GateContext<'_>,
+    only: Option<&[String]>,
+    progress: &Progress,
+) -> Vec<GateOutcome> {
+    let mut outcomes = Vec::new();
+    for gate in &crate::gates::ALL {
+        let selected = only.is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
+        let outcome = if selected {
+            progress.line(&format!("{} {} ...", gate.id, gate.name));
+            run_gate(gate, ctx)
+        } else {
+            let mut o = GateOutcome::new(gate.id, gate.name);
+            o.error("not selected in this run (--gates)");
+            o
+        };
+        progress.gate(&outcome);
+        outcomes.push(outcome);
+    }
+    outcomes
+}
+
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
     let bundle = Arc::new(Bundle::load_default()?);
@@ -115,23 +139,7 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         batch: opts.batch,
         progress: &say,
     };
-    let mut outcomes = Vec::new();
-    for gate in &crate::gates::ALL {
-        let selected = opts
-            .only
-            .as_ref()
-            .is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
-        let outcome = if selected {
-            progress.line(&format!("{} {} ...", gate.id, gate.name));
-            run_gate(gate, &ctx)
-        } else {
-            let mut o = crate::gate::GateOutcome::new(gate.id, gate.name);
-            o.error("not selected in this run (--gates)");
-            o
-        };
-        progress.gate(&outcome);
-        outcomes.push(outcome);
-    }
+    let outcomes = run_gates(&ctx, opts.only.as_deref(), progress);
     Ok(Record::new(
         header,
         &outcomes,

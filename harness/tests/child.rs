@@ -7,7 +7,7 @@
 #[path = "support/lifecycle.rs"]
 mod lifecycle;
 
-use lifecycle::lifecycle;
+use lifecycle::{error_kinds, lifecycle};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -467,28 +467,7 @@ fn python_connector_runs_every_verb() {
     assert_eq!(n, 100_000);
     assert_eq!(c.pending_size("s", "bq").unwrap(), 100_000);
 
-    // Error kinds: invalid (nothing sent), engine, fence.
-    assert_eq!(
-        c.enqueue("s", "bad queue", "x", 0).unwrap_err().kind,
-        ErrorKind::Invalid
-    );
-    assert_eq!(c.claim("s", "q", -1).unwrap_err().kind, ErrorKind::Invalid);
-    assert_eq!(
-        c.pending_size("ghost", "q").unwrap_err().kind,
-        ErrorKind::Invalid
-    );
-    admin.query::<()>(&["SET", "emq:{w}:pending", "x"]).unwrap();
-    assert_eq!(c.claim("s", "w", 0).unwrap_err().kind, ErrorKind::Engine);
-    admin
-        .hset("emq:fence", &[("protocol", "2"), ("bundle", "2.0.0")])
-        .unwrap();
-    let err = c.connect("u", &url).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Fence);
-    assert!(
-        err.message.contains('2') && err.message.contains('1'),
-        "{}",
-        err.message
-    );
+    error_kinds(&mut c, &mut admin, &url);
     assert!(
         c.dead_reason().is_none(),
         "connector errors are not process failures"

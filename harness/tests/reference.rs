@@ -8,8 +8,7 @@ use emq::bundle::Bundle;
 use emq::connector::Verbs;
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineChoice, EngineOptions};
-use emq::error::ErrorKind;
-use lifecycle::lifecycle;
+use lifecycle::{error_kinds, lifecycle};
 
 fn engine(choice: EngineChoice) -> Engine {
     let opts = EngineOptions {
@@ -35,32 +34,7 @@ fn every_verb(e: &Engine) {
     assert_eq!(c.batch("s", "bq", 1000, 100, "x").unwrap(), 1000);
     assert_eq!(c.pending_size("s", "bq").unwrap(), 1000);
 
-    // Error kinds: invalid (nothing sent), engine, fence.
-    assert_eq!(
-        c.enqueue("s", "bad queue", "x", 0).unwrap_err().kind,
-        ErrorKind::Invalid
-    );
-    assert_eq!(c.claim("s", "q", -1).unwrap_err().kind, ErrorKind::Invalid);
-    assert_eq!(
-        c.complete("s", "q", "nope", 1).unwrap_err().kind,
-        ErrorKind::Invalid
-    );
-    assert_eq!(
-        c.pending_size("ghost", "q").unwrap_err().kind,
-        ErrorKind::Invalid
-    );
-    admin.query::<()>(&["SET", "emq:{w}:pending", "x"]).unwrap();
-    assert_eq!(c.claim("s", "w", 0).unwrap_err().kind, ErrorKind::Engine);
-    admin
-        .hset("emq:fence", &[("protocol", "2"), ("bundle", "2.0.0")])
-        .unwrap();
-    let err = c.connect("t", &e.url(1)).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Fence);
-    assert!(
-        err.message.contains('2') && err.message.contains('1'),
-        "{}",
-        err.message
-    );
+    error_kinds(&mut c, &mut admin, &e.url(1));
     admin.flushdb().unwrap();
 }
 

@@ -4,6 +4,7 @@
 use emq::bundle::Bundle;
 use emq::connector::{Claimed, Connector, RetryOutcome, Verbs};
 use emq::engine::Admin;
+use emq::error::ErrorKind;
 
 /// Connects session `s` on `url` (the fence is installed), then enqueue → browse → claim →
 /// complete (wrong token, right token, twice) → retry (delayed, stale) → promote → reap to dead.
@@ -65,4 +66,35 @@ pub fn lifecycle<C: Connector + ?Sized>(c: &mut C, admin: &mut Admin, bundle: &B
     );
     assert_eq!(admin.zrange_withscores("emq:{q}:dead").unwrap().len(), 1);
     assert_eq!(c.claim("s", "q", 0).unwrap(), None);
+}
+
+/// Each error kind once: invalid (bad queue, negative lease, bad id, unknown session), engine (a
+/// key of the wrong type), fence (a protocol-2 fence refuses a new session, naming both versions).
+/// Leaves a foreign fence behind: call it last.
+pub fn error_kinds<C: Connector + ?Sized>(c: &mut C, admin: &mut Admin, url: &str) {
+    assert_eq!(
+        c.enqueue("s", "bad queue", "x", 0).unwrap_err().kind,
+        ErrorKind::Invalid
+    );
+    assert_eq!(c.claim("s", "q", -1).unwrap_err().kind, ErrorKind::Invalid);
+    assert_eq!(
+        c.complete("s", "q", "nope", 1).unwrap_err().kind,
+        ErrorKind::Invalid
+    );
+    assert_eq!(
+        c.pending_size("ghost", "q").unwrap_err().kind,
+        ErrorKind::Invalid
+    );
+    admin.query::<()>(&["SET", "emq:{w}:pending", "x"]).unwrap();
+    assert_eq!(c.claim("s", "w", 0).unwrap_err().kind, ErrorKind::Engine);
+    admin
+        .hset("emq:fence", &[("protocol", "2"), ("bundle", "2.0.0")])
+        .unwrap();
+    let err = c.connect("fenced", url).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Fence);
+    assert!(
+        err.message.contains('2') && err.message.contains('1'),
+        "{}",
+        err.message
+    );
 }
