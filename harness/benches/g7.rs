@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use emq::bundle::Bundle;
 use emq::connector::Connector;
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
-use emq::gate::gate_db;
-use emq::model::runner::{self, Env, Options};
+use emq::gates::gate_db;
+use emq::protocol::bundle::Bundle;
+use emq::suites::model::runner::{self, Env, Options};
 
 fn main() {
     // `cargo test --benches` runs bench targets with no `--bench` flag: stay quick there.

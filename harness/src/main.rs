@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq::cli::{Cli, Command};
+use emq::cmd::cli::{Cli, Command};
 use emq::error::{ExitCode as Code, HarnessError};
-use emq::output::{self, Progress};
-use emq::record::Record;
+use emq::report::Record;
+use emq::report::output::{self, Progress};
 
 fn code(c: Code) -> ExitCode {
     ExitCode::from(c as u8)
@@ -33,7 +33,7 @@ fn dispatch() -> ExitCode {
     let progress = Progress::new();
     match cli.command {
         Command::Run { common, out } => {
-            let record = match emq::run::run(&common.options(), &progress) {
+            let record = match emq::cmd::run::run(&common.options(), &progress) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };
@@ -50,7 +50,7 @@ fn dispatch() -> ExitCode {
             })
         }
         Command::Record { common } => {
-            let record = match emq::run::run(&common.options(), &progress) {
+            let record = match emq::cmd::run::run(&common.options(), &progress) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };
@@ -80,7 +80,7 @@ fn dispatch() -> ExitCode {
             opts.seed = committed.header.seed;
             opts.histories = committed.header.histories;
             opts.batch = committed.header.batch;
-            let fresh = match emq::run::run(&opts, &progress) {
+            let fresh = match emq::cmd::run::run(&opts, &progress) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };
@@ -113,7 +113,7 @@ fn dispatch() -> ExitCode {
             json,
             min_ratio,
         } => {
-            let opts = emq::bench::BenchOptions {
+            let opts = emq::cmd::bench::BenchOptions {
                 engine: engine.options(),
                 n,
                 repeat,
@@ -127,7 +127,7 @@ fn dispatch() -> ExitCode {
                 histories: 256,
                 batch: 100_000,
             };
-            match emq::bench::bench(&opts, &progress) {
+            match emq::cmd::bench::bench(&opts, &progress) {
                 Ok(report) => {
                     output::result(&if json { report.json() } else { report.text() });
                     let ok = min_ratio.is_none_or(|m| report.meets(m));
@@ -144,8 +144,8 @@ fn dispatch() -> ExitCode {
             timeout,
             command,
         } => {
-            let spec = emq::cli::child_spec(&command, timeout);
-            match emq::smoke::smoke(&engine.options(), &spec, &progress) {
+            let spec = emq::cmd::cli::child_spec(&command, timeout);
+            match emq::cmd::smoke::smoke(&engine.options(), &spec, &progress) {
                 Ok(report) => {
                     output::result(&report.text());
                     code(if report.passed() {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use emq::cases::format::{load_dir, parse};
+use emq::suites::cases::format::{load_dir, parse};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad_cases")

@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use emq::bundle::Bundle;
-use emq::cases::format::{default_dir, load_dir};
-use emq::cases::runner::{Mode, run_case};
+use emq::doubles::{Breakage, factory};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
-use emq::gate::ConnectorFactory;
-use emq::model::doubles::{Breakage, factory};
+use emq::gates::ConnectorFactory;
+use emq::protocol::bundle::Bundle;
+use emq::suites::cases::format::{default_dir, load_dir};
+use emq::suites::cases::runner::{Mode, run_case};
 
 fn verb_of(b: Breakage) -> &'static str {
     match b {
@@ -48,7 +48,7 @@ fn each_double_fails_exactly_its_cases() {
         for id in &failed {
             let case = cases.iter().find(|c| &c.id == id).unwrap();
             let uses = case.steps.iter().any(|s| {
-                matches!(&s.action, emq::cases::format::Action::Call { verb, .. } if verb == verb_of(b))
+                matches!(&s.action, emq::suites::cases::format::Action::Call { verb, .. } if verb == verb_of(b))
             });
             assert!(uses, "{name} failed {id}, which never calls {}", verb_of(b));
         }

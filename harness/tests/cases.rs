@@ -5,15 +5,15 @@
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use emq::bundle::Bundle;
-use emq::cases::bless;
-use emq::cases::format::{Case, default_dir, load_dir};
-use emq::cases::runner::{Mode, run_case};
 use emq::connector::Connector;
 use emq::connector::child::{ChildConnector, ChildSpec};
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineOptions};
 use emq::error::ExitCode as Code;
+use emq::protocol::bundle::Bundle;
+use emq::suites::cases::bless;
+use emq::suites::cases::format::{Case, default_dir, load_dir};
+use emq::suites::cases::runner::{Mode, run_case};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 type Shared = Arc<OnceLock<Result<Engine, String>>>;

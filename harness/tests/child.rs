@@ -11,12 +11,12 @@ use lifecycle::{error_kinds, lifecycle};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use emq::bundle::Bundle;
 use emq::connector::child::{ChildConnector, ChildFactory, ChildSpec};
 use emq::connector::{Connector, Verbs};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::{ErrorKind, HarnessError};
-use emq::gate::ConnectorFactory;
+use emq::gates::ConnectorFactory;
+use emq::protocol::bundle::Bundle;
 
 fn fixture(name: &str) -> ChildSpec {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -9,14 +9,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use emq::bundle::Bundle;
 use emq::connector::Connector;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::connector::reference::{Fault, Reference};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
-use emq::gate::{ConnectorFactory, GateContext, GateOutcome, Verdict, run_gate};
 use emq::gates::ALL;
+use emq::gates::{ConnectorFactory, GateContext, GateOutcome, Verdict, run_gate};
+use emq::protocol::bundle::Bundle;
 
 /// The gates these tests cover.
 const MINE: [&str; 6] = ["G1", "G2", "G3", "G4", "G5", "G8"];

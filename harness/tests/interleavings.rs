@@ -5,17 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use emq::bundle::Bundle;
-use emq::cases::runner::{Mode, run_case};
 use emq::connector::reference::Reference;
 use emq::connector::{Connector, Reply, Request};
+use emq::doubles::{Breakage, factory};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::{ConnectorError, HarnessError};
-use emq::gate::{ConnectorFactory, GateContext, Verdict, gate_db, run_gate};
 use emq::gates::g7_interleavings::{self, regressions};
-use emq::model::doubles::{Breakage, factory};
-use emq::model::runner::{self, Breach, Env, Options, run_history};
-use emq::model::soak::{SoakOptions, soak};
+use emq::gates::{ConnectorFactory, GateContext, Verdict, gate_db, run_gate};
+use emq::protocol::bundle::Bundle;
+use emq::suites::cases::runner::{Mode, run_case};
+use emq::suites::model::runner::{self, Breach, Env, Options, run_history};
+use emq::suites::model::soak::{SoakOptions, soak};
 
 fn engine() -> Engine {
     let opts = EngineOptions {
@@ -165,7 +165,7 @@ fn caught_with(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) {
     run_history(&env_ok, &mut admin, &f.history)
         .expect("the counterexample passes on the reference");
     // The YAML case, run by G6's case runner: fails on the double, passes on the reference.
-    let case = emq::cases::format::parse(std::path::Path::new("g7.yaml"), &f.yaml)
+    let case = emq::suites::cases::format::parse(std::path::Path::new("g7.yaml"), &f.yaml)
         .expect("the counterexample is a well-formed case");
     assert_eq!(case.id, f.case_id);
     let mut bad = broken().unwrap();
@@ -259,7 +259,7 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
         batch: 0,
         progress: &progress,
     };
-    let mut out = emq::gate::GateOutcome::new("G7", "interleavings");
+    let mut out = emq::gates::GateOutcome::new("G7", "interleavings");
     g7_interleavings::check(&ctx, &mut out);
     assert_eq!(out.verdict, Verdict::Fail, "{:#?}", out.evidence);
     assert!(

@@ -4,10 +4,10 @@
 #[path = "support/lifecycle.rs"]
 mod lifecycle;
 
-use emq::bundle::Bundle;
 use emq::connector::Verbs;
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::protocol::bundle::Bundle;
 use lifecycle::{error_kinds, lifecycle};
 
 fn engine(choice: EngineChoice) -> Engine {

@@ -3,7 +3,7 @@
 
 use crate::connector::Request;
 use crate::error::ConnectorError;
-use crate::grammar::{validate_id, validate_queue};
+use crate::protocol::grammar::{validate_id, validate_queue};
 
 /// Largest lease, delay or backoff: keeps `now + ms` an exact integer in Lua's `%.14g`.
 pub const MAX_MS: i64 = 1_000_000_000_000;

@@ -15,21 +15,13 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::HarnessError;
+pub use crate::protocol::keyspace::KeyData;
+use crate::protocol::keyspace::Keyspace;
 
 /// An admin connection to one database.
 pub struct Admin {
     con: redis::Connection,
     url: String,
-}
-
-/// One key's contents, as [`Admin::read_keys`] found them.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KeyData {
-    Hash(BTreeMap<String, String>),
-    ZSet(Vec<(String, i64)>),
-    String(Option<String>),
-    /// Another type (named): never EchoMQ's.
-    Other(String),
 }
 
 /// One line of `CLIENT LIST`.
@@ -134,6 +126,13 @@ impl Admin {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+
+    /// A snapshot of every EchoMQ key of this database (two pipelined round trips).
+    pub fn keyspace(&mut self) -> Result<Keyspace, HarnessError> {
+        let keys = self.keys()?;
+        let data = self.read_keys(&keys)?;
+        Ok(Keyspace::from_keys(keys.into_iter().zip(data)))
     }
 
     /// Reads many keys in two pipelined round trips (types, then contents), so a snapshot of

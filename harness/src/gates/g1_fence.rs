@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use crate::connector::Verbs;
 use crate::error::ErrorKind;
-use crate::gate::{GateContext, GateOutcome, gate_db};
-use crate::grammar::FENCE_KEY;
+use crate::gates::{GateContext, GateOutcome, gate_db};
 use crate::observe::{Observed, Watch, is_script_cmd, keys_of, names_emq_key, stable};
+use crate::protocol::grammar::FENCE_KEY;
 
 const QUEUE: &str = "g1";
 

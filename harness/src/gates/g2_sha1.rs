@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::bundle::sha1_hex;
 use crate::connector::Verbs;
-use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateOutcome, gate_db};
 use crate::observe::{Watch, every_transition};
+use crate::protocol::bundle::sha1_hex;
 
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::connector::{Connector, RetryOutcome, Verbs};
 use crate::error::ConnectorError;
-use crate::gate::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateOutcome, gate_db};
 
 /// Rounds of the workload; each calls every transition at least once.
 const ROUNDS: usize = 100;

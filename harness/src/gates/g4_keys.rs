@@ -5,12 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::bundle::Script;
 use crate::connector::Verbs;
-use crate::gate::{GateContext, GateOutcome, gate_db};
-use crate::grammar::hash_slot;
-use crate::keyspace::Keyspace;
+use crate::gates::{GateContext, GateOutcome, gate_db};
 use crate::observe::{Watch, every_transition, keys_of, stable};
+use crate::protocol::bundle::Script;
+use crate::protocol::grammar::hash_slot;
 
 /// Commands a script may call without a key.
 const KEYLESS_IN_SCRIPTS: &[&str] = &["TIME"];
@@ -240,7 +239,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
             }
         ),
     );
-    let ks = Keyspace::read(&mut admin).map_err(|e| e.to_string())?;
+    let ks = admin.keyspace().map_err(|e| e.to_string())?;
     let violations = ks.violations();
     out.check(
         violations.is_empty(),
@@ -262,7 +261,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundle::{Bundle, ScriptEntry};
+    use crate::protocol::bundle::{Bundle, ScriptEntry};
 
     #[test]
     fn committed_scripts_pass_and_a_stray_key_fails() {

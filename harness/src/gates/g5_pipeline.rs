@@ -4,9 +4,12 @@
 
 use std::time::Instant;
 
-use crate::connector::Verbs;
-use crate::gate::{GateContext, GateOutcome, gate_db};
-use crate::grammar::{job_id, key};
+use serde::Serialize;
+
+use crate::connector::{Connector, Verbs};
+use crate::error::ConnectorError;
+use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::protocol::grammar::{job_id, key};
 
 /// Commands in the probe pipeline.
 const PROBE_N: i64 = 10_000;
@@ -71,7 +74,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         ));
     }
     // Timed by the same code as `emq-gate bench`, so the record's ops/s means the same thing.
-    match crate::bench::time_batch(c.as_mut(), "s", QUEUE, n, DEPTH, "x") {
+    match time_batch(c.as_mut(), "s", QUEUE, n, DEPTH, "x") {
         Ok(t) => {
             let got = t.done;
             out.figure("batch_ms", (t.secs * 1e3).round() as u64);
@@ -112,4 +115,41 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         format!("pending runs from {} to {}", want[0], want[1]),
     );
     Ok(())
+}
+
+/// One timed batch of enqueues through a connector.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BatchTiming {
+    /// Enqueues asked for.
+    pub n: i64,
+    /// Enqueues per pipeline.
+    pub depth: i64,
+    /// Enqueues the connector says landed.
+    pub done: i64,
+    /// Wall time of the `batch` call alone, seconds.
+    pub secs: f64,
+    /// `n / secs`.
+    pub ops_per_s: f64,
+}
+
+/// Times one `batch(n, depth)` call on an already connected `session`: the wall clock around the
+/// call and nothing else. The one measurement both G5 and `emq-gate bench` use.
+pub fn time_batch<C: Connector + ?Sized>(
+    c: &mut C,
+    session: &str,
+    queue: &str,
+    n: i64,
+    depth: i64,
+    payload: &str,
+) -> Result<BatchTiming, ConnectorError> {
+    let t0 = Instant::now();
+    let done = c.batch(session, queue, n, depth, payload)?;
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    Ok(BatchTiming {
+        n,
+        depth,
+        done,
+        secs,
+        ops_per_s: n as f64 / secs,
+    })
 }

@@ -1,8 +1,8 @@
 //! G6: every YAML case of `cases/` passes against the connector, each in a database of its own.
 
-use crate::cases::format::{default_dir, load_dir};
-use crate::cases::runner::{Mode, run_case};
-use crate::gate::{GateContext, GateOutcome};
+use crate::gates::{GateContext, GateOutcome};
+use crate::suites::cases::format::{default_dir, load_dir};
+use crate::suites::cases::runner::{Mode, run_case};
 
 /// Databases G6 uses: one per case, above the test suite's and below the other gates'.
 const FIRST_DB: u32 = 200;

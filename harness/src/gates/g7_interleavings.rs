@@ -1,14 +1,14 @@
 //! G7 — interleavings: property-based histories of all eight verbs over several sessions and
-//! queues agree with the pure model (`crate::model`), reply by reply and in the final keyspace; a
+//! queues agree with the pure model (`crate::suites::model`), reply by reply and in the final keyspace; a
 //! failure is shrunk and printed as a ready-to-commit YAML case. Beside it, a concurrent soak of
 //! real worker threads must account for every job exactly.
 
 use std::time::Duration;
 
-use crate::gate::{GateContext, GateOutcome, gate_db};
-use crate::model::history::History;
-use crate::model::runner::{self, Env, Options, Report, parse_regressions};
-use crate::model::soak::{SoakOptions, soak};
+use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::suites::model::history::History;
+use crate::suites::model::runner::{self, Env, Options, Report, parse_regressions};
+use crate::suites::model::soak::{SoakOptions, soak};
 
 /// Committed histories replayed before any drawn one (one JSON history per line).
 pub const REGRESSIONS: &str = include_str!("../../tests/interleavings-regressions.txt");

@@ -19,14 +19,13 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::bundle::sha1_hex;
 use crate::connector::{Connector, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
-use crate::gate::{GateContext, GateOutcome, gate_db};
-use crate::grammar::{FENCE_KEY, SETS, job_id, key};
-use crate::keyspace::Keyspace;
+use crate::gates::{GateContext, GateOutcome, gate_db};
 use crate::observe::{Watch, connector_clients, every_transition, keys_of, names_emq_key, stable};
+use crate::protocol::bundle::sha1_hex;
+use crate::protocol::grammar::{FENCE_KEY, Set, job_id, key};
 
 /// Connection kills to inject.
 const CRASHES: u32 = 100;
@@ -407,11 +406,11 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     }
 
     // Account.
-    let ks = Keyspace::read(&mut admin).map_err(|e| e.to_string())?;
+    let ks = admin.keyspace().map_err(|e| e.to_string())?;
     let q = ks.queues.get(QUEUE).cloned().unwrap_or_default();
     let minted = q.seq.unwrap_or(0);
-    let mut home: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for set in SETS {
+    let mut home: BTreeMap<&str, Vec<Set>> = BTreeMap::new();
+    for set in Set::ALL {
         for (id, _) in q.set(set) {
             home.entry(id.as_str()).or_default().push(set);
         }
@@ -461,8 +460,8 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     out.figure("jobs_completed", ledger.completed.len() as u64);
     out.figure("jobs_dead", q.dead.len() as u64);
     out.figure("completes_with_lost_reply_then_gone", unsure_gone as u64);
-    let left: usize = ["pending", "active", "delayed"]
-        .iter()
+    let left: usize = [Set::Pending, Set::Active, Set::Delayed]
+        .into_iter()
         .map(|s| q.set(s).len())
         .sum();
     out.check(

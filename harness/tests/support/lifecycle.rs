@@ -1,10 +1,10 @@
 //! The lifecycle every connector test walks through, shared by the reference and child-process
 //! tests so both connectors are held to the same steps.
 
-use emq::bundle::Bundle;
 use emq::connector::{Claimed, Connector, RetryOutcome, Verbs};
 use emq::engine::Admin;
 use emq::error::ErrorKind;
+use emq::protocol::bundle::Bundle;
 
 /// Connects session `s` on `url` (the fence is installed), then enqueue → browse → claim →
 /// complete (wrong token, right token, twice) → retry (delayed, stale) → promote → reap to dead.

@@ -7,7 +7,7 @@ use redis::{ConnectionLike, ServerErrorKind, Value};
 use super::{Reference, engine_err, resp};
 use crate::connector::BrowsedJob;
 use crate::error::ConnectorError;
-use crate::grammar::key;
+use crate::protocol::grammar::key;
 
 impl Reference {
     pub(super) fn browse(

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use crate::bundle::Bundle;
 use crate::connector::child::{ChildConnector, ChildSpec};
 use crate::connector::{Claimed, Connector, RetryOutcome, Verbs};
 use crate::engine::EngineOptions;
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
-use crate::output::Progress;
+use crate::protocol::bundle::Bundle;
+use crate::report::output::Progress;
 
 /// One step's result.
 pub struct SmokeStep {
@@ -102,7 +102,7 @@ pub fn smoke(
     progress: &Progress,
 ) -> Result<SmokeReport, HarnessError> {
     let bundle = Arc::new(Bundle::load_default()?);
-    let engine = crate::run::boot(engine, progress)?;
+    let engine = crate::cmd::run::boot(engine, progress)?;
     let db = 1;
     engine.prepare_db(db)?;
     progress.line(&format!("starting {}", spec.argv.join(" ")));

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::connector::args::validate;
 use crate::connector::{BrowsedJob, Claimed, Reply, Request, RetryOutcome};
 use crate::error::{ConnectorError, ErrorKind};
-use crate::grammar::job_id;
+use crate::protocol::grammar::{Set, job_id};
 
 /// The abstract score of a time-scored set member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -28,7 +28,7 @@ pub struct Stamp {
 pub struct Job {
     pub payload: String,
     pub attempts: i64,
-    pub state: &'static str,
+    pub state: Set,
 }
 
 /// One queue of the model.
@@ -61,13 +61,12 @@ impl Queue {
     }
 
     /// The ids of `set` in the engine's order.
-    pub fn ids(&self, set: &str) -> Vec<String> {
+    pub fn ids(&self, set: Set) -> Vec<String> {
         match set {
-            "pending" => self.pending.iter().cloned().collect(),
-            "active" => ordered(&self.active).into_iter().map(|(k, _)| k).collect(),
-            "delayed" => ordered(&self.delayed).into_iter().map(|(k, _)| k).collect(),
-            "dead" => ordered(&self.dead).into_iter().map(|(k, _)| k).collect(),
-            other => panic!("no set {other}"),
+            Set::Pending => self.pending.iter().cloned().collect(),
+            Set::Active => ordered(&self.active).into_iter().map(|(k, _)| k).collect(),
+            Set::Delayed => ordered(&self.delayed).into_iter().map(|(k, _)| k).collect(),
+            Set::Dead => ordered(&self.dead).into_iter().map(|(k, _)| k).collect(),
         }
     }
 
@@ -97,7 +96,7 @@ pub struct Model {
     tick: u64,
     wrote_time: bool,
     /// (queue, set, id) of every time-scored member the last call wrote.
-    written: Vec<(String, &'static str, String)>,
+    written: Vec<(String, Set, String)>,
 }
 
 fn err(e: ConnectorError) -> ErrorKind {
@@ -120,20 +119,20 @@ impl Model {
     }
 
     /// (queue, set, id) of every time-scored member the last call wrote.
-    pub fn written(&self) -> &[(String, &'static str, String)] {
+    pub fn written(&self) -> &[(String, Set, String)] {
         &self.written
     }
 
     /// Members of time-scored `set` of `queue` whose order against `id` (same due-ness, larger id)
     /// would flip if the engine stamped both in one millisecond: their ticks.
-    pub fn order_hazards(&self, queue: &str, set: &str, id: &str) -> Vec<u64> {
+    pub fn order_hazards(&self, queue: &str, set: Set, id: &str) -> Vec<u64> {
         let Some(q) = self.queues.get(queue) else {
             return Vec::new();
         };
         let m = match set {
-            "active" => &q.active,
-            "delayed" => &q.delayed,
-            "dead" => &q.dead,
+            Set::Active => &q.active,
+            Set::Delayed => &q.delayed,
+            Set::Dead => &q.dead,
             _ => return Vec::new(),
         };
         let Some(mine) = m.get(id) else {
@@ -145,7 +144,7 @@ impl Model {
             .collect()
     }
 
-    fn note(&mut self, queue: &str, set: &'static str, id: &str) {
+    fn note(&mut self, queue: &str, set: Set, id: &str) {
         self.written.push((queue.to_string(), set, id.to_string()));
     }
 
@@ -202,11 +201,11 @@ impl Model {
                 let state = match stamp {
                     Some(s) => {
                         qs.delayed.insert(id.clone(), s);
-                        "delayed"
+                        Set::Delayed
                     }
                     None => {
                         qs.pending.insert(id.clone());
-                        "pending"
+                        Set::Pending
                     }
                 };
                 qs.jobs.insert(
@@ -218,7 +217,7 @@ impl Model {
                     },
                 );
                 if stamp.is_some() {
-                    self.note(queue, "delayed", &id);
+                    self.note(queue, Set::Delayed, &id);
                 }
                 self.minted.push((queue.clone(), id.clone()));
                 Ok(Reply::Id(id))
@@ -268,13 +267,13 @@ impl Model {
                 qs.active.insert(id.clone(), stamp);
                 let job = qs.jobs.get_mut(&id).expect("pending ids have a hash");
                 job.attempts += 1;
-                job.state = "active";
+                job.state = Set::Active;
                 let claimed = Claimed {
                     id,
                     payload: job.payload.clone(),
                     attempts: job.attempts,
                 };
-                self.note(queue, "active", &claimed.id);
+                self.note(queue, Set::Active, &claimed.id);
                 self.claims.push((queue.clone(), claimed.clone()));
                 Ok(Reply::Claim(Some(claimed)))
             }
@@ -316,14 +315,14 @@ impl Model {
                 qs.active.remove(id);
                 let job = qs.jobs.get_mut(id).expect("active ids have a hash");
                 if dead {
-                    job.state = "dead";
+                    job.state = Set::Dead;
                     qs.dead.insert(id.clone(), stamp);
-                    self.note(queue, "dead", id);
+                    self.note(queue, Set::Dead, id);
                     Ok(Reply::Retry(RetryOutcome::Dead))
                 } else {
-                    job.state = "delayed";
+                    job.state = Set::Delayed;
                     qs.delayed.insert(id.clone(), stamp);
-                    self.note(queue, "delayed", id);
+                    self.note(queue, Set::Delayed, id);
                     Ok(Reply::Retry(RetryOutcome::Delayed))
                 }
             }
@@ -343,7 +342,7 @@ impl Model {
                 for id in &due {
                     qs.delayed.remove(id);
                     qs.pending.insert(id.clone());
-                    qs.jobs.get_mut(id).expect("delayed ids have a hash").state = "pending";
+                    qs.jobs.get_mut(id).expect("delayed ids have a hash").state = Set::Pending;
                 }
                 Ok(Reply::Count(due.len() as i64))
             }
@@ -374,17 +373,17 @@ impl Model {
                     qs.active.remove(id);
                     let job = qs.jobs.get_mut(id).expect("active ids have a hash");
                     if job.attempts >= *max_attempts {
-                        job.state = "dead";
+                        job.state = Set::Dead;
                         qs.dead
                             .insert(id.clone(), stamp.expect("a burial has a stamp"));
                         buried.push(id.clone());
                     } else {
-                        job.state = "pending";
+                        job.state = Set::Pending;
                         qs.pending.insert(id.clone());
                     }
                 }
                 for id in &buried {
-                    self.note(queue, "dead", id);
+                    self.note(queue, Set::Dead, id);
                 }
                 Ok(Reply::Count(due.len() as i64))
             }
@@ -440,7 +439,7 @@ mod tests {
         };
         assert_eq!(m.apply(&reap(3, 0)), Ok(Reply::Count(0)));
         assert_eq!(m.apply(&reap(1, 5)), Ok(Reply::Count(1)));
-        assert_eq!(m.queues["q"].jobs[&c.id].state, "dead");
+        assert_eq!(m.queues["q"].jobs[&c.id].state, Set::Dead);
         let retry = Request::Retry {
             session: s(),
             queue: q(),

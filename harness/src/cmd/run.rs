@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use crate::bundle::Bundle;
 use crate::connector::Verbs;
 use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
 use crate::engine::{Engine, EngineOptions};
 use crate::error::HarnessError;
-use crate::gate::{ConnectorFactory, GateContext, GateOutcome, run_gate};
-use crate::output::Progress;
-use crate::record::{Header, Record, SCHEMA, now_rfc3339};
+use crate::gates::{ConnectorFactory, GateContext, GateOutcome, run_gate};
+use crate::protocol::bundle::Bundle;
+use crate::report::output::Progress;
+use crate::report::{Header, Record, SCHEMA, now_rfc3339};
 
 /// Which connector to judge.
 #[derive(Debug, Clone)]

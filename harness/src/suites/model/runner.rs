@@ -10,12 +10,12 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::{Admin, Engine};
 use crate::error::{ConnectorError, HarnessError};
-use crate::gate::ConnectorFactory;
-use crate::grammar::SETS;
-use crate::keyspace::{Keyspace, QueueState};
-use crate::model::case::yaml_case;
-use crate::model::history::{History, QUEUES, histories, resolve};
-use crate::model::state::{Model, Predicted, Queue, Stamp, ordered};
+use crate::gates::ConnectorFactory;
+use crate::protocol::grammar::Set;
+use crate::protocol::keyspace::{Keyspace, QueueState};
+use crate::suites::model::case::yaml_case;
+use crate::suites::model::history::{History, histories, resolve};
+use crate::suites::model::state::{Model, Predicted, Queue, Stamp, ordered};
 
 /// Where histories run: the engine, the database they own, and fresh connectors.
 pub struct Env<'a> {
@@ -138,7 +138,7 @@ fn judge(
             )));
         }
     }
-    let ks = Keyspace::read(admin)?;
+    let ks = admin.keyspace()?;
     let now = admin.time_ms()?;
     let diffs = diff_keyspace(&model, &ks, now);
     if !diffs.is_empty() {
@@ -161,7 +161,7 @@ fn space_out(model: &Model, recent: &mut Vec<(u64, Instant)>) {
     }
     let mut until: Option<Instant> = None;
     for (q, set, id) in model.written() {
-        for tick in model.order_hazards(q, set, id) {
+        for tick in model.order_hazards(q, *set, id) {
             if let Some((_, t)) = recent.iter().find(|(k, _)| *k == tick) {
                 let free = *t + TIME_GAP;
                 until = Some(until.map_or(free, |u| u.max(free)));
@@ -201,7 +201,7 @@ pub fn diff_keyspace(model: &Model, ks: &Keyspace, now: i64) -> Vec<String> {
     for q in names {
         let m = model.queues.get(q).unwrap_or(&empty_model);
         let k = ks.queues.get(q).unwrap_or(&empty_ks);
-        for set in SETS {
+        for set in Set::ALL {
             let got: Vec<&String> = k.set(set).iter().map(|(id, _)| id).collect();
             let want = m.ids(set);
             if got
@@ -213,16 +213,16 @@ pub fn diff_keyspace(model: &Model, ks: &Keyspace, now: i64) -> Vec<String> {
                 continue;
             }
             let stamps: Vec<(String, Option<Stamp>)> = match set {
-                "pending" => want.iter().map(|id| (id.clone(), None)).collect(),
-                "active" => ordered(&m.active)
+                Set::Pending => want.iter().map(|id| (id.clone(), None)).collect(),
+                Set::Active => ordered(&m.active)
                     .into_iter()
                     .map(|(a, s)| (a, Some(s)))
                     .collect(),
-                "delayed" => ordered(&m.delayed)
+                Set::Delayed => ordered(&m.delayed)
                     .into_iter()
                     .map(|(a, s)| (a, Some(s)))
                     .collect(),
-                _ => ordered(&m.dead)
+                Set::Dead => ordered(&m.dead)
                     .into_iter()
                     .map(|(a, s)| (a, Some(s)))
                     .collect(),
@@ -532,9 +532,4 @@ pub fn parse_regressions(text: &str) -> Result<Vec<History>, HarnessError> {
             })
         })
         .collect()
-}
-
-/// The queue names a history can touch.
-pub fn queues_of(h: &History) -> &'static [&'static str] {
-    &QUEUES[..usize::from(h.queues.clamp(1, 3))]
 }

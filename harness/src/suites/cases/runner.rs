@@ -2,12 +2,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::cases::expect::{check_keyspace, diff, matches, resolve};
-use crate::cases::format::{Action, Case, Expect};
 use crate::connector::{Connector, Reply, Request};
 use crate::engine::{Admin, Engine};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
-use crate::keyspace::Keyspace;
+use crate::suites::cases::expect::{check_keyspace, diff, matches, resolve};
+use crate::suites::cases::format::{Action, Case, Expect};
 
 /// Why a case failed: where, what, and the `(-expected|+actual)` diff.
 #[derive(Debug, Clone)]
@@ -195,7 +194,9 @@ fn run_steps(
                     .admin
                     .time_ms()
                     .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
-                let ks = Keyspace::read(&mut run.admin)
+                let ks = run
+                    .admin
+                    .keyspace()
                     .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
                 let spec = resolve(&Value::Object(spec.clone()), &run.vars);
                 if let Err((exp, act)) = check_keyspace(spec.as_object().expect("map"), &ks, now) {

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::gate::GateOutcome;
+use crate::gates::GateOutcome;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 

@@ -2,13 +2,15 @@
 //! Verdicts and evidence are stable; times and rates live apart, in `volatile`, so `check` can
 //! compare a fresh run with the committed record.
 
+pub mod output;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
-use crate::gate::{GateOutcome, Verdict};
+use crate::gates::{GateOutcome, Verdict};
 
 /// The record's schema name; bumped when a field changes meaning.
 pub const SCHEMA: &str = "emq-gate-record/1";
@@ -199,7 +201,7 @@ impl Record {
                 ));
             }
             if c.evidence != n.evidence {
-                let d = crate::cases::expect::diff(
+                let d = crate::suites::cases::expect::diff(
                     &serde_json::json!(c.evidence),
                     &serde_json::json!(n.evidence),
                 );
@@ -262,7 +264,7 @@ impl Record {
             s.push_str(&format!("| {k} | {v} |\n"));
         }
         s.push_str("\n## Scripts\n\n| script | sha1 |\n|---|---|\n");
-        for name in crate::bundle::SCRIPT_ORDER {
+        for name in crate::protocol::bundle::SCRIPT_ORDER {
             if let Some(sha) = h.scripts.get(name) {
                 s.push_str(&format!("| {name} | `{sha}` |\n"));
             }

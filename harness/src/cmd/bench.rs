@@ -1,7 +1,7 @@
 //! Throughput, measured honestly: the connector's pipelined `EVALSHA` enqueue batch against the
 //! engine's own limit — `valkey-benchmark` (built with the engine by `ci/provision`) sending the
 //! same script SHA with the same keys, arguments, depth and request count, over one connection,
-//! on the same engine, in the same run. G5's `batch_ops_per_s` figure comes from [`time_batch`],
+//! on the same engine, in the same run. G5's `batch_ops_per_s` figure comes from [`time_batch`] (in G5),
 //! so the gate record and `emq-gate bench` can never disagree about how ops/s is measured.
 
 use std::path::{Path, PathBuf};
@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::bundle::Bundle;
-use crate::connector::{Connector, Verbs};
+use crate::cmd::run::{Subject, factory};
+use crate::connector::Verbs;
 use crate::engine::{Engine, EngineKind, EngineOptions};
 use crate::error::{ConnectorError, HarnessError};
-use crate::gate::GateContext;
-use crate::grammar::{job_root, key};
-use crate::output::Progress;
-use crate::run::{Subject, factory};
+use crate::gates::GateContext;
+use crate::gates::g5_pipeline::time_batch;
+use crate::protocol::bundle::Bundle;
+use crate::protocol::grammar::{job_root, key};
+use crate::report::output::Progress;
 
 /// The pipeline depths the bench compares.
 pub const DEPTHS: [i64; 4] = [1, 16, 100, 1000];
@@ -28,43 +29,6 @@ pub const QUEUE: &str = "bench";
 pub const PAYLOAD: &str = "payload";
 /// The database the bench owns on a booted engine (the gates own 901..=908).
 pub const BENCH_DB: u32 = 950;
-
-/// One timed batch of enqueues through a connector.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct BatchTiming {
-    /// Enqueues asked for.
-    pub n: i64,
-    /// Enqueues per pipeline.
-    pub depth: i64,
-    /// Enqueues the connector says landed.
-    pub done: i64,
-    /// Wall time of the `batch` call alone, seconds.
-    pub secs: f64,
-    /// `n / secs`.
-    pub ops_per_s: f64,
-}
-
-/// Times one `batch(n, depth)` call on an already connected `session`: the wall clock around the
-/// call and nothing else. The one measurement both G5 and `emq-gate bench` use.
-pub fn time_batch<C: Connector + ?Sized>(
-    c: &mut C,
-    session: &str,
-    queue: &str,
-    n: i64,
-    depth: i64,
-    payload: &str,
-) -> Result<BatchTiming, ConnectorError> {
-    let t0 = Instant::now();
-    let done = c.batch(session, queue, n, depth, payload)?;
-    let secs = t0.elapsed().as_secs_f64().max(1e-9);
-    Ok(BatchTiming {
-        n,
-        depth,
-        done,
-        secs,
-        ops_per_s: n as f64 / secs,
-    })
-}
 
 /// Where `valkey-benchmark` is: `EMQ_VALKEY_BENCHMARK`, `ci/provision`'s cache, beside the
 /// binary engine's `valkey-server`, then `PATH`.
@@ -277,7 +241,7 @@ fn conn_err(what: &str) -> impl Fn(ConnectorError) -> HarnessError + '_ {
 /// gates on the same engine.
 pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, HarnessError> {
     let bundle = Arc::new(Bundle::load_default()?);
-    let engine = crate::run::boot(&opts.engine, progress)?;
+    let engine = crate::cmd::run::boot(&opts.engine, progress)?;
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
     let url = engine.url(db);
     let mut admin = engine.prepare_db(db)?;
@@ -415,7 +379,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             batch: opts.batch,
             progress: &say,
         };
-        for o in crate::run::run_gates(&ctx, None, progress) {
+        for o in crate::cmd::run::run_gates(&ctx, None, progress) {
             gates.push(GateWall {
                 verdict: o.verdict.to_string(),
                 wall_ms: duration_ms(o.wall),

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cmd::run::{RunOptions, Subject};
 use crate::connector::child::ChildSpec;
 use crate::engine::{DEFAULT_IMAGE, EngineChoice, EngineOptions};
-use crate::run::{RunOptions, Subject};
 
 const EXIT_CODES: &str = "\
 EXIT CODES:

@@ -13,11 +13,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::bundle::sha1_hex;
 use crate::connector::{Connector, Verbs};
 use crate::engine::Admin;
 use crate::engine::admin::Monitor;
 use crate::error::{ConnectorError, HarnessError};
+use crate::protocol::bundle::sha1_hex;
 
 /// One parsed `MONITOR` line.
 #[derive(Debug, Clone, PartialEq, Eq)]

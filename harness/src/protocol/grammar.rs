@@ -5,7 +5,43 @@ use crate::error::ConnectorError;
 /// The one key outside any queue.
 pub const FENCE_KEY: &str = "emq:fence";
 
-/// The four sorted sets of a queue, in the order records print them.
+/// One of a queue's four sorted sets; a job's `state` names the set that holds it (SPEC §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Set {
+    Pending,
+    Active,
+    Delayed,
+    Dead,
+}
+
+impl Set {
+    /// The four sets, in the order records print them.
+    pub const ALL: [Set; 4] = [Set::Pending, Set::Active, Set::Delayed, Set::Dead];
+
+    /// The set's name: the key suffix and the job `state` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Set::Pending => "pending",
+            Set::Active => "active",
+            Set::Delayed => "delayed",
+            Set::Dead => "dead",
+        }
+    }
+
+    /// The set a `state` value names.
+    pub fn from_name(s: &str) -> Option<Set> {
+        Set::ALL.into_iter().find(|set| set.name() == s)
+    }
+}
+
+impl std::fmt::Display for Set {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The four set names, in the order records print them.
 pub const SETS: [&str; 4] = ["pending", "active", "delayed", "dead"];
 
 /// Rejects a queue name before a byte is sent: 1–128 chars of `[A-Za-z0-9._-]`.
@@ -57,7 +93,7 @@ pub fn job_root(q: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParsedKey {
     Fence,
-    Set { queue: String, set: &'static str },
+    Set { queue: String, set: Set },
     Seq { queue: String },
     Job { queue: String, id: String },
 }
@@ -82,9 +118,7 @@ pub fn parse_key(k: &str) -> Option<ParsedKey> {
             id: id.to_string(),
         });
     }
-    SETS.iter()
-        .find(|s| **s == tail)
-        .map(|set| ParsedKey::Set { queue, set })
+    Set::from_name(tail).map(|set| ParsedKey::Set { queue, set })
 }
 
 /// The Valkey cluster hash slot of a key (CRC16/XMODEM of the hash tag, mod 16384).

@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::grammar::{SETS, is_job_id};
-use crate::keyspace::Keyspace;
+use crate::protocol::grammar::{Set, is_job_id};
+use crate::protocol::keyspace::Keyspace;
 
 /// Tolerance of the `$now` score matchers, in ms.
 pub const NOW_TOLERANCE_MS: i64 = 2000;
@@ -147,8 +147,8 @@ pub fn check_keyspace(
     let empty = Default::default();
     let queue = spec.get("queue").and_then(Value::as_str);
     let st = queue.and_then(|q| ks.queues.get(q)).unwrap_or(&empty);
-    for set in SETS {
-        let Some(Value::Object(want)) = spec.get(set) else {
+    for set in Set::ALL {
+        let Some(Value::Object(want)) = spec.get(set.name()) else {
             continue;
         };
         let mut got = Map::new();
@@ -159,8 +159,8 @@ pub fn check_keyspace(
             };
             got.insert(id.clone(), shown);
         }
-        exp.insert(set.into(), Value::Object(want.clone()));
-        act.insert(set.into(), Value::Object(got));
+        exp.insert(set.name().into(), Value::Object(want.clone()));
+        act.insert(set.name().into(), Value::Object(got));
     }
     if let Some(Value::Object(jobs)) = spec.get("jobs") {
         let mut e = Map::new();

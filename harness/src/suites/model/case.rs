@@ -7,9 +7,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::connector::Request;
-use crate::model::history::{GHOST, History, LATER_MS, expected};
-use crate::model::runner::queues_of;
-use crate::model::state::{Stamp, ordered};
+use crate::suites::model::history::{GHOST, History, LATER_MS, expected, queues_of};
+use crate::suites::model::state::{Stamp, ordered};
 
 fn j(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).expect("json")
@@ -130,7 +129,7 @@ pub fn yaml_case(h: &History, why: &str) -> (String, String) {
             }
         }
     }
-    let hash = crate::bundle::sha1_hex(body.as_bytes());
+    let hash = crate::protocol::bundle::sha1_hex(body.as_bytes());
     let id = format!("g7-regression-{}", &hash[..10]);
     let first = why.lines().next().unwrap_or_default();
     let mut all_sessions = sessions.clone();

@@ -17,11 +17,11 @@ mod resp;
 
 use redis::{ConnectionLike, ErrorKind as RedisKind, ServerErrorKind, Value};
 
-use crate::bundle::{Bundle, SCRIPT_ORDER};
 use crate::connector::args::validate;
 use crate::connector::{Claimed, Connector, Identity, Reply, Request, RetryOutcome};
 use crate::error::{ConnectorError, ErrorKind};
-use crate::grammar::{FENCE_KEY, job_root, key};
+use crate::protocol::bundle::{Bundle, SCRIPT_ORDER};
+use crate::protocol::grammar::{FENCE_KEY, job_root, key};
 
 /// Deliberate breakage, for the gates' self-tests: each makes the connector wrong in one way a
 /// gate must catch. `None` in every real use.
@@ -105,7 +105,7 @@ impl Reference {
                 if fault == Some(Fault::ForeignScripts) {
                     source.extend_from_slice(b"-- patched locally\n");
                 }
-                let sha = crate::bundle::sha1_hex(&source);
+                let sha = crate::protocol::bundle::sha1_hex(&source);
                 (*name, Loaded { sha, source })
             })
             .collect();

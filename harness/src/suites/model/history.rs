@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::connector::Request;
-use crate::grammar::job_id;
-use crate::model::state::Model;
+use crate::protocol::grammar::job_id;
+use crate::suites::model::state::Model;
 
 /// A lease, backoff or delay that never comes due while a history runs.
 pub const LATER_MS: i64 = 3_600_000;
@@ -351,7 +351,12 @@ fn invalid(kind: u8, session: String, queue: String) -> Request {
 
 /// Resolves a whole history against a fresh model: the concrete requests, the model's replies, and
 /// the model's final state.
-pub fn expected(h: &History) -> (Vec<(Request, crate::model::state::Predicted)>, Model) {
+pub fn expected(
+    h: &History,
+) -> (
+    Vec<(Request, crate::suites::model::state::Predicted)>,
+    Model,
+) {
     let mut model = Model::new();
     for s in h.session_names() {
         let _ = model.apply(&Request::Connect {
@@ -369,4 +374,9 @@ pub fn expected(h: &History) -> (Vec<(Request, crate::model::state::Predicted)>,
         })
         .collect();
     (steps, model)
+}
+
+/// The queue names a history can touch.
+pub fn queues_of(h: &History) -> &'static [&'static str] {
+    &QUEUES[..usize::from(h.queues.clamp(1, 3))]
 }

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::connector::{Connector, Verbs};
 use crate::error::{ConnectorError, HarnessError};
-use crate::grammar::SETS;
-use crate::keyspace::Keyspace;
-use crate::model::runner::Env;
+use crate::protocol::grammar::Set;
+use crate::protocol::keyspace::Keyspace;
+use crate::suites::model::runner::Env;
 
 /// The soak's queue.
 pub const QUEUE: &str = "soak";
@@ -171,7 +171,7 @@ pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessErro
         }
     });
     let elapsed = t0.elapsed();
-    let ks = Keyspace::read(&mut admin)?;
+    let ks = admin.keyspace()?;
     let sh = shared.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut violations = sh.violations.clone();
     violations.extend(account(&sh, &ks));
@@ -190,8 +190,8 @@ fn account(sh: &Shared, ks: &Keyspace) -> Vec<String> {
     let mut out = ks.violations();
     let empty = Default::default();
     let q = ks.queues.get(QUEUE).unwrap_or(&empty);
-    let mut homes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for set in SETS {
+    let mut homes: BTreeMap<&str, Vec<Set>> = BTreeMap::new();
+    for set in Set::ALL {
         for (id, _) in q.set(set) {
             homes.entry(id.as_str()).or_default().push(set);
         }

@@ -1,14 +1,22 @@
-//! A snapshot of an EchoMQ database read by the harness (never through the connector), and the
-//! invariants of §3 checked over it.
+//! A snapshot of an EchoMQ database (read by the harness's admin, never through the connector),
+//! and the invariants of SPEC §1 checked over it. Pure: [`Keyspace::from_keys`] takes what the
+//! engine layer read.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::engine::Admin;
-use crate::engine::admin::KeyData;
-use crate::error::HarnessError;
-use crate::grammar::{ParsedKey, SETS, parse_key};
+use crate::protocol::grammar::{ParsedKey, Set, parse_key};
+
+/// One key's contents, as the engine returned them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyData {
+    Hash(BTreeMap<String, String>),
+    ZSet(Vec<(String, i64)>),
+    String(Option<String>),
+    /// Another type (named): never EchoMQ's.
+    Other(String),
+}
 
 fn type_name(d: &KeyData) -> &str {
     match d {
@@ -31,24 +39,22 @@ pub struct QueueState {
 }
 
 impl QueueState {
-    /// The set called `name` (one of [`SETS`]).
-    pub fn set(&self, name: &str) -> &Vec<(String, i64)> {
-        match name {
-            "pending" => &self.pending,
-            "active" => &self.active,
-            "delayed" => &self.delayed,
-            "dead" => &self.dead,
-            other => panic!("no set {other}"),
+    /// The members of `set` with their scores.
+    pub fn set(&self, set: Set) -> &Vec<(String, i64)> {
+        match set {
+            Set::Pending => &self.pending,
+            Set::Active => &self.active,
+            Set::Delayed => &self.delayed,
+            Set::Dead => &self.dead,
         }
     }
 
-    fn set_mut(&mut self, name: &str) -> &mut Vec<(String, i64)> {
-        match name {
-            "pending" => &mut self.pending,
-            "active" => &mut self.active,
-            "delayed" => &mut self.delayed,
-            "dead" => &mut self.dead,
-            other => panic!("no set {other}"),
+    fn set_mut(&mut self, set: Set) -> &mut Vec<(String, i64)> {
+        match set {
+            Set::Pending => &mut self.pending,
+            Set::Active => &mut self.active,
+            Set::Delayed => &mut self.delayed,
+            Set::Dead => &mut self.dead,
         }
     }
 }
@@ -63,12 +69,10 @@ pub struct Keyspace {
 }
 
 impl Keyspace {
-    /// Reads the whole database behind `admin`.
-    pub fn read(admin: &mut Admin) -> Result<Self, HarnessError> {
+    /// Sorts what the engine holds into queues, the fence and foreign keys.
+    pub fn from_keys(keys: impl IntoIterator<Item = (String, KeyData)>) -> Self {
         let mut ks = Self::default();
-        let keys = admin.keys()?;
-        let data = admin.read_keys(&keys)?;
-        for (k, d) in keys.into_iter().zip(data) {
+        for (k, d) in keys {
             match (parse_key(&k), d) {
                 (Some(ParsedKey::Fence), KeyData::Hash(h)) => ks.fence = Some(h),
                 (Some(ParsedKey::Set { queue, set }), KeyData::ZSet(members)) => {
@@ -83,7 +87,7 @@ impl Keyspace {
                 (_, d) => ks.foreign.push(format!("{k} ({})", type_name(&d))),
             }
         }
-        Ok(ks)
+        ks
     }
 
     /// Every breach of §3's invariants; empty when the database is clean.
@@ -101,11 +105,11 @@ impl Keyspace {
             }
         }
         for (q, st) in &self.queues {
-            let mut home: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for set in SETS {
+            let mut home: BTreeMap<&str, Vec<Set>> = BTreeMap::new();
+            for set in Set::ALL {
                 for (id, score) in st.set(set) {
                     home.entry(id).or_default().push(set);
-                    if set == "pending" && *score != 0 {
+                    if set == Set::Pending && *score != 0 {
                         out.push(format!("queue {q}: pending {id} has score {score}, not 0"));
                     }
                 }
@@ -129,13 +133,12 @@ impl Keyspace {
                 }
                 match home.get(id.as_str()) {
                     None => out.push(format!("queue {q}: orphan hash {id} (in no set)")),
-                    Some(sets) if h.get("state").map(String::as_str) != Some(sets[0]) => {
-                        out.push(format!(
+                    Some(sets) if h.get("state").map(String::as_str) != Some(sets[0].name()) => out
+                        .push(format!(
                             "queue {q}: {id} has state {:?} but is in {}",
                             h.get("state"),
                             sets[0]
-                        ))
-                    }
+                        )),
                     Some(_) => {}
                 }
                 if h.get("attempts")

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::bundle::Bundle;
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, HarnessError};
+use crate::protocol::bundle::Bundle;
 
 /// One way to be wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

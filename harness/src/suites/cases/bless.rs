@@ -3,10 +3,10 @@
 
 use std::io::Write;
 
-use crate::cases::expect::matches;
-use crate::cases::format::{Case, Expect};
-use crate::cases::runner::Observed;
 use crate::error::HarnessError;
+use crate::suites::cases::expect::matches;
+use crate::suites::cases::format::{Case, Expect};
+use crate::suites::cases::runner::Observed;
 
 fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()

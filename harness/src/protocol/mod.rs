@@ -1,0 +1,6 @@
+//! L1–L2, pure: the key grammar, the script bundle, and the keyspace model with its invariants.
+//! Nothing here talks to an engine; everything above builds on it.
+
+pub mod bundle;
+pub mod grammar;
+pub mod keyspace;
