@@ -192,6 +192,25 @@ pub trait Connector {
     }
 }
 
+/// Makes fresh connector instances: a gate may need several (sessions, restarts, crashes).
+pub trait ConnectorFactory: Send + Sync {
+    /// A new, unconnected connector.
+    fn make(&self) -> Result<Box<dyn Connector + Send>, crate::error::HarnessError>;
+    /// True when [`Connector::kill`] really kills a process (child connectors).
+    fn killable(&self) -> bool {
+        false
+    }
+}
+
+impl<F> ConnectorFactory for F
+where
+    F: Fn() -> Result<Box<dyn Connector + Send>, crate::error::HarnessError> + Send + Sync,
+{
+    fn make(&self) -> Result<Box<dyn Connector + Send>, crate::error::HarnessError> {
+        self()
+    }
+}
+
 impl<C: Connector + ?Sized> Connector for Box<C> {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         (**self).call(request)

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::connector::Connector;
+pub use crate::connector::ConnectorFactory;
 use crate::engine::Engine;
 use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
@@ -97,25 +97,6 @@ impl GateOutcome {
     /// A volatile figure (time, rate): recorded apart from the verdict.
     pub fn figure(&mut self, name: &str, value: impl Into<serde_json::Value>) {
         self.figures.insert(name.into(), value.into());
-    }
-}
-
-/// Makes fresh connector instances: a gate may need several (sessions, restarts, crashes).
-pub trait ConnectorFactory: Send + Sync {
-    /// A new, unconnected connector.
-    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError>;
-    /// True when [`Connector::kill`] really kills a process (child connectors).
-    fn killable(&self) -> bool {
-        false
-    }
-}
-
-impl<F> ConnectorFactory for F
-where
-    F: Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync,
-{
-    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
-        self()
     }
 }
 

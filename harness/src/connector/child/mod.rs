@@ -32,7 +32,7 @@ use serde_json::Value;
 use self::process::{Ring, Running, push_line};
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
-use crate::gates::ConnectorFactory;
+use crate::connector::ConnectorFactory;
 
 /// The per-request timeout unless a spec says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
