@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::connector::Verbs;
 use crate::error::ErrorKind;
-use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::observe::{Observed, Watch, is_script_cmd, keys_of, names_emq_key, stable};
 use crate::protocol::grammar::FENCE_KEY;
 
@@ -15,7 +15,7 @@ const QUEUE: &str = "g1";
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = run(ctx, out) {
-        out.error(e);
+        out.error(e.to_string());
     }
 }
 
@@ -88,23 +88,17 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
     }
 }
 
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
-    let db = gate_db("G1");
-    let url = ctx.engine.url(db);
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { db, url, mut admin } = ctx.database("G1")?;
     let m = &ctx.bundle.manifest;
-    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
-    if !admin
-        .hgetall(FENCE_KEY)
-        .map_err(|e| e.to_string())?
-        .is_empty()
-    {
-        return Err(format!("database {db} still holds a fence after the flush"));
+    if !admin.hgetall(FENCE_KEY)?.is_empty() {
+        return Err(format!("database {db} still holds a fence after the flush").into());
     }
 
     // 1. Fresh database: the first connect installs; every connect reads first.
     (ctx.progress)("G1: connects on a fresh database under MONITOR");
-    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
-    let mut a = ctx.factory.make().map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[])?;
+    let mut a = ctx.factory.make()?;
     if let Err(e) = a.connect("s1", &url) {
         let _ = watch.stop();
         out.fail(format!(
@@ -114,7 +108,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         out.figure("first_connect_error", e.message);
         return Ok(());
     }
-    let fence = admin.hgetall(FENCE_KEY).map_err(|e| e.to_string())?;
+    let fence = admin.hgetall(FENCE_KEY)?;
     let want: BTreeMap<String, String> = [
         ("protocol", m.protocol.to_string()),
         ("bundle", m.bundle.clone()),
@@ -151,7 +145,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         b.disconnect("t1")?;
         Ok::<_, crate::error::ConnectorError>(())
     })();
-    let obs = watch.stop().map_err(|e| e.to_string())?;
+    let obs = watch.stop()?;
     if let Err(e) = steps {
         out.fail(format!(
             "a verb of the connect workload failed (kind {})",
@@ -173,17 +167,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     bad.sort();
     bad.dedup();
     out.figure("connector_connections", firsts.len());
-    out.check(
-        bad.is_empty(),
-        format!(
-            "5 connects (3 sessions, a reconnect, a second instance): every connection's first EchoMQ command was the fence read{}",
-            if bad.is_empty() {
-                String::new()
-            } else {
-                format!("; connections began with {bad:?}")
-            }
-        ),
-    );
+    out.none_of(&bad, "5 connects (3 sessions, a reconnect, a second instance): every connection's first EchoMQ command was the fence read", "connections began with");
     out.check(
         good >= 5,
         format!(
@@ -196,17 +180,15 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     (ctx.progress)("G1: a fence of protocol 2");
     let theirs = (m.protocol + 1).to_string();
     let their_bundle = format!("{theirs}.0.0");
-    admin
-        .hset(
-            FENCE_KEY,
-            &[("protocol", &theirs), ("bundle", &their_bundle)],
-        )
-        .map_err(|e| e.to_string())?;
-    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
-    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    admin.hset(
+        FENCE_KEY,
+        &[("protocol", &theirs), ("bundle", &their_bundle)],
+    )?;
+    let watch = Watch::start(&mut admin, db, &[])?;
+    let mut c = ctx.factory.make()?;
     let refused = c.connect("x", &url);
     let after = c.enqueue("x", QUEUE, "after", 0);
-    let obs = watch.stop().map_err(|e| e.to_string())?;
+    let obs = watch.stop()?;
     match refused {
         Ok(()) => out.fail(format!(
             "a connect against a protocol-{theirs} fence succeeded"
@@ -254,20 +236,10 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         .collect();
     sent.sort();
     sent.dedup();
-    out.check(
-        sent.is_empty(),
-        format!(
-            "after the refusal the connector sent no script (EVALSHA/EVAL/SCRIPT LOAD) and nothing else on an EchoMQ key{}",
-            if sent.is_empty() {
-                String::new()
-            } else {
-                format!("; sent {sent:?}")
-            }
-        ),
-    );
+    out.none_of(&sent, "after the refusal the connector sent no script (EVALSHA/EVAL/SCRIPT LOAD) and nothing else on an EchoMQ key", "sent");
     let read = obs.every_command().any(|(_, a)| is_fence_read(a));
     out.check(read, "the refused connect read the fence");
-    let now = admin.hgetall(FENCE_KEY).map_err(|e| e.to_string())?;
+    let now = admin.hgetall(FENCE_KEY)?;
     out.check(
         now.get("protocol") == Some(&theirs) && now.get("bundle") == Some(&their_bundle),
         format!("the protocol-{theirs} fence was left as it was"),

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::connector::{Connector, RetryOutcome, Verbs};
 use crate::error::ConnectorError;
-use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 
 /// Rounds of the workload; each calls every transition at least once.
 const ROUNDS: usize = 100;
@@ -16,7 +16,7 @@ const QUEUE: &str = "g3";
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = run(ctx, out) {
-        out.error(e);
+        out.error(e.to_string());
     }
 }
 
@@ -56,26 +56,22 @@ fn round(
     Ok(None)
 }
 
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
-    let db = gate_db("G3");
-    let url = ctx.engine.url(db);
-    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
-    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
-    if let Err(e) = c.connect("s", &url) {
-        out.fail(format!("connect failed (kind {})", e.kind));
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { url, mut admin, .. } = ctx.database("G3")?;
+    let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());
-    }
+    };
     let scripts = ctx.bundle.scripts.len() as u64;
-    admin.script_flush().map_err(|e| e.to_string())?;
-    admin.config_resetstat().map_err(|e| e.to_string())?;
+    admin.script_flush()?;
+    admin.config_resetstat()?;
     let mut calls = BTreeMap::new();
     let t0 = Instant::now();
     let mut loads_mid = None;
     for i in 0..ROUNDS {
         if i == ROUNDS / 2 {
-            let stats = admin.commandstats().map_err(|e| e.to_string())?;
+            let stats = admin.commandstats()?;
             loads_mid = Some(stats.get("script|load").copied().unwrap_or(0));
-            admin.script_flush().map_err(|e| e.to_string())?;
+            admin.script_flush()?;
             (ctx.progress)("G3: SCRIPT FLUSH in the middle of the run");
         }
         match round(&mut *c, &mut calls) {
@@ -95,7 +91,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         }
     }
     out.figure("workload_ms", t0.elapsed().as_millis() as u64);
-    let stats = admin.commandstats().map_err(|e| e.to_string())?;
+    let stats = admin.commandstats()?;
     let get = |k: &str| stats.get(k).copied().unwrap_or(0);
     let min = calls.values().copied().min().unwrap_or(0);
     out.check(

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::connector::Verbs;
-use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::observe::{Watch, every_transition, keys_of, stable};
 use crate::protocol::bundle::Script;
 use crate::protocol::grammar::hash_slot;
@@ -17,7 +17,7 @@ const KEYLESS_IN_SCRIPTS: &[&str] = &["TIME"];
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = run(ctx, out) {
-        out.error(e);
+        out.error(e.to_string());
     }
 }
 
@@ -127,7 +127,7 @@ pub fn static_check(script: &Script) -> (usize, Vec<String>) {
     (accesses, problems)
 }
 
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     // 1. Static.
     for s in &ctx.bundle.scripts {
         let (n, problems) = static_check(s);
@@ -144,22 +144,20 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     }
 
     // 2. Live.
-    let db = gate_db("G4");
-    let url = ctx.engine.url(db);
-    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+    let GateDb { db, url, mut admin } = ctx.database("G4")?;
     let by_sha: BTreeMap<&str, &str> = ctx
         .bundle
         .scripts
         .iter()
         .map(|s| (s.entry.sha1.as_str(), s.entry.name.as_str()))
         .collect();
-    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
-    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
+    let mut c = ctx.factory.make()?;
+    let watch = Watch::start(&mut admin, db, &[])?;
     let work = c.connect("s", &url).and_then(|()| {
         every_transition(&mut *c, "s", "g4")?;
         every_transition(&mut *c, "s", "g4.b-2")
     });
-    let obs = watch.stop().map_err(|e| e.to_string())?;
+    let obs = watch.stop()?;
     if let Err(e) = work {
         out.fail(format!("the workload failed (kind {})", e.kind));
         out.figure("workload_error", e.message);
@@ -217,29 +215,17 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     out.pass(format!(
         "bundle scripts seen running on the engine: {seen:?}"
     ));
-    out.check(
-        undeclared.is_empty(),
-        format!(
-            "every key touched inside a script call is one of its KEYS or under its ARGV[1] root{}",
-            if undeclared.is_empty() {
-                String::new()
-            } else {
-                format!("; not: {undeclared:?}")
-            }
-        ),
+    out.none_of(
+        &undeclared,
+        "every key touched inside a script call is one of its KEYS or under its ARGV[1] root",
+        "not:",
     );
-    out.check(
-        split.is_empty(),
-        format!(
-            "every script call's keys share one hash slot{}",
-            if split.is_empty() {
-                String::new()
-            } else {
-                format!("; not: {split:?}")
-            }
-        ),
+    out.none_of(
+        &split,
+        "every script call's keys share one hash slot",
+        "not:",
     );
-    let ks = admin.keyspace().map_err(|e| e.to_string())?;
+    let ks = admin.keyspace()?;
     let violations = ks.violations();
     out.check(
         violations.is_empty(),

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::connector::{Connector, Verbs};
 use crate::error::ConnectorError;
-use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::protocol::grammar::{job_id, key};
 
 /// Commands in the probe pipeline.
@@ -22,19 +22,15 @@ const QUEUE: &str = "g5";
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = run(ctx, out) {
-        out.error(e);
+        out.error(e.to_string());
     }
 }
 
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
-    let db = gate_db("G5");
-    let url = ctx.engine.url(db);
-    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
-    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
-    if let Err(e) = c.connect("s", &url) {
-        out.fail(format!("connect failed (kind {})", e.kind));
+fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { url, mut admin, .. } = ctx.database("G5")?;
+    let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());
-    }
+    };
 
     // 1. The probe: outside the EchoMQ namespace.
     let probe = format!("emq-probe:{}", ctx.seed);
@@ -53,7 +49,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
                 ok,
                 format!("a pipeline of {PROBE_N} INCR on the probe key returned 1..={PROBE_N} in order{what}"),
             );
-            let stored = admin.get(&probe).map_err(|e| e.to_string())?;
+            let stored = admin.get(&probe)?;
             out.check(
                 stored.as_deref() == Some(&PROBE_N.to_string()),
                 format!("the probe key holds {PROBE_N} afterwards"),
@@ -93,7 +89,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         }
         Err(e) => out.fail(format!("pending_size failed (kind {})", e.kind)),
     };
-    let seq = admin.get(&key(QUEUE, "seq")).map_err(|e| e.to_string())?;
+    let seq = admin.get(&key(QUEUE, "seq"))?;
     out.check(
         seq == Some(n.to_string()),
         format!(
@@ -103,12 +99,8 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         ),
     );
     let pending = key(QUEUE, "pending");
-    let first: Vec<String> = admin
-        .query(&["ZRANGE", &pending, "0", "0"])
-        .map_err(|e| e.to_string())?;
-    let last: Vec<String> = admin
-        .query(&["ZRANGE", &pending, "-1", "-1"])
-        .map_err(|e| e.to_string())?;
+    let first: Vec<String> = admin.query(&["ZRANGE", &pending, "0", "0"])?;
+    let last: Vec<String> = admin.query(&["ZRANGE", &pending, "-1", "-1"])?;
     let want = [job_id(1), job_id(n.max(1) as u64)];
     out.check(
         first.first() == Some(&want[0]) && last.first() == Some(&want[1]),

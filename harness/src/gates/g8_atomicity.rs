@@ -22,7 +22,7 @@ use rand::{RngExt, SeedableRng};
 use crate::connector::{Connector, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
-use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::observe::{Watch, connector_clients, every_transition, keys_of, names_emq_key, stable};
 use crate::protocol::bundle::sha1_hex;
 use crate::protocol::grammar::{FENCE_KEY, Set, job_id, key};
@@ -38,11 +38,11 @@ const SESSION: &str = "w";
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = discipline(ctx, out) {
-        out.error(e);
+        out.error(e.to_string());
         return;
     }
     if let Err(e) = crashes(ctx, out) {
-        out.error(e);
+        out.error(e.to_string());
     }
 }
 
@@ -85,10 +85,8 @@ fn breach(args: &[String], shas: &BTreeSet<String>, probe: &str) -> Option<Strin
     }
 }
 
-fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
-    let db = gate_db("G8");
-    let url = ctx.engine.url(db);
-    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
+fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { db, url, mut admin } = ctx.database("G8")?;
     let shas: BTreeSet<String> = ctx
         .bundle
         .scripts
@@ -97,8 +95,8 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String
         .collect();
     let probe = format!("emq-probe:{}", ctx.seed);
     (ctx.progress)("G8: command discipline under MONITOR");
-    let watch = Watch::start(&mut admin, db, &[]).map_err(|e| e.to_string())?;
-    let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+    let watch = Watch::start(&mut admin, db, &[])?;
+    let mut c = ctx.factory.make()?;
     let work = (|| {
         c.connect("s", &url)?;
         every_transition(&mut *c, "s", "g8")?;
@@ -112,7 +110,7 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String
         c.disconnect("s")?;
         Ok::<_, ConnectorError>(())
     })();
-    let obs = watch.stop().map_err(|e| e.to_string())?;
+    let obs = watch.stop()?;
     if let Err(e) = work {
         out.fail(format!("the discipline workload failed (kind {})", e.kind));
         out.figure("discipline_error", e.message);
@@ -208,24 +206,26 @@ fn step(
 }
 
 /// A fresh connector with `SESSION` open (kills may land during the connect: try again).
-fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, String> {
+/// The killer thread ended early (it panicked or its admin connection failed).
+const KILLER_GONE: &str = "the killer thread is gone";
+
+fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, GateError> {
     let mut last = String::new();
     for _ in 0..50 {
-        let mut c = ctx.factory.make().map_err(|e| e.to_string())?;
+        let mut c = ctx.factory.make()?;
         match c.connect(SESSION, url) {
             Ok(()) => return Ok(c),
             // A kill that landed mid-connect is an engine error; anything else will not heal.
             Err(e) if e.kind != crate::error::ErrorKind::Engine => {
-                return Err(format!(
-                    "cannot reconnect the connector: {}: {}",
-                    e.kind, e.message
-                ));
+                return Err(
+                    format!("cannot reconnect the connector: {}: {}", e.kind, e.message).into(),
+                );
             }
             Err(e) => last = format!("{}: {}", e.kind, e.message),
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    Err(format!("cannot reconnect the connector: {last}"))
+    Err(format!("cannot reconnect the connector: {last}").into())
 }
 
 /// The killer: on each request, waits the given µs and kills every connector connection of `db`.
@@ -234,33 +234,30 @@ fn killer(
     db: u32,
     harness: Vec<u64>,
     rx: mpsc::Receiver<u64>,
-    ack: mpsc::Sender<Result<bool, String>>,
+    ack: mpsc::Sender<Result<bool, GateError>>,
 ) {
     for delay in rx {
         if delay > 0 {
             std::thread::sleep(Duration::from_micros(delay));
         }
-        let r = connector_clients(&mut admin, db, &harness).and_then(|ids| {
-            for id in &ids {
-                admin.client_kill(*id)?;
-            }
-            Ok(!ids.is_empty())
-        });
-        if ack.send(r.map_err(|e| e.to_string())).is_err() {
+        let r = connector_clients(&mut admin, db, &harness)
+            .and_then(|ids| {
+                for id in &ids {
+                    admin.client_kill(*id)?;
+                }
+                Ok(!ids.is_empty())
+            })
+            .map_err(GateError::from);
+        if ack.send(r).is_err() {
             return;
         }
     }
 }
 
-fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
-    let db = gate_db("G8");
-    let url = ctx.engine.url(db);
-    let mut admin = ctx.engine.prepare_db(db).map_err(|e| e.to_string())?;
-    let mut killer_admin = ctx.engine.admin(db).map_err(|e| e.to_string())?;
-    let harness = vec![
-        admin.client_id().map_err(|e| e.to_string())?,
-        killer_admin.client_id().map_err(|e| e.to_string())?,
-    ];
+fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { db, url, mut admin } = ctx.database("G8")?;
+    let mut killer_admin = ctx.engine.admin(db)?;
+    let harness = vec![admin.client_id()?, killer_admin.client_id()?];
     let mut rng = StdRng::seed_from_u64(ctx.seed);
     let mut ledger = Ledger::default();
     (ctx.progress)(&format!(
@@ -281,14 +278,15 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     let killable = ctx.factory.killable();
     let (mut conn_kills, mut proc_kills, mut steps, mut errors) = (0u32, 0u32, 0u64, 0u64);
     let t0 = Instant::now();
-    let result = std::thread::scope(|s| -> Result<(), String> {
+    let result = std::thread::scope(|s| -> Result<(), GateError> {
         s.spawn(move || killer(killer_admin, db, harness, rx, ack_tx));
         while conn_kills < CRASHES {
             steps += 1;
             if steps > 50_000 {
                 return Err(format!(
                     "only {conn_kills} of {CRASHES} crashes injected in 50 000 steps"
-                ));
+                )
+                .into());
             }
             let crash = rng.random_bool(0.3);
             let mut pending_ack = false;
@@ -299,18 +297,17 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
             } else if crash {
                 // Before the call (delay 0, acknowledged first) or while it is in flight.
                 if rng.random_bool(0.3) {
-                    tx.send(0).map_err(|e| e.to_string())?;
-                    if ack_rx.recv().map_err(|e| e.to_string())?? {
+                    tx.send(0).map_err(|_| KILLER_GONE)?;
+                    if ack_rx.recv().map_err(|_| KILLER_GONE)?? {
                         conn_kills += 1;
                     }
                 } else {
-                    tx.send(rng.random_range(0..600))
-                        .map_err(|e| e.to_string())?;
+                    tx.send(rng.random_range(0..600)).map_err(|_| KILLER_GONE)?;
                     pending_ack = true;
                 }
             }
             let r = step(&mut *c, &mut rng, &mut ledger);
-            if pending_ack && ack_rx.recv().map_err(|e| e.to_string())?? {
+            if pending_ack && ack_rx.recv().map_err(|_| KILLER_GONE)?? {
                 conn_kills += 1;
             }
             if let Err(e) = r {
@@ -389,8 +386,7 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
                 let busy = ["active", "delayed"]
                     .iter()
                     .map(|s| admin.query::<u64>(&["ZCARD", &key(QUEUE, s)]))
-                    .sum::<Result<u64, _>>()
-                    .map_err(|e| e.to_string())?;
+                    .sum::<Result<u64, _>>()?;
                 if busy == 0 {
                     break;
                 }
@@ -406,7 +402,7 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
     }
 
     // Account.
-    let ks = admin.keyspace().map_err(|e| e.to_string())?;
+    let ks = admin.keyspace()?;
     let q = ks.queues.get(QUEUE).cloned().unwrap_or_default();
     let minted = q.seq.unwrap_or(0);
     let mut home: BTreeMap<&str, Vec<Set>> = BTreeMap::new();
@@ -509,16 +505,10 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), String> {
         .into_iter()
         .collect();
     violations.truncate(5);
-    out.check(
-        violations.is_empty(),
-        format!(
-            "keyspace after the crashes: no violation of §3{}",
-            if violations.is_empty() {
-                String::new()
-            } else {
-                format!("; {violations:?}")
-            }
-        ),
+    out.none_of(
+        &violations,
+        "keyspace after the crashes: no violation of §3",
+        "",
     );
     Ok(())
 }

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use crate::connector::ConnectorFactory;
+use crate::connector::{Connector, Verbs};
 use crate::engine::Engine;
+use crate::engine::admin::Admin;
 use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 
@@ -94,9 +96,50 @@ impl GateOutcome {
         ok
     }
 
+    /// Checks that `items` (the violations of `rule`) is empty; the evidence names them if not:
+    /// `"<rule>; <label> [..]"`.
+    pub fn none_of<C>(&mut self, items: &C, rule: &str, label: &str) -> bool
+    where
+        C: std::fmt::Debug + ?Sized,
+        for<'c> &'c C: IntoIterator,
+    {
+        if items.into_iter().next().is_none() {
+            self.check(true, rule)
+        } else {
+            self.check(false, format!("{rule}; {label} {items:?}"))
+        }
+    }
+
     /// A volatile figure (time, rate): recorded apart from the verdict.
     pub fn figure(&mut self, name: &str, value: impl Into<serde_json::Value>) {
         self.figures.insert(name.into(), value.into());
+    }
+}
+
+/// Why a gate could not be judged (its verdict becomes ERROR): the harness, the engine or the
+/// instrument failed. A connector's wrong answer is never a `GateError`; the gate records it as
+/// a FAIL with evidence.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+    /// A connector call the gate needed in order to set up (not the behaviour under judgement).
+    #[error("connector: {0}")]
+    Connector(#[from] crate::error::ConnectorError),
+    /// The instrument saw something it cannot judge (MONITOR saw nothing, a dirty database).
+    #[error("{0}")]
+    Instrument(String),
+}
+
+impl From<String> for GateError {
+    fn from(s: String) -> Self {
+        Self::Instrument(s)
+    }
+}
+
+impl From<&str> for GateError {
+    fn from(s: &str) -> Self {
+        Self::Instrument(s.to_string())
     }
 }
 
@@ -112,6 +155,44 @@ pub struct GateContext<'a> {
     pub batch: i64,
     /// Progress lines for people (the printer decides whether to show them).
     pub progress: &'a (dyn Fn(&str) + Sync),
+}
+
+/// A gate's own database: flushed, with the harness's admin connection on it.
+pub struct GateDb {
+    pub db: u32,
+    /// The url a connector is handed for this database.
+    pub url: String,
+    pub admin: Admin,
+}
+
+impl GateContext<'_> {
+    /// The database gate `id` owns, flushed, with an admin on it: every gate's first step.
+    pub fn database(&self, id: &str) -> Result<GateDb, GateError> {
+        let db = gate_db(id);
+        Ok(GateDb {
+            db,
+            url: self.engine.url(db),
+            admin: self.engine.prepare_db(db)?,
+        })
+    }
+
+    /// A fresh connector with `session` connected to `url`; a refused connect is recorded as a
+    /// FAIL and gives `None` (the gate has nothing more to judge).
+    pub fn connected(
+        &self,
+        session: &str,
+        url: &str,
+        out: &mut GateOutcome,
+    ) -> Result<Option<Box<dyn Connector + Send>>, GateError> {
+        let mut c = self.factory.make()?;
+        match c.connect(session, url) {
+            Ok(()) => Ok(Some(c)),
+            Err(e) => {
+                out.fail(format!("connect failed (kind {})", e.kind));
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// The database each gate owns on a booted engine, so gates never see each other's keys.

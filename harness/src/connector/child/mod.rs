@@ -30,9 +30,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use self::process::{Ring, Running, push_line};
+use crate::connector::ConnectorFactory;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
-use crate::connector::ConnectorFactory;
 
 /// The per-request timeout unless a spec says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
+use crate::connector::ConnectorFactory;
 use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::{Admin, Engine};
 use crate::error::{ConnectorError, HarnessError};
-use crate::connector::ConnectorFactory;
 use crate::protocol::grammar::Set;
 use crate::protocol::keyspace::{Keyspace, QueueState};
 use crate::suites::model::case::yaml_case;
