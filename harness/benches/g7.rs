@@ -33,7 +33,7 @@ fn main() {
     .expect("a binary engine (run ci/provision first)");
     let bundle = Arc::new(Bundle::load_default().expect("bundle"));
     let factory = move || -> Result<Box<dyn Connector + Send>, HarnessError> {
-        Ok(Reference::boxed(&bundle, None))
+        Ok(Reference::boxed(&bundle))
     };
     let env = Env {
         engine: &engine,

@@ -1,6 +1,6 @@
 //! Self-tests of G1–G5 and G8: the reference connector passes each; each deliberately broken
-//! double ([`Fault`]) fails the gate built to catch it and passes the others, except where its
-//! breakage genuinely shows there too (each exception is documented in [`expected_failures`]).
+//! double of `emq::doubles::TABLE` fails exactly the gates its entry names and passes the others
+//! (where a second gate fails too, the entry says why).
 //!
 //! Every test boots its own binary engine, so the tests run in parallel without sharing
 //! `SCRIPT FLUSH`, `CONFIG RESETSTAT` or `MONITOR`.
@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use emq::connector::Connector;
 use emq::connector::child::{ChildFactory, ChildSpec};
-use emq::connector::reference::{Fault, Reference};
+use emq::connector::reference::Reference;
+use emq::doubles::{Double, TABLE};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
 use emq::gates::ALL;
@@ -39,14 +40,17 @@ fn engine() -> Engine {
     Engine::start(&opts).expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)")
 }
 
-/// Runs every gate of [`MINE`] against the reference connector with `fault`, on one engine.
-fn run_all(fault: Option<Fault>) -> Vec<GateOutcome> {
+/// Runs every gate of [`MINE`] against the reference connector or `double`, on one engine.
+fn run_all(double: Option<Double>) -> Vec<GateOutcome> {
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let b2 = bundle.clone();
-    let factory = move || -> Result<Box<dyn Connector + Send>, HarnessError> {
-        Ok(Reference::boxed(&b2, fault))
+    let factory: Box<dyn ConnectorFactory> = match double {
+        Some(d) => d.factory(&bundle),
+        None => Box::new(move || -> Result<Box<dyn Connector + Send>, HarnessError> {
+            Ok(Reference::boxed(&b2))
+        }),
     };
-    run_with(&format!("{fault:?}"), &bundle, &factory)
+    run_with(&format!("{double:?}"), &bundle, factory.as_ref())
 }
 
 /// Runs every gate of [`MINE`] with connectors from `factory`, on an engine of its own.
@@ -86,28 +90,14 @@ fn run_with(label: &str, bundle: &Arc<Bundle>, factory: &dyn ConnectorFactory) -
         .collect()
 }
 
-/// The gates `fault` must fail (all others among [`MINE`] must pass).
-fn expected_failures(fault: Option<Fault>) -> Vec<&'static str> {
-    match fault {
-        None => vec![],
-        Some(Fault::SkipFence) => vec!["G1"],
-        // G8 too, genuinely: §6 lets only the bundle's scripts change EchoMQ keys, and the patched
-        // scripts are not the bundle's (G8's command discipline names their SHAs).
-        Some(Fault::ForeignScripts) => vec!["G2", "G8"],
-        Some(Fault::LoadEveryCall) => vec!["G3"],
-        // G8 too, genuinely: the untagged job hashes are keys outside the grammar, so after the
-        // crash phase the keyspace accounting finds members without their hash.
-        Some(Fault::UntaggedRoot) => vec!["G4", "G8"],
-        Some(Fault::ShortBatch) => vec!["G5"],
-        // G3 too, genuinely: a complete that is not an EVALSHA breaks EVALSHA-first (fewer
-        // EVALSHA than transitions, and 5 loads per flush for the 6 transitions used).
-        Some(Fault::RawComplete) => vec!["G8", "G3"],
-    }
+/// The gates `double` must fail (all others among [`MINE`] must pass).
+fn expected_failures(double: Option<Double>) -> Vec<&'static str> {
+    double.map(|d| d.entry().gates.to_vec()).unwrap_or_default()
 }
 
-fn judge(fault: Option<Fault>) {
-    let outs = run_all(fault);
-    let want = expected_failures(fault);
+fn judge(double: Option<Double>) {
+    let outs = run_all(double);
+    let want = expected_failures(double);
     let mut wrong = Vec::new();
     for o in &outs {
         let expected = if want.contains(&o.id.as_str()) {
@@ -126,7 +116,42 @@ fn judge(fault: Option<Fault>) {
             ));
         }
     }
-    assert!(wrong.is_empty(), "{fault:?}:\n{}", wrong.join("\n"));
+    assert!(wrong.is_empty(), "{double:?}:\n{}", wrong.join("\n"));
+}
+
+/// Every double whose entry names a gate of [`MINE`] has its own test above, and the table names
+/// only gates that exist.
+#[test]
+fn doubles_table_matches_the_tests() {
+    let src = include_str!("gates.rs");
+    for e in TABLE {
+        for g in e.gates {
+            assert!(
+                ALL.iter().any(|x| x.id == *g),
+                "{:?} names unknown gate {g}",
+                e.double
+            );
+        }
+        let tested = src.contains(&format!("judge(Some(Double::{:?}))", e.double));
+        let gated = e.gates.iter().any(|g| MINE.contains(g));
+        assert_eq!(
+            tested, gated,
+            "{:?}: a gate self-test exists iff its entry names one of {MINE:?}",
+            e.double
+        );
+        assert!(
+            gated || e.cases || e.interleavings,
+            "{:?} is caught by nothing in the table",
+            e.double
+        );
+        if e.gates.len() > 1 {
+            assert!(
+                !e.why_also.is_empty(),
+                "{:?}: say why it fails more than one gate",
+                e.double
+            );
+        }
+    }
 }
 
 #[test]
@@ -136,32 +161,32 @@ fn reference_passes_every_gate() {
 
 #[test]
 fn skip_fence_fails_g1() {
-    judge(Some(Fault::SkipFence));
+    judge(Some(Double::SkipFence));
 }
 
 #[test]
 fn foreign_scripts_fail_g2() {
-    judge(Some(Fault::ForeignScripts));
+    judge(Some(Double::ForeignScripts));
 }
 
 #[test]
 fn load_every_call_fails_g3() {
-    judge(Some(Fault::LoadEveryCall));
+    judge(Some(Double::LoadEveryCall));
 }
 
 #[test]
 fn untagged_root_fails_g4() {
-    judge(Some(Fault::UntaggedRoot));
+    judge(Some(Double::UntaggedRoot));
 }
 
 #[test]
 fn short_batch_fails_g5() {
-    judge(Some(Fault::ShortBatch));
+    judge(Some(Double::ShortBatch));
 }
 
 #[test]
 fn raw_complete_fails_g8() {
-    judge(Some(Fault::RawComplete));
+    judge(Some(Double::RawComplete));
 }
 
 /// The Python connector (a child process, so `Connector::kill` really kills it) passes too. Skipped

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use emq::connector::Connector;
 use emq::connector::reference::Reference;
-use emq::connector::{Connector, Reply, Request};
-use emq::doubles::{Breakage, factory};
+use emq::doubles::{Double, TABLE};
 use emq::engine::{Engine, EngineChoice, EngineOptions};
-use emq::error::{ConnectorError, HarnessError};
+use emq::error::HarnessError;
 use emq::gates::g7_interleavings::{self, regressions};
 use emq::gates::{ConnectorFactory, GateContext, Verdict, gate_db, run_gate};
 use emq::protocol::bundle::Bundle;
@@ -33,7 +33,7 @@ fn reference(
     bundle: &Arc<Bundle>,
 ) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
     let b = bundle.clone();
-    move || Ok(Reference::boxed(&b, None))
+    move || Ok(Reference::boxed(&b))
 }
 
 #[test]
@@ -82,29 +82,26 @@ fn regressions_parse_and_replay() {
     }
 }
 
-fn caught(breakage: Breakage) {
+fn caught(double: Double) {
+    assert!(
+        double.entry().interleavings,
+        "{double:?}: its table entry must say interleavings"
+    );
     let b = bundle();
-    caught_with(&format!("{breakage:?}"), &factory(&b, breakage), &b);
+    caught_with(&format!("{double:?}"), double.factory(&b).as_ref(), &b);
 }
 
-/// `enqueue` sent twice, the first id reported: a job nobody knows about.
-struct EnqueueTwice(Box<dyn Connector + Send>);
-
-impl Connector for EnqueueTwice {
-    fn call(&mut self, r: &Request) -> Result<Reply, ConnectorError> {
-        let reply = self.0.call(r)?;
-        if matches!(r, Request::Enqueue { .. }) {
-            self.0.call(r)?;
-        }
-        Ok(reply)
+/// Every double the table says G7 catches has a test here.
+#[test]
+fn every_interleavings_double_has_a_test() {
+    let src = include_str!("interleavings.rs");
+    for e in TABLE.iter().filter(|e| e.interleavings) {
+        assert!(
+            src.contains(&format!("caught(Double::{:?})", e.double)),
+            "{:?} has no test",
+            e.double
+        );
     }
-}
-
-fn enqueue_twice(
-    b: &Arc<Bundle>,
-) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
-    let b = b.clone();
-    move || Ok(Box::new(EnqueueTwice(Reference::boxed(&b, None))) as Box<dyn Connector + Send>)
 }
 
 fn caught_with(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) {
@@ -184,23 +181,22 @@ fn caught_with(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) {
 
 #[test]
 fn retry_ignoring_max_attempts_is_caught() {
-    caught(Breakage::RetryIgnoresMaxAttempts);
+    caught(Double::RetryIgnoresMaxAttempts);
 }
 
 #[test]
 fn reap_ignoring_limit_is_caught() {
-    caught(Breakage::ReapIgnoresLimit);
+    caught(Double::ReapIgnoresLimit);
 }
 
 #[test]
 fn complete_ignoring_the_token_is_caught() {
-    caught(Breakage::CompleteIgnoresToken);
+    caught(Double::CompleteIgnoresToken);
 }
 
 #[test]
 fn enqueue_twice_is_caught() {
-    let b = bundle();
-    caught_with("EnqueueTwice", &enqueue_twice(&b), &b);
+    caught(Double::EnqueueTwice);
 }
 
 #[test]
@@ -230,10 +226,10 @@ fn the_soak_accounts_for_every_job() {
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert!(r.completed > 0 && r.claims > r.completed, "{r:?}");
 
-    let twice = enqueue_twice(&b);
+    let twice = Double::EnqueueTwice.factory(&b);
     let env = Env {
         engine: &e,
-        factory: &twice,
+        factory: twice.as_ref(),
         db: gate_db("G7"),
     };
     let r = soak(&env, &opts).unwrap();
@@ -248,12 +244,12 @@ fn the_soak_accounts_for_every_job() {
 fn the_gate_fails_a_double_with_the_case_in_evidence() {
     let e = engine();
     let b = bundle();
-    let f = factory(&b, Breakage::ReapIgnoresLimit);
+    let f = Double::ReapIgnoresLimit.factory(&b);
     let progress = |_: &str| {};
     let ctx = GateContext {
         engine: &e,
         bundle: &b,
-        factory: &f,
+        factory: f.as_ref(),
         seed: 1,
         histories: 64,
         batch: 0,

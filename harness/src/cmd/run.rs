@@ -38,7 +38,7 @@ pub fn factory(subject: &Subject, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFact
     match subject {
         Subject::Reference => {
             let b = bundle.clone();
-            Box::new(move || Ok(Reference::boxed(&b, None)))
+            Box::new(move || Ok(Reference::boxed(&b)))
         }
         Subject::Child(spec) => Box::new(ChildFactory::new(spec.clone())),
     }

@@ -1,95 +1,218 @@
-//! Deliberately broken connectors (wrappers that rewrite requests on their way to a correct one),
-//! so G7's self-tests prove the gate catches real classes of bug.
+//! Deliberately broken connectors, all in one place, each named for the one thing it breaks and
+//! listed in [`TABLE`] with the gates that must catch it. The self-tests run every entry through
+//! the gate and require exactly that (`tests/gates.rs`, `tests/interleavings.rs`,
+//! `tests/case_doubles.rs`); a test also keeps the table and the tests in step.
+//!
+//! Two kinds, so the production reference connector holds no fault branch:
+//! - **rewriters** ([`rewrite`]): wrap a correct connector and change requests or replies on the
+//!   way (a short batch, an ignored token, a duplicated enqueue);
+//! - **lowerings** ([`wire`]): use the reference connector's doubles-only lowering API
+//!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
+//!   feature, to send the wrong thing on the wire.
+//!
+//! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
+//! Python fixtures listed in [`CHILD_FIXTURES`].
 
-use std::collections::HashMap;
+pub mod rewrite;
+pub mod wire;
+
 use std::sync::Arc;
 
 use crate::connector::reference::Reference;
-use crate::connector::{Connector, Reply, Request};
-use crate::error::{ConnectorError, HarnessError};
+use crate::connector::{Connector, ConnectorFactory};
+use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 
-/// One way to be wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Breakage {
+/// One deliberately broken connector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Double {
+    /// Connects without reading (or installing) the fence.
+    SkipFence,
+    /// Sends scripts whose bytes differ from the bundle's (a trailing comment).
+    ForeignScripts,
+    /// `SCRIPT LOAD` before every call.
+    LoadEveryCall,
+    /// Builds the job root without the hash tag (`emq:q:job:`).
+    UntaggedRoot,
+    /// `batch` sends one enqueue fewer than asked and reports the count asked.
+    ShortBatch,
+    /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
+    RawComplete,
     /// `retry` never buries: it sends `max_attempts = i32::MAX`.
     RetryIgnoresMaxAttempts,
     /// `reap` moves every expired lease: it sends `limit = 1_000_000`.
     ReapIgnoresLimit,
     /// `complete` ignores the caller's token: it sends the latest attempts it saw claimed.
     CompleteIgnoresToken,
+    /// `enqueue` sent twice, the first id reported: a job nobody knows about.
+    EnqueueTwice,
 }
 
-impl Breakage {
-    pub const ALL: [Breakage; 3] = [
-        Self::RetryIgnoresMaxAttempts,
-        Self::ReapIgnoresLimit,
-        Self::CompleteIgnoresToken,
-    ];
+/// A double, what it breaks, and where the gate must catch it.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub double: Double,
+    /// The SPEC rule it breaks, in words.
+    pub breaks: &'static str,
+    /// The gates that must FAIL it; every other gate must PASS it (G6 and G7 are judged by
+    /// `cases` and `interleavings` below, not by the gate self-test).
+    pub gates: &'static [&'static str],
+    /// True when it must fail some G6 cases (the exact list is `tests/case_doubles/<name>.txt`).
+    pub cases: bool,
+    /// True when G7's histories must catch it.
+    pub interleavings: bool,
+    /// Why a gate beyond the obvious one fails too, when it does.
+    pub why_also: &'static str,
 }
 
-/// A connector that rewrites requests according to one [`Breakage`].
-pub struct Broken<C> {
-    inner: C,
-    breakage: Breakage,
-    /// (queue, id) → the attempts of the latest claim reply seen.
-    seen: HashMap<(String, String), i64>,
-}
+/// Every double with the gates that must catch it.
+pub const TABLE: &[Entry] = &[
+    Entry {
+        double: Double::SkipFence,
+        breaks: "SPEC §3: every connect reads the fence first",
+        gates: &["G1"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::ForeignScripts,
+        breaks: "SPEC §4: bundle SHAs only",
+        gates: &["G2", "G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "G8: only the bundle's scripts may change EchoMQ keys, and these are not the bundle's",
+    },
+    Entry {
+        double: Double::LoadEveryCall,
+        breaks: "SPEC §4: EVALSHA first, one SCRIPT LOAD per miss",
+        gates: &["G3"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::UntaggedRoot,
+        breaks: "SPEC §2: every key a script touches is a KEY or under the tagged ARGV[1] root",
+        gates: &["G4", "G8"],
+        cases: true,
+        interleavings: false,
+        why_also: "G8: the untagged hashes are keys outside the grammar, so the accounting finds members without their hash",
+    },
+    Entry {
+        double: Double::ShortBatch,
+        breaks: "SPEC §4: a pipelined batch lands whole",
+        gates: &["G5"],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::RawComplete,
+        breaks: "SPEC §4: every transition is EVALSHA of a bundle script (command discipline)",
+        gates: &["G8", "G3"],
+        cases: false,
+        interleavings: false,
+        why_also: "G3: a complete that is not an EVALSHA leaves fewer EVALSHA than transitions",
+    },
+    Entry {
+        double: Double::RetryIgnoresMaxAttempts,
+        breaks: "SPEC §2: retry buries a job at max_attempts",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
+    Entry {
+        double: Double::ReapIgnoresLimit,
+        breaks: "SPEC §2: reap moves at most `limit` jobs",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
+    Entry {
+        double: Double::CompleteIgnoresToken,
+        breaks: "SPEC §1: a stale fencing token changes nothing",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
+    Entry {
+        double: Double::EnqueueTwice,
+        breaks: "SPEC §4: no job duplicated",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
+];
 
-impl<C: Connector> Broken<C> {
-    pub fn new(inner: C, breakage: Breakage) -> Self {
-        Self {
-            inner,
-            breakage,
-            seen: HashMap::new(),
-        }
+impl Double {
+    /// Every double, in table order.
+    pub fn all() -> impl Iterator<Item = Double> {
+        TABLE.iter().map(|e| e.double)
     }
-}
 
-impl<C: Connector> Connector for Broken<C> {
-    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        let mut req = request.clone();
-        match (&mut req, self.breakage) {
-            (Request::Retry { max_attempts, .. }, Breakage::RetryIgnoresMaxAttempts) => {
-                *max_attempts = i64::from(i32::MAX);
+    /// Its table entry.
+    pub fn entry(self) -> &'static Entry {
+        TABLE
+            .iter()
+            .find(|e| e.double == self)
+            .expect("every double has a table entry")
+    }
+
+    /// A fresh, unconnected instance over `bundle`.
+    pub fn make(self, bundle: &Bundle) -> Box<dyn Connector + Send> {
+        use rewrite::{Rewrite, Rewriter};
+        let reference = || Reference::new(bundle);
+        match self {
+            Self::SkipFence => Box::new(wire::SkipFence(reference())),
+            Self::ForeignScripts => Box::new(Reference::new(&wire::patched(bundle))),
+            Self::LoadEveryCall => Box::new(wire::LoadEveryCall(reference())),
+            Self::UntaggedRoot => Box::new(reference().with_root(wire::untagged_root)),
+            Self::RawComplete => Box::new(wire::RawComplete(reference())),
+            Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),
+            Self::RetryIgnoresMaxAttempts => {
+                Box::new(Rewriter::new(reference(), Rewrite::RetryIgnoresMaxAttempts))
             }
-            (Request::Reap { limit, .. }, Breakage::ReapIgnoresLimit) => *limit = 1_000_000,
-            (
-                Request::Complete {
-                    queue,
-                    id,
-                    attempts,
-                    ..
-                },
-                Breakage::CompleteIgnoresToken,
-            ) => {
-                if let Some(a) = self.seen.get(&(queue.clone(), id.clone())) {
-                    *attempts = *a;
-                }
+            Self::ReapIgnoresLimit => {
+                Box::new(Rewriter::new(reference(), Rewrite::ReapIgnoresLimit))
             }
-            _ => {}
+            Self::CompleteIgnoresToken => {
+                Box::new(Rewriter::new(reference(), Rewrite::CompleteIgnoresToken))
+            }
+            Self::EnqueueTwice => Box::new(Rewriter::new(reference(), Rewrite::EnqueueTwice)),
         }
-        let reply = self.inner.call(&req)?;
-        if let (Request::Claim { queue, .. }, Reply::Claim(Some(c))) = (&req, &reply) {
-            self.seen.insert((queue.clone(), c.id.clone()), c.attempts);
-        }
-        Ok(reply)
     }
 
-    fn kill(&mut self) -> bool {
-        self.inner.kill()
-    }
-
-    fn log_tail(&self) -> String {
-        self.inner.log_tail()
+    /// A factory of this double.
+    pub fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
+        let bundle = bundle.clone();
+        Box::new(move || -> Result<Box<dyn Connector + Send>, HarnessError> {
+            Ok(self.make(&bundle))
+        })
     }
 }
 
-/// A factory of reference connectors broken by `breakage`.
-pub fn factory(
-    bundle: &Arc<Bundle>,
-    breakage: Breakage,
-) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
-    let bundle = bundle.clone();
-    move || Ok(Box::new(Broken::new(Reference::new(&bundle), breakage)) as Box<dyn Connector + Send>)
-}
+/// A misbehaving child process (`harness/tests/fixtures/<file>`), what it does wrong, and the
+/// test in `tests/child.rs` that shows the harness stays bounded and says so.
+pub const CHILD_FIXTURES: &[(&str, &str)] = &[
+    ("hang.py", "reads the first request and never answers"),
+    ("garbage.py", "answers hello, then a non-JSON line"),
+    ("wrong_seq.py", "answers with the previous request's seq"),
+    ("crash.py", "dies of SIGSEGV on the second request"),
+    ("exit_after_hello.py", "exits with status 3 after hello"),
+    (
+        "slow_start.py",
+        "sleeps 1.5 s before hello (must be tolerated)",
+    ),
+    ("flood_stderr.py", "writes 5000 lines to stderr and dies"),
+    ("grandchild.py", "leaves a grandchild in its process group"),
+    ("chatty.py", "answers hello with two lines"),
+    (
+        "quirky.py",
+        "wrong shapes, unknown error kinds, empty messages",
+    ),
+];

@@ -23,24 +23,6 @@ use crate::error::{ConnectorError, ErrorKind};
 use crate::protocol::bundle::{Bundle, SCRIPT_ORDER};
 use crate::protocol::grammar::{FENCE_KEY, job_root, key};
 
-/// Deliberate breakage, for the gates' self-tests: each makes the connector wrong in one way a
-/// gate must catch. `None` in every real use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// Connects without reading (or installing) the fence. G1 must fail.
-    SkipFence,
-    /// Sends scripts whose bytes differ from the bundle's (a trailing comment). G2 must fail.
-    ForeignScripts,
-    /// `SCRIPT LOAD` before every call. G3 must fail.
-    LoadEveryCall,
-    /// Builds the job root without the hash tag (`emq:q:job:`). G4 must fail.
-    UntaggedRoot,
-    /// `batch` sends one enqueue fewer than asked. G5 must fail.
-    ShortBatch,
-    /// `complete` as raw `ZREM` + `DEL` instead of the script. G8 must fail.
-    RawComplete,
-}
-
 /// What the connector knows of one script: name, SHA it sends, source it loads on a miss.
 struct Loaded {
     sha: String,
@@ -54,7 +36,8 @@ pub struct Reference {
     protocol: u32,
     digest: String,
     sessions: HashMap<String, redis::Connection>,
-    fault: Option<Fault>,
+    /// Builds a queue's job root (`ARGV[1]`): always [`job_root`] except in a double.
+    root: fn(&str) -> String,
     log: Vec<String>,
 }
 
@@ -90,21 +73,13 @@ fn shape(what: &str, v: &Value) -> ConnectorError {
 }
 
 impl Reference {
-    /// A reference connector dispatching `bundle`'s scripts.
+    /// A reference connector dispatching `bundle`'s scripts (their bytes as loaded: a double
+    /// hands it a patched bundle to send foreign scripts).
     pub fn new(bundle: &Bundle) -> Self {
-        Self::with_fault(bundle, None)
-    }
-
-    /// A reference connector broken on purpose (self-tests only).
-    pub fn with_fault(bundle: &Bundle, fault: Option<Fault>) -> Self {
         let scripts = SCRIPT_ORDER
             .iter()
             .map(|name| {
-                let s = bundle.script(name);
-                let mut source = s.source.clone();
-                if fault == Some(Fault::ForeignScripts) {
-                    source.extend_from_slice(b"-- patched locally\n");
-                }
+                let source = bundle.script(name).source.clone();
                 let sha = crate::protocol::bundle::sha1_hex(&source);
                 (*name, Loaded { sha, source })
             })
@@ -115,14 +90,14 @@ impl Reference {
             protocol: bundle.manifest.protocol,
             digest: bundle.manifest.digest.clone(),
             sessions: HashMap::new(),
-            fault,
+            root: job_root,
             log: Vec::new(),
         }
     }
 
     /// Shared-bundle convenience.
-    pub fn boxed(bundle: &Arc<Bundle>, fault: Option<Fault>) -> Box<dyn Connector + Send> {
-        Box::new(Self::with_fault(bundle, fault))
+    pub fn boxed(bundle: &Arc<Bundle>) -> Box<dyn Connector + Send> {
+        Box::new(Self::new(bundle))
     }
 
     fn session(&mut self, name: &str) -> Result<&mut redis::Connection, ConnectorError> {
@@ -132,25 +107,26 @@ impl Reference {
     }
 
     fn root(&self, q: &str) -> String {
-        if self.fault == Some(Fault::UntaggedRoot) {
-            format!("emq:{q}:job:")
-        } else {
-            job_root(q)
-        }
+        (self.root)(q)
     }
 
-    fn connect(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
+    /// Opens a connection to `url` with the connector's timeouts; no command is sent.
+    fn open(url: &str) -> Result<redis::Connection, ConnectorError> {
         let client = redis::Client::open(url)
             .map_err(|e| ConnectorError::invalid(format!("url {url:?}: {e}")))?;
-        let mut con = client
+        let con = client
             .get_connection_with_timeout(IO_TIMEOUT)
             .map_err(engine_err)?;
         con.set_read_timeout(Some(IO_TIMEOUT)).map_err(engine_err)?;
         con.set_write_timeout(Some(IO_TIMEOUT))
             .map_err(engine_err)?;
-        if self.fault != Some(Fault::SkipFence) {
-            self.check_fence(&mut con)?;
-        }
+        Ok(con)
+    }
+
+    /// SPEC §3: every connect reads the fence before its first verb.
+    fn connect(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
+        let mut con = Self::open(url)?;
+        self.check_fence(&mut con)?;
         self.sessions.insert(session.to_string(), con);
         Ok(())
     }
@@ -231,15 +207,11 @@ impl Reference {
         keys: &[String],
         args: &[&[u8]],
     ) -> Result<Value, ConnectorError> {
-        let load_always = self.fault == Some(Fault::LoadEveryCall);
         let script = &self.scripts[name];
         let con = self
             .sessions
             .get_mut(session)
             .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
-        if load_always {
-            Self::load(con, script)?;
-        }
         let mut packed = Vec::with_capacity(256);
         resp::encode_evalsha(&mut packed, &script.sha, keys, args);
         let reply = |con: &mut redis::Connection| {
@@ -339,9 +311,6 @@ impl Reference {
                 id,
                 attempts,
             } => {
-                if self.fault == Some(Fault::RawComplete) {
-                    return self.raw_complete(session, queue, id, *attempts);
-                }
                 let root = self.root(queue);
                 let att = attempts.to_string();
                 let v = self.run(
@@ -438,14 +407,7 @@ impl Reference {
                 n,
                 depth,
                 payload,
-            } => {
-                let n = if self.fault == Some(Fault::ShortBatch) {
-                    n - 1
-                } else {
-                    *n
-                };
-                Reply::Count(self.batch(session, queue, n, *depth, payload)?)
-            }
+            } => Reply::Count(self.batch(session, queue, *n, *depth, payload)?),
         })
     }
 
@@ -462,39 +424,51 @@ impl Reference {
                 .collect(),
         }
     }
+}
 
-    fn raw_complete(
-        &mut self,
-        session: &str,
-        q: &str,
-        id: &str,
-        attempts: i64,
-    ) -> Result<Reply, ConnectorError> {
-        let jk = format!("{}{id}", self.root(q));
+/// The lowering a double needs to break one rule on the wire (`crate::doubles`), compiled only
+/// with the `doubles` feature: the production connector has no fault branch and no raw escape.
+#[cfg(feature = "doubles")]
+impl Reference {
+    /// Replaces the job-root builder (a double sends an untagged root).
+    pub fn with_root(mut self, root: fn(&str) -> String) -> Self {
+        self.root = root;
+        self
+    }
+
+    /// Connects `session` without reading the fence.
+    pub fn connect_unfenced(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
+        let con = Self::open(url)?;
+        self.sessions.insert(session.to_string(), con);
+        Ok(())
+    }
+
+    /// `SCRIPT LOAD` of script `name` on `session`.
+    pub fn script_load(&mut self, session: &str, name: &str) -> Result<(), ConnectorError> {
+        let script = &self.scripts[name];
+        let con = self
+            .sessions
+            .get_mut(session)
+            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
+        Self::load(con, script)
+    }
+
+    /// Any command on `session`; the reply as text (`None` for nil).
+    pub fn raw(&mut self, session: &str, args: &[&str]) -> Result<Option<String>, ConnectorError> {
         let con = self.session(session)?;
-        let current: Option<i64> = redis::cmd("HGET")
-            .arg(&jk)
-            .arg("attempts")
-            .query(con)
-            .map_err(engine_err)?;
-        let active: Option<f64> = redis::cmd("ZSCORE")
-            .arg(key(q, "active"))
-            .arg(id)
-            .query(con)
-            .map_err(engine_err)?;
-        if active.is_none() || current != Some(attempts) {
-            return Ok(Reply::Done(false));
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
         }
-        redis::cmd("ZREM")
-            .arg(key(q, "active"))
-            .arg(id)
-            .query::<()>(con)
-            .map_err(engine_err)?;
-        redis::cmd("DEL")
-            .arg(&jk)
-            .query::<()>(con)
-            .map_err(engine_err)?;
-        Ok(Reply::Done(true))
+        let v: Value = cmd.query(con).map_err(engine_err)?;
+        Ok(match v {
+            Value::Nil => None,
+            other => Some(
+                text(&other)
+                    .or_else(|| int(&other).map(|n| n.to_string()))
+                    .unwrap_or_default(),
+            ),
+        })
     }
 }
 

@@ -1,0 +1,86 @@
+//! Doubles that rewrite requests or replies on their way to a correct connector.
+
+use std::collections::HashMap;
+
+use crate::connector::{Connector, Reply, Request};
+use crate::error::ConnectorError;
+
+/// One way to be wrong by rewriting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewrite {
+    ShortBatch,
+    RetryIgnoresMaxAttempts,
+    ReapIgnoresLimit,
+    CompleteIgnoresToken,
+    EnqueueTwice,
+}
+
+/// A connector that rewrites requests according to one [`Rewrite`].
+pub struct Rewriter<C> {
+    inner: C,
+    rewrite: Rewrite,
+    /// (queue, id) → the attempts of the latest claim reply seen.
+    seen: HashMap<(String, String), i64>,
+}
+
+impl<C: Connector> Rewriter<C> {
+    pub fn new(inner: C, rewrite: Rewrite) -> Self {
+        Self {
+            inner,
+            rewrite,
+            seen: HashMap::new(),
+        }
+    }
+}
+
+impl<C: Connector> Connector for Rewriter<C> {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        let mut req = request.clone();
+        match (&mut req, self.rewrite) {
+            (Request::Batch { n, .. }, Rewrite::ShortBatch) => {
+                let asked = *n;
+                *n -= 1;
+                return match self.inner.call(&req)? {
+                    Reply::Count(_) => Ok(Reply::Count(asked)),
+                    other => Ok(other),
+                };
+            }
+            (Request::Retry { max_attempts, .. }, Rewrite::RetryIgnoresMaxAttempts) => {
+                *max_attempts = i64::from(i32::MAX);
+            }
+            (Request::Reap { limit, .. }, Rewrite::ReapIgnoresLimit) => *limit = 1_000_000,
+            (
+                Request::Complete {
+                    queue,
+                    id,
+                    attempts,
+                    ..
+                },
+                Rewrite::CompleteIgnoresToken,
+            ) => {
+                if let Some(a) = self.seen.get(&(queue.clone(), id.clone())) {
+                    *attempts = *a;
+                }
+            }
+            (Request::Enqueue { .. }, Rewrite::EnqueueTwice) => {
+                let reply = self.inner.call(&req)?;
+                self.inner.call(&req)?;
+                return Ok(reply);
+            }
+            _ => {}
+        }
+        let reply = self.inner.call(&req)?;
+        if let (Request::Claim { queue, .. }, Reply::Claim(Some(c))) = (&req, &reply) {
+            self.seen.insert((queue.clone(), c.id.clone()), c.attempts);
+        }
+        Ok(reply)
+    }
+
+    fn kill(&mut self) -> bool {
+        self.inner.kill()
+    }
+
+    fn log_tail(&self) -> String {
+        self.inner.log_tail()
+    }
+}
