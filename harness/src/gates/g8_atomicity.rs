@@ -205,10 +205,10 @@ fn step(
     }
 }
 
-/// A fresh connector with `SESSION` open (kills may land during the connect: try again).
 /// The killer thread ended early (it panicked or its admin connection failed).
 const KILLER_GONE: &str = "the killer thread is gone";
 
+/// A fresh connector with `SESSION` open (kills may land during the connect: try again).
 fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, GateError> {
     let mut last = String::new();
     for _ in 0..50 {
