@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The five error kinds of the wire protocol (DESIGN §8); a connector reports every failure as one.
+/// The five error kinds of the wire protocol (SPEC §5); a connector reports every failure as one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorKind {

@@ -112,6 +112,7 @@ fn dispatch() -> ExitCode {
             no_gates,
             json,
             min_ratio,
+            seed,
         } => {
             let opts = emq::cmd::bench::BenchOptions {
                 engine: engine.options(),
@@ -120,10 +121,7 @@ fn dispatch() -> ExitCode {
                 depths,
                 cycles,
                 gates: !no_gates,
-                seed: std::env::var("EMQ_SEED")
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(1),
+                seed,
                 histories: 256,
                 batch: 100_000,
             };

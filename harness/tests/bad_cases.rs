@@ -1,11 +1,17 @@
 //! Malformed case files: each gives one clear error with `file:line:col`, snapshotted in a sibling
-//! `.expected` file (`EMQ_BLESS=1` rewrites the snapshots). The `cases` test binary exits 2 on them,
-//! not 101 (a failing case).
+//! `.expected` file (`EMQ_BLESS=1` rewrites the snapshots). The case harness ends 2 on them, not
+//! 101 (a failing case), tested in process.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::Arc;
 
+use emq::connector::Connector;
+use emq::connector::reference::Reference;
+use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::protocol::bundle::Bundle;
 use emq::suites::cases::format::{load_dir, parse};
+use emq::suites::cases::harness::{Ending, Setup, Subject, run};
+use emq::suites::cases::runner::{Mode, run_case};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad_cases")
@@ -81,68 +87,80 @@ fn every_bad_file_gives_its_snapshotted_one_line_error() {
     );
 }
 
+/// `log` takes libtest's own report, so this test's output has one `test result` line: its own.
+fn setup(dir: &Path, filter: Option<&str>, log: &Path) -> Setup {
+    let mut argv = vec![
+        "cases".to_string(),
+        "--test-threads=1".to_string(),
+        format!("--logfile={}", log.display()),
+    ];
+    argv.extend(filter.map(str::to_string));
+    Setup {
+        argv,
+        bless: false,
+        cases_dir: dir.to_path_buf(),
+        bundle: Bundle::load_default(),
+        engine: Ok(EngineOptions {
+            choice: EngineChoice::Binary,
+            ..EngineOptions::default()
+        }),
+        subjects: vec![Subject {
+            name: "reference".into(),
+            make: Arc::new(|b| Ok(Box::new(Reference::new(b)) as Box<dyn Connector + Send>)),
+        }],
+    }
+}
+
+/// The case harness in process (the code `tests/cases.rs` exits with): 2 and one line naming the
+/// place for bad files, 101 for a well-formed case that fails, 2 for an empty selection.
 #[test]
 fn bad_input_exits_2_and_a_failing_case_exits_101() {
-    let me = std::env::current_exe().unwrap();
-    let deps = me.parent().unwrap();
-    let cases_bin = std::fs::read_dir(deps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().to_string();
-            n.starts_with("cases-") && p.extension().is_none() && p.is_file()
-        })
-        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    let Some(cases_bin) = cases_bin else {
-        eprintln!("skipped: the cases test binary is not built (run the whole suite)");
-        return;
-    };
-    // A directory of bad files: exit 2 with one line naming the place.
-    let out = Command::new(&cases_bin)
-        .env_remove("EMQ_BLESS")
-        .env("EMQ_CASES_DIR", dir())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(".yaml:"), "{err}");
-
-    // A well-formed case that fails: the libtest failure code, not 2.
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("wrong.yaml"),
-        "id: wrong-on-purpose\ndescription: expects the wrong id\nsteps:\n  - enqueue: {queue: q, payload: x}\n    ok: j0000000000000002\n",
-    )
+    let log = tmp.path().join("libtest.log");
+    let ending = run(setup(&dir(), None, &log));
+    assert_eq!(ending.code, 2, "{ending:?}");
+    let err = ending.error.unwrap();
+    assert!(err.contains(".yaml:") && err.lines().count() == 1, "{err}");
+
+    let wrong = "id: wrong-on-purpose\ndescription: expects the wrong id\nsteps:\n  - enqueue: {queue: q, payload: x}\n    ok: j0000000000000002\n";
+    let cases = tmp.path().join("cases");
+    std::fs::create_dir(&cases).unwrap();
+    std::fs::write(cases.join("wrong.yaml"), wrong).unwrap();
+    let ending = run(setup(&cases, None, &log));
+    assert_eq!(
+        ending,
+        Ending {
+            code: 101,
+            error: None
+        }
+    );
+    let report = std::fs::read_to_string(&log).unwrap();
+    assert!(report.contains("1 failed"), "{report}");
+
+    // The failure names file:line and shows the diff.
+    let case = parse(&cases.join("wrong.yaml"), wrong).unwrap();
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
     .unwrap();
-    let out = Command::new(&cases_bin)
-        .env_remove("EMQ_BLESS")
-        .env("EMQ_CASES_DIR", tmp.path())
-        .env("EMQ_ENGINE", "binary")
-        .env_remove("EMQ_PYTHON_CONNECTOR")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(101), "{stdout}");
+    let bundle = Bundle::load_default().unwrap();
+    let mut c = Reference::new(&bundle);
+    let failure = run_case(&case, &engine, 1, &mut c, Mode::Check)
+        .failure
+        .expect("the case must fail")
+        .to_string();
     assert!(
-        stdout.contains("wrong.yaml:4: case wrong-on-purpose, step 1 (enqueue): reply differs"),
-        "{stdout}"
+        failure.contains("wrong.yaml:4: case wrong-on-purpose, step 1 (enqueue): reply differs"),
+        "{failure}"
     );
     assert!(
-        stdout.contains("-\"j0000000000000002\"") && stdout.contains("+\"j0000000000000001\""),
-        "{stdout}"
+        failure.contains("-\"j0000000000000002\"") && failure.contains("+\"j0000000000000001\""),
+        "{failure}"
     );
 
     // An empty selection is an error too.
-    let out = Command::new(&cases_bin)
-        .env_remove("EMQ_BLESS")
-        .env("EMQ_CASES_DIR", tmp.path())
-        .arg("no-such-case")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let ending = run(setup(&cases, Some("no-such-case"), &log));
+    assert_eq!(ending.code, 2, "{ending:?}");
+    assert!(ending.error.unwrap().contains("no case matches"));
 }

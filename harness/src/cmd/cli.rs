@@ -16,13 +16,18 @@ EXIT CODES:
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
 
-ENVIRONMENT:
-    EMQ_ENGINE            auto | container | binary | url (as --engine)
-    EMQ_ENGINE_URL        redis://[:password@]host:port[/db] (as --url)
-    EMQ_VALKEY_IMAGE      container image (default valkey/valkey:9.1.2)
-    EMQ_VALKEY_SERVER     valkey-server binary for the binary engine
-    EMQ_SEED              default seed
-    EMQ_BUNDLE_DIR        the bundle directory (default: this repository's bundle/)";
+ENVIRONMENT (a flag wins over its variable; a bad value is an error):
+    EMQ_ENGINE            --engine: auto | container | binary | url
+    EMQ_ENGINE_URL        --url: redis://[:password@]host:port[/db]
+    EMQ_ALLOW_FLUSH       --allow-flush: 1 lets the harness flush a url database with foreign keys
+    EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:9.1.2)
+    EMQ_VALKEY_SERVER     --valkey-server: the binary engine's valkey-server
+    EMQ_VALKEY_BENCHMARK  valkey-benchmark for `bench` (default: beside valkey-server)
+    EMQ_SEED              --seed: G7 and G8's seed (default 1)
+    EMQ_BUNDLE_DIR        the bundle directory (default: this repository's bundle/)
+    EMQ_CASES_DIR         the case corpus (default: this repository's cases/)
+    EMQ_CACHE             where ci/provision builds and records paths (default ~/.cache/emq)
+    The README's table also lists the variables the test suite reads.";
 
 /// Certifies EchoMQ connectors: boots a pinned Valkey, replays the cases and interleavings against
 /// a connector, checks the bundle's SHAs and the declared-keys law on the live engine, and writes
@@ -95,6 +100,9 @@ pub enum Command {
         /// Exit 1 when a depth ≥ 16 reaches less than this share of valkey-benchmark.
         #[arg(long)]
         min_ratio: Option<f64>,
+        /// Seed for G7 and G8 in the gate run.
+        #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
+        seed: u64,
     },
 }
 
@@ -102,19 +110,19 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct EngineArgs {
     /// Which engine to judge on.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "auto", env = "EMQ_ENGINE")]
     pub engine: EngineChoice,
     /// An existing server (engine url); never flushed when it holds foreign keys unless --allow-flush.
-    #[arg(long)]
+    #[arg(long, env = "EMQ_ENGINE_URL")]
     pub url: Option<String>,
     /// Let the harness flush a url database that holds keys it did not make.
-    #[arg(long)]
+    #[arg(long, env = "EMQ_ALLOW_FLUSH")]
     pub allow_flush: bool,
     /// The container image.
-    #[arg(long, default_value = DEFAULT_IMAGE)]
+    #[arg(long, default_value = DEFAULT_IMAGE, env = "EMQ_VALKEY_IMAGE")]
     pub image: String,
     /// The valkey-server binary (binary engine).
-    #[arg(long)]
+    #[arg(long, env = "EMQ_VALKEY_SERVER")]
     pub valkey_server: Option<PathBuf>,
 }
 
@@ -126,9 +134,9 @@ pub struct Common {
     /// The record's name (file stem under reports/ or --out).
     #[arg(long, default_value = "reference")]
     pub name: String,
-    /// Seed for G7 and G8 (default EMQ_SEED, else 1).
-    #[arg(long)]
-    pub seed: Option<u64>,
+    /// Seed for G7 and G8.
+    #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
+    pub seed: u64,
     /// G7 histories.
     #[arg(long, default_value_t = 256)]
     pub histories: u32,
@@ -148,26 +156,14 @@ pub struct Common {
 }
 
 impl EngineArgs {
-    /// Engine options, with env defaults where a flag was not given.
+    /// Engine options from the flags (clap has already read the environment).
     pub fn options(&self) -> EngineOptions {
-        let env = EngineOptions::default();
-        let choice = match (self.engine, std::env::var("EMQ_ENGINE").ok()) {
-            (EngineChoice::Auto, Some(kind)) => {
-                <EngineChoice as clap::ValueEnum>::from_str(&kind, true)
-                    .unwrap_or(EngineChoice::Auto)
-            }
-            (c, _) => c,
-        };
         EngineOptions {
-            choice,
-            url: self.url.clone().or(env.url),
-            image: if self.image == DEFAULT_IMAGE {
-                env.image
-            } else {
-                self.image.clone()
-            },
+            choice: self.engine,
+            url: self.url.clone().filter(|u| !u.is_empty()),
+            image: self.image.clone(),
             valkey_server: self.valkey_server.clone(),
-            allow_flush: self.allow_flush || env.allow_flush,
+            allow_flush: self.allow_flush,
         }
     }
 }
@@ -187,10 +183,7 @@ impl Common {
             } else {
                 Subject::Child(child_spec(&self.connector, self.timeout))
             },
-            seed: self
-                .seed
-                .or_else(|| std::env::var("EMQ_SEED").ok().and_then(|s| s.parse().ok()))
-                .unwrap_or(1),
+            seed: self.seed,
             histories: self.histories,
             batch: self.batch,
             only: self.gates.clone(),

@@ -1,5 +1,5 @@
 //! L3 under test: the [`Connector`] trait, the requests and replies it carries (mirroring the wire
-//! protocol of DESIGN §8), and the typed [`Verbs`] every caller in the harness uses.
+//! protocol of SPEC §5), and the typed [`Verbs`] every caller in the harness uses.
 //!
 //! One trait serves the in-process reference connector and a child process in any language, so both
 //! are judged by one code path.

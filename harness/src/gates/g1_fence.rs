@@ -1,4 +1,4 @@
-//! G1 fence (DESIGN §4, §7): a connect on a fresh database installs the fence (`HSETNX` inside
+//! G1 fence (SPEC §3, §6): a connect on a fresh database installs the fence (`HSETNX` inside
 //! `MULTI`/`EXEC`); every connect reads it before its first script, as `MONITOR` sees it; a fence
 //! of another protocol is refused with kind `fence`, naming both versions, and no script is sent.
 

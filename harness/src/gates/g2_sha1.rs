@@ -1,4 +1,4 @@
-//! G2 sha1 (DESIGN §5, §7): for all six scripts sha1(file bytes) = manifest = the engine's
+//! G2 sha1 (SPEC §2, §6): for all six scripts sha1(file bytes) = manifest = the engine's
 //! `SCRIPT LOAD` reply; the bytes are clean and the digest matches; the connector announces the
 //! bundle's SHAs and, on the engine, sends no other (every `EVALSHA` SHA and every `SCRIPT LOAD`
 //! or `EVAL` body is a bundle script).

@@ -1,4 +1,4 @@
-//! G3 evalsha-first (DESIGN §6, §7): after `SCRIPT FLUSH` + `CONFIG RESETSTAT`, ≥ 100 calls of
+//! G3 evalsha-first (SPEC §4, §6): after `SCRIPT FLUSH` + `CONFIG RESETSTAT`, ≥ 100 calls of
 //! each transition cost exactly one `SCRIPT LOAD` per script and no `EVAL`; a second flush in the
 //! middle of the run costs exactly one more load per script; the caller sees no error.
 

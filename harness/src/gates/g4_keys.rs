@@ -1,4 +1,4 @@
-//! G4 declared-keys (DESIGN §5, §7). Statically: every key a script's `redis.call` names is a
+//! G4 declared-keys (SPEC §2, §6). Statically: every key a script's `redis.call` names is a
 //! `KEYS[n]` within the manifest's count or rooted on `ARGV[1]`. On the engine: every key touched
 //! inside each script call (`lua` lines of `MONITOR`) is one of that call's KEYS or under its
 //! `ARGV[1]` root, all in one hash slot; afterwards the keyspace parses by §3 with no violation.

@@ -1,4 +1,4 @@
-//! G5 pipeline (DESIGN §6, §7): a 10 000-command pipeline of `INCR` on a probe key returns
+//! G5 pipeline (SPEC §4, §6): a 10 000-command pipeline of `INCR` on a probe key returns
 //! 1..=10000 in order; a pipelined `EVALSHA` batch of `ctx.batch` enqueues lands whole (the reply,
 //! `pending_size`, the counter and the first and last ids agree); its ops/s is a figure.
 

@@ -1,4 +1,4 @@
-//! G8 atomicity (DESIGN §6, §7).
+//! G8 atomicity (SPEC §4, §6).
 //!
 //! (a) Command discipline: over a workload of every verb, the only commands from the connector's
 //! connections that name an EchoMQ key are `EVALSHA`/`EVAL` of bundle scripts, the reads

@@ -109,7 +109,7 @@ fn parse_args(s: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// Commands that name no key (free for a connector to send, DESIGN §6).
+/// Commands that name no key (free for a connector to send, SPEC §4).
 const KEYLESS: &[&str] = &[
     "HELLO",
     "AUTH",

@@ -10,7 +10,7 @@ use crate::error::HarnessError;
 /// The six transitions in manifest (and digest) order.
 pub const SCRIPT_ORDER: [&str; 6] = ["enqueue", "claim", "complete", "retry", "promote", "reap"];
 
-/// The frozen claim script's sha1 (DESIGN §5).
+/// The frozen claim script's sha1 (SPEC §2).
 pub const FROZEN_CLAIM_SHA1: &str = "2319de1e94e21dd355032c7a25b90636b53f36cd";
 
 /// One script's manifest entry.

@@ -1,4 +1,4 @@
-//! L1, the key grammar (DESIGN §3): queue names, keys, job ids, and parsing keys back.
+//! L1, the key grammar (SPEC §1): queue names, keys, job ids, and parsing keys back.
 
 use crate::error::ConnectorError;
 

@@ -1,7 +1,9 @@
-//! The gate record (DESIGN §7): JSON for machines, Markdown for people, JUnit XML for CI systems.
+//! The gate record (SPEC §6): JSON for machines, Markdown for people, JUnit XML for CI systems.
 //! Verdicts and evidence are stable; times and rates live apart, in `volatile`, so `check` can
 //! compare a fresh run with the committed record.
 
+pub mod junit;
+pub mod markdown;
 pub mod output;
 
 use std::collections::BTreeMap;
@@ -222,136 +224,6 @@ impl Record {
             ));
         }
         out
-    }
-
-    /// The Markdown record, shaped like the published one.
-    pub fn markdown(&self) -> String {
-        let h = &self.header;
-        let mut s = String::new();
-        s.push_str("# EchoMQ connector gate record\n\n");
-        s.push_str("| | |\n|---|---|\n");
-        let rows = [
-            ("record schema", h.schema.clone()),
-            ("harness", h.harness_version.clone()),
-            (
-                "bundle",
-                format!(
-                    "{} (protocol {}, digest `{}`)",
-                    h.bundle_version, h.bundle_protocol, h.bundle_digest
-                ),
-            ),
-            (
-                "engine",
-                format!(
-                    "{} `{}`, valkey {}",
-                    h.engine_kind, h.engine_image, h.valkey_version
-                ),
-            ),
-            (
-                "connector",
-                format!(
-                    "{} {} ({})",
-                    h.connector_name, h.connector_version, h.connector_language
-                ),
-            ),
-            (
-                "seed",
-                format!("{} ({} histories, batch {})", h.seed, h.histories, h.batch),
-            ),
-            ("started", h.started.clone()),
-        ];
-        for (k, v) in rows {
-            s.push_str(&format!("| {k} | {v} |\n"));
-        }
-        s.push_str("\n## Scripts\n\n| script | sha1 |\n|---|---|\n");
-        for name in crate::protocol::bundle::SCRIPT_ORDER {
-            if let Some(sha) = h.scripts.get(name) {
-                s.push_str(&format!("| {name} | `{sha}` |\n"));
-            }
-        }
-        s.push_str("\n## Gates\n\n| gate | check | verdict |\n|---|---|---|\n");
-        for g in &self.gates {
-            s.push_str(&format!("| {} | {} | **{}** |\n", g.id, g.name, g.verdict));
-        }
-        for g in &self.gates {
-            s.push_str(&format!("\n### {} {} — {}\n\n", g.id, g.name, g.verdict));
-            for e in &g.evidence {
-                s.push_str(&format!("- {}\n", e.replace('\n', " ")));
-            }
-        }
-        s.push_str("\n## Figures (volatile; not compared)\n\n```\n");
-        s.push_str(&format!(
-            "{:<30}{} ms\n",
-            "engine boot", self.volatile.engine_boot_ms
-        ));
-        for (id, ms) in &self.volatile.gate_wall_ms {
-            s.push_str(&format!("{:<30}{ms} ms\n", format!("{id} wall")));
-        }
-        for (id, figs) in &self.volatile.figures {
-            for (k, v) in figs {
-                let shown = match v {
-                    serde_json::Value::String(t) => t.lines().next().unwrap_or("").to_string(),
-                    other => other.to_string(),
-                };
-                s.push_str(&format!("{:<30}{shown}\n", format!("{id} {k}")));
-            }
-        }
-        s.push_str(&format!(
-            "{:<30}{}\n```\n",
-            "gate record", self.footer.summary
-        ));
-        s.push_str(&format!(
-            "\n**{}** — ended {}\n",
-            self.footer.summary, self.footer.ended
-        ));
-        s
-    }
-
-    /// JUnit XML: one testcase per gate, for CI dashboards.
-    pub fn junit(&self) -> String {
-        fn esc(s: &str) -> String {
-            s.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-                .replace('"', "&quot;")
-        }
-        let failures = self
-            .gates
-            .iter()
-            .filter(|g| g.verdict == Verdict::Fail)
-            .count();
-        let errors = self
-            .gates
-            .iter()
-            .filter(|g| g.verdict == Verdict::Error)
-            .count();
-        let mut s = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"emq-gate {}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">\n",
-            esc(&self.header.connector_name),
-            self.gates.len()
-        );
-        for g in &self.gates {
-            let ms = self.volatile.gate_wall_ms.get(&g.id).copied().unwrap_or(0);
-            s.push_str(&format!(
-                "  <testcase classname=\"emq-gate\" name=\"{} {}\" time=\"{:.3}\">",
-                g.id,
-                esc(&g.name),
-                ms as f64 / 1000.0
-            ));
-            let body = esc(&g.evidence.join("\n"));
-            match g.verdict {
-                Verdict::Pass => {}
-                Verdict::Fail => s.push_str(&format!(
-                    "<failure message=\"gate failed\">{body}</failure>"
-                )),
-                Verdict::Error => {
-                    s.push_str(&format!("<error message=\"not judged\">{body}</error>"))
-                }
-            }
-            s.push_str("</testcase>\n");
-        }
-        s.push_str("</testsuite>\n");
-        s
     }
 
     /// Writes `<stem>.json`, `<stem>.md` and `<stem>.junit.xml` into `dir`.

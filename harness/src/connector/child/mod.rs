@@ -1,4 +1,4 @@
-//! A connector in any language, run as a child process speaking the wire protocol v1 (DESIGN §8):
+//! A connector in any language, run as a child process speaking the wire protocol v1 (SPEC §5):
 //! JSON lines on its stdin/stdout, free-form log on stderr.
 //!
 //! The child is judged, not trusted: every request has a timeout, and a non-JSON line, a wrong

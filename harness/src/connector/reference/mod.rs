@@ -138,7 +138,7 @@ impl Reference {
             .map_err(engine_err)
     }
 
-    /// DESIGN §4: read; install with `HSETNX` in one `MULTI`/`EXEC` when absent; judge the protocol.
+    /// SPEC §3: read; install with `HSETNX` in one `MULTI`/`EXEC` when absent; judge the protocol.
     fn check_fence(&mut self, con: &mut redis::Connection) -> Result<(), ConnectorError> {
         let mut fence = Self::read_fence(con)?;
         if fence.is_empty() {

@@ -3,4 +3,5 @@
 pub mod bless;
 pub mod expect;
 pub mod format;
+pub mod harness;
 pub mod runner;

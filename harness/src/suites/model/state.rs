@@ -1,4 +1,4 @@
-//! The pure reference model of EchoMQ (DESIGN §3, §5): per queue the four sets, the three-field
+//! The pure reference model of EchoMQ (SPEC §1, §2): per queue the four sets, the three-field
 //! job hashes and the id counter, with every verb's reply predicted — `invalid` errors included.
 //!
 //! Time is abstracted. A score is a [`Stamp`]: the logical tick of the call that wrote it and
