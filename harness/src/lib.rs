@@ -51,3 +51,104 @@ pub fn repo_relative(path: &str) -> std::path::PathBuf {
         })
         .unwrap_or(full)
 }
+
+/// The layer table above, enforced: no module imports a module of a higher layer, and no two
+/// top-level modules import each other.
+#[cfg(test)]
+mod layers {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    const LAYERS: [(&str, u8); 10] = [
+        ("error", 0),
+        ("protocol", 1),
+        ("engine", 2),
+        ("connector", 2),
+        ("observe", 3),
+        ("doubles", 3),
+        ("suites", 4),
+        ("gates", 5),
+        ("report", 6),
+        ("cmd", 7),
+    ];
+
+    fn layer(m: &str) -> Option<u8> {
+        LAYERS.iter().find(|(n, _)| *n == m).map(|(_, l)| *l)
+    }
+
+    /// Top-level module → the top-level modules its non-test code names as `crate::<m>`.
+    fn imports() -> BTreeMap<String, BTreeSet<String>> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let rel = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
+                if layer(top).is_none() {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                // Code only: doc comments may name any module, and tests may reach up.
+                let code: String = text
+                    .split("#[cfg(test)]")
+                    .next()
+                    .unwrap()
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                for part in code.split("crate::").skip(1) {
+                    let name: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if name != top && layer(&name).is_some() {
+                        out.entry(top.to_string()).or_default().insert(name);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn no_module_imports_a_higher_layer() {
+        let mut wrong = Vec::new();
+        for (from, tos) in imports() {
+            for to in tos {
+                if layer(&to) > layer(&from) {
+                    wrong.push(format!(
+                        "{from} (layer {:?}) imports {to} (layer {:?})",
+                        layer(&from),
+                        layer(&to)
+                    ));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn no_two_modules_import_each_other() {
+        let all = imports();
+        let mut cycles = Vec::new();
+        for (a, tos) in &all {
+            for b in tos {
+                if all.get(b).is_some_and(|back| back.contains(a)) && a < b {
+                    cycles.push(format!("{a} <-> {b}"));
+                }
+            }
+        }
+        assert!(cycles.is_empty(), "{cycles:?}");
+    }
+}
