@@ -1,4 +1,4 @@
-"""EchoMQ connector for Python (redis-py), speaking the wire protocol v1 of DESIGN §8.
+"""EchoMQ connector for Python (redis-py), speaking the wire protocol v1 of SPEC §5.
 
 Module map:
   bundle.py   - loads the script bundle by path and verifies sha1s/digest (no redis)

@@ -1,6 +1,6 @@
 """Load the EchoMQ script bundle by path (never a copy) and verify it. No redis here.
 
-A script is its file's bytes exactly (DESIGN §5): the bytes are read once, their sha1 is
+A script is its file's bytes exactly (SPEC §2): the bytes are read once, their sha1 is
 computed and must equal the manifest's; the digest is sha1 of the six sha1s (lower-case hex)
 joined by "\\n" in the order enqueue, claim, complete, retry, promote, reap.
 """
@@ -17,7 +17,7 @@ from .errors import BundleError
 
 SCRIPT_ORDER = ("enqueue", "claim", "complete", "retry", "promote", "reap")
 
-# KEYS / ARGV names per script, as the connector dispatches them (DESIGN §5 table).
+# KEYS / ARGV names per script, as the connector dispatches them (SPEC §2 table).
 # They are checked against the manifest so a bundle that reorders them is refused.
 EXPECTED_KEYS = {
     "enqueue": ["pending", "delayed", "seq"],

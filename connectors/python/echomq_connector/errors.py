@@ -1,4 +1,4 @@
-"""Error kinds of the wire protocol v1 (DESIGN §8). No redis here."""
+"""Error kinds of the wire protocol v1 (SPEC §5). No redis here."""
 
 
 class ConnectorError(Exception):

@@ -1,11 +1,11 @@
 """THE sole raw-Redis seam of the Python connector.
 
 This module, and only this module, imports redis-py, owns the raw client of every session and
-knows the key schema (DESIGN §3). Everything else talks to `Session` methods and sees only the
+knows the key schema (SPEC §1). Everything else talks to `Session` methods and sees only the
 exceptions of `errors` (a test in tests/test_seam.py fails if `redis` is imported elsewhere).
 
 Commands sent, and nothing else (besides what redis-py sends at connect: AUTH, SELECT):
-  - at every new engine connection, before anything else (the fence, DESIGN §4):
+  - at every new engine connection, before anything else (the fence, SPEC §3):
       HGETALL emq:fence; if empty: MULTI, HSETNX x3, EXEC, HGETALL emq:fence
   - transitions: EVALSHA <sha> ...; on a NOSCRIPT reply one SCRIPT LOAD <source> and the EVALSHA
     again, pipelined in one write
@@ -30,7 +30,7 @@ from .bundle import Bundle, Script
 from .errors import EngineError, FenceError, Invalid
 
 # ---------------------------------------------------------------------------------------------
-# The key schema (DESIGN §3): emq:{q}:<type>; the hash tag {q} keeps a queue in one slot.
+# The key schema (SPEC §1): emq:{q}:<type>; the hash tag {q} keeps a queue in one slot.
 
 
 def key(q: str, kind: str) -> str:

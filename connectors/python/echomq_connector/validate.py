@@ -1,4 +1,4 @@
-"""Argument validation for the wire commands (DESIGN §3, §8). No redis here.
+"""Argument validation for the wire commands (SPEC §1, §5). No redis here.
 
 Everything is checked before a byte is sent; a failure raises errors.Invalid.
 A JSON bool is not an integer; a float (even 1.0) is not an integer.

@@ -1,4 +1,4 @@
-"""The wire protocol v1 (DESIGN §8, frozen): JSON lines on stdin/stdout. No redis here.
+"""The wire protocol v1 (SPEC §5, frozen): JSON lines on stdin/stdout. No redis here.
 
 One request per line; exactly one response per request, in order, echoing `seq`; stdout is
 flushed after every line; stderr is free-form log. `stop` exits 0 with no response, and so does

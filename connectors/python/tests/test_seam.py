@@ -1,4 +1,4 @@
-"""Lint: the sole raw-Redis seam (DESIGN §2). Only echomq_connector/seam.py may import redis.
+"""Lint: the sole raw-Redis seam (SPEC §4). Only echomq_connector/seam.py may import redis.
 
 Stdlib only; runs without redis installed:  python -m unittest discover -s connectors/python/tests
 """

@@ -1,4 +1,4 @@
-"""End-to-end test of the connector over the wire protocol v1 (DESIGN §8) against a live Valkey.
+"""End-to-end test of the connector over the wire protocol v1 (SPEC §5) against a live Valkey.
 
 It starts its own valkey-server (no persistence, a password, a free loopback port, a temp dir),
 starts the connector as a child process and drives every command through stdin/stdout.
