@@ -4,16 +4,16 @@
 //!
 //! Time bounds here are bounds on a hang (generous, so they never flake), not speed claims.
 
-#[path = "support/lifecycle.rs"]
-mod lifecycle;
+mod common;
 
-use lifecycle::{error_kinds, lifecycle};
-use std::path::{Path, PathBuf};
+use common::lifecycle::{error_kinds, lifecycle};
+use common::{binary_engine, python_connector};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use emq::connector::child::{ChildConnector, ChildFactory, ChildSpec};
 use emq::connector::{Connector, Verbs};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+
 use emq::error::{ErrorKind, HarnessError};
 use emq::gates::ConnectorFactory;
 use emq::protocol::bundle::Bundle;
@@ -387,32 +387,6 @@ fn bad_commands_are_harness_errors() {
 
 // ---------------------------------------------------------------------------------------------
 // The real Python connector on a live engine.
-
-fn python_connector() -> Option<PathBuf> {
-    let path = std::env::var_os("EMQ_PYTHON_CONNECTOR")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/emq/venv-python/bin/emq-connector-py"))
-        })?;
-    path.is_file().then_some(path)
-}
-
-fn binary_engine() -> Engine {
-    let built = PathBuf::from("/tmp/apt-sid/src/src/valkey-server");
-    let valkey_server = match emq::engine::binary::locate(None) {
-        Ok(p) => Some(p),
-        Err(_) if built.is_file() => Some(built),
-        Err(_) => None,
-    };
-    Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        valkey_server,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)")
-}
 
 #[test]
 fn python_connector_runs_every_verb() {

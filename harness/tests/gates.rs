@@ -5,15 +5,16 @@
 //! Every test boots its own binary engine, so the tests run in parallel without sharing
 //! `SCRIPT FLUSH`, `CONFIG RESETSTAT` or `MONITOR`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+
+mod common;
 
 use emq::connector::Connector;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::connector::reference::Reference;
 use emq::doubles::{Double, TABLE};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::engine::Engine;
 use emq::error::HarnessError;
 use emq::gates::ALL;
 use emq::gates::{ConnectorFactory, GateContext, GateOutcome, Verdict, run_gate};
@@ -26,18 +27,7 @@ const MINE: [&str; 6] = ["G1", "G2", "G3", "G4", "G5", "G8"];
 const BATCH: i64 = 20_000;
 
 fn engine() -> Engine {
-    let built = PathBuf::from("/tmp/apt-sid/src/src/valkey-server");
-    let valkey_server = match emq::engine::binary::locate(None) {
-        Ok(p) => Some(p),
-        Err(_) if built.is_file() => Some(built),
-        Err(_) => None,
-    };
-    let opts = EngineOptions {
-        choice: EngineChoice::Binary,
-        valkey_server,
-        ..EngineOptions::default()
-    };
-    Engine::start(&opts).expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)")
+    common::binary_engine()
 }
 
 /// Runs every gate of [`MINE`] against the reference connector or `double`, on one engine.
@@ -189,20 +179,10 @@ fn raw_complete_fails_g8() {
     judge(Some(Double::RawComplete));
 }
 
-/// The Python connector (a child process, so `Connector::kill` really kills it) passes too. Skipped
-/// when it is not provisioned (`EMQ_PYTHON_CONNECTOR` or `~/.cache/emq/venv-python`).
+/// The Python connector (a child process, so `Connector::kill` really kills it) passes too.
 #[test]
 fn python_connector_passes_every_gate() {
-    let program = std::env::var_os("EMQ_PYTHON_CONNECTOR")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/emq/venv-python/bin/emq-connector-py"))
-        })
-        .filter(|p| p.is_file());
-    let Some(program) = program else {
-        eprintln!("skipped: no Python connector (set EMQ_PYTHON_CONNECTOR)");
+    let Some(program) = common::python_connector() else {
         return;
     };
     let bundle = Arc::new(Bundle::load_default().unwrap());

@@ -2,13 +2,15 @@
 //! of histories and survives the soak; three broken doubles are each caught, and each is shrunk to
 //! a short counterexample whose YAML case parses and replays (passing on the reference).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use emq::connector::Connector;
 use emq::connector::reference::Reference;
 use emq::doubles::{Double, TABLE};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+
 use emq::error::HarnessError;
 use emq::gates::g7_interleavings::{self, regressions};
 use emq::gates::{ConnectorFactory, GateContext, Verdict, gate_db, run_gate};
@@ -17,17 +19,7 @@ use emq::suites::cases::runner::{Mode, run_case};
 use emq::suites::model::runner::{self, Breach, Env, Options, run_history};
 use emq::suites::model::soak::{SoakOptions, soak};
 
-fn engine() -> Engine {
-    let opts = EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    };
-    Engine::start(&opts).expect("engine (run ci/provision first)")
-}
-
-fn bundle() -> Arc<Bundle> {
-    Arc::new(Bundle::load_default().unwrap())
-}
+use common::{binary_engine as engine, bundle};
 
 fn reference(
     bundle: &Arc<Bundle>,
@@ -270,17 +262,7 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
 /// The Python connector (a child process, wire protocol v1), when provisioned.
 #[test]
 fn python_connector_agrees_with_the_model() {
-    let program = std::env::var_os("EMQ_PYTHON_CONNECTOR")
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| {
-                std::path::PathBuf::from(h).join(".cache/emq/venv-python/bin/emq-connector-py")
-            })
-        })
-        .filter(|p| p.is_file());
-    let Some(program) = program else {
-        eprintln!("skipped: no Python connector (set EMQ_PYTHON_CONNECTOR or run ci/provision)");
+    let Some(program) = common::python_connector() else {
         return;
     };
     let e = engine();

@@ -1,22 +1,14 @@
 //! The reference connector on a live engine: every verb's happy path, each error kind, the fence,
 //! and NOSCRIPT recovery with exactly one load per script.
 
-#[path = "support/lifecycle.rs"]
-mod lifecycle;
+mod common;
 
+use common::engine;
+use common::lifecycle::{error_kinds, lifecycle};
 use emq::connector::Verbs;
 use emq::connector::reference::Reference;
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::engine::{Engine, EngineChoice};
 use emq::protocol::bundle::Bundle;
-use lifecycle::{error_kinds, lifecycle};
-
-fn engine(choice: EngineChoice) -> Engine {
-    let opts = EngineOptions {
-        choice,
-        ..EngineOptions::default()
-    };
-    Engine::start(&opts).expect("engine (run ci/provision first)")
-}
 
 fn every_verb(e: &Engine) {
     let bundle = Bundle::load_default().unwrap();

@@ -1,0 +1,49 @@
+//! What the integration tests share: engines, the bundle, the provisioned Python connector, and
+//! the connector lifecycle. Each test binary uses a part of it.
+#![allow(dead_code)]
+
+pub mod lifecycle;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::protocol::bundle::Bundle;
+
+/// An engine of `choice`, configured as the user configured it (`EMQ_VALKEY_SERVER`,
+/// `EMQ_VALKEY_IMAGE`, ...; see the README's table).
+pub fn engine(choice: EngineChoice) -> Engine {
+    let opts = EngineOptions {
+        choice,
+        ..EngineOptions::from_env().expect("the EMQ_* environment")
+    };
+    Engine::start(&opts).unwrap_or_else(|e| panic!("{choice:?} engine: {e} (run ci/provision)"))
+}
+
+/// A binary engine of its own: tests that use `SCRIPT FLUSH`, `CONFIG RESETSTAT` or `MONITOR`
+/// boot one each, so they run in parallel without sharing those.
+pub fn binary_engine() -> Engine {
+    engine(EngineChoice::Binary)
+}
+
+pub fn bundle() -> Arc<Bundle> {
+    Arc::new(Bundle::load_default().expect("the repository's bundle"))
+}
+
+/// The Python connector `ci/provision` installed (`EMQ_PYTHON_CONNECTOR`). Outside CI a test
+/// that needs it is skipped with a line saying so; in CI (`CI` set) its absence is a failure, so
+/// no test passes there by skipping.
+pub fn python_connector() -> Option<PathBuf> {
+    let found = std::env::var_os("EMQ_PYTHON_CONNECTOR")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but EMQ_PYTHON_CONNECTOR names no connector: run ci/provision"
+        );
+        eprintln!("skipped: no Python connector (run ci/provision, or set EMQ_PYTHON_CONNECTOR)");
+    }
+    found
+}
