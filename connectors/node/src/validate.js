@@ -1,0 +1,108 @@
+'use strict';
+// Argument validation (SPEC §4 "Validate before sending", §1 queue names, §5 request fields).
+// Every check here runs before a byte is sent; a failure is kind `invalid`.
+
+const { invalid } = require('./errors');
+const { isEchoMqKey, KEY_PREFIX } = require('./engine'); // the key schema lives in the seam module
+
+const MAX_MS = 1_000_000_000_000; // delay/lease/backoff cap: keeps now + ms exact in Lua
+// Caps SPEC §4 does not state but the gate's cases pin (cases/invalid-int-above-i32-max.yaml,
+// cases/invalid-count-above-max.yaml); see README.md, "Where SPEC is silent".
+const MAX_I32 = 2_147_483_647; // attempts, max_attempts, offset, limit
+const MAX_PROBE_N = 1_000_000; // pipeline_probe n
+const MAX_DEPTH = 100_000; // batch depth
+const QUEUE_RE = /^[A-Za-z0-9._-]{1,128}$/;
+const ID_RE = /^j[0-9]{16}$/;
+
+function field(req, name) {
+  if (!Object.prototype.hasOwnProperty.call(req, name) || req[name] === null || req[name] === undefined) {
+    throw invalid(`${name} is required`);
+  }
+  return req[name];
+}
+
+function string(req, name) {
+  const v = field(req, name);
+  if (typeof v !== 'string') throw invalid(`${name} must be a string`);
+  return v;
+}
+
+function integer(req, name, min, max = Number.MAX_SAFE_INTEGER) {
+  const v = field(req, name);
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw invalid(`${name} must be an integer`);
+  if (v < min) throw invalid(`${name} must be >= ${min}`);
+  if (v > max) throw invalid(`${name} must be <= ${max}`);
+  return v;
+}
+
+const ms = (req, name) => integer(req, name, 0, MAX_MS);
+
+function queue(req) {
+  const q = string(req, 'queue');
+  if (!QUEUE_RE.test(q)) throw invalid('queue must be 1 to 128 characters of [A-Za-z0-9._-]');
+  return q;
+}
+
+function session(req) {
+  const s = string(req, 'session');
+  if (s.length === 0) throw invalid('session must be a non-empty string');
+  return s;
+}
+
+function id(req) {
+  const v = string(req, 'id');
+  if (!ID_RE.test(v)) throw invalid('id must match ^j[0-9]{16}$');
+  return v;
+}
+
+function url(req) {
+  const u = string(req, 'url');
+  let parsed;
+  try {
+    parsed = new URL(u);
+  } catch {
+    throw invalid('url must be redis://[:password@]host:port[/db]');
+  }
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw invalid('url scheme must be redis://');
+  if (!parsed.hostname) throw invalid('url must name a host');
+  const db = parsed.pathname.replace(/^\//, '');
+  if (db !== '' && !/^[0-9]+$/.test(db)) throw invalid('url database must be a non-negative integer');
+  return u;
+}
+
+function probeKey(req) {
+  const k = string(req, 'key');
+  if (k.length === 0) throw invalid('key must be non-empty');
+  if (isEchoMqKey(k)) throw invalid(`key must not be under ${KEY_PREFIX}`);
+  return k;
+}
+
+// cmd -> validator returning the normalized arguments (without `session`, handled by the caller).
+const VERBS = Object.freeze({
+  connect: (r) => ({ url: url(r) }),
+  disconnect: () => ({}),
+  enqueue: (r) => ({ queue: queue(r), payload: string(r, 'payload'), delay_ms: ms(r, 'delay_ms') }),
+  browse: (r) => ({ queue: queue(r), offset: integer(r, 'offset', 0, MAX_I32), limit: integer(r, 'limit', 0, MAX_I32) }),
+  pending_size: (r) => ({ queue: queue(r) }),
+  claim: (r) => ({ queue: queue(r), lease_ms: ms(r, 'lease_ms') }),
+  complete: (r) => ({ queue: queue(r), id: id(r), attempts: integer(r, 'attempts', 0, MAX_I32) }),
+  retry: (r) => ({
+    queue: queue(r),
+    id: id(r),
+    attempts: integer(r, 'attempts', 0, MAX_I32),
+    backoff_ms: ms(r, 'backoff_ms'),
+    max_attempts: integer(r, 'max_attempts', 1, MAX_I32),
+  }),
+  promote: (r) => ({ queue: queue(r), limit: integer(r, 'limit', 0, MAX_I32) }),
+  reap: (r) => ({ queue: queue(r), max_attempts: integer(r, 'max_attempts', 1, MAX_I32), limit: integer(r, 'limit', 0, MAX_I32) }),
+  pipeline_probe: (r) => ({ key: probeKey(r), n: integer(r, 'n', 1, MAX_PROBE_N) }),
+  batch: (r) => ({ queue: queue(r), n: integer(r, 'n', 1), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') }),
+});
+
+/** Validates a session verb's request; returns {session, args}. Throws kind `invalid`. */
+function validateVerb(cmd, req) {
+  const s = session(req);
+  return { session: s, args: VERBS[cmd](req) };
+}
+
+module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_DEPTH, QUEUE_RE, ID_RE };
