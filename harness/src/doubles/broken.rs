@@ -121,14 +121,14 @@ fn repaired(check: Check, req: &Request) -> Request {
             | Request::Batch { queue, .. },
             Check::Queue,
         ) => *queue = "q".into(),
-        (Request::Enqueue { delay_ms: ms, .. } | Request::Claim { lease_ms: ms, .. }, Check::Ms) => {
-            *ms = 0
-        }
-        (Request::Retry { backoff_ms, .. }, Check::Ms) => *backoff_ms = 0,
         (
-            Request::Complete { attempts, .. } | Request::Retry { attempts, .. },
-            Check::Attempts,
-        ) => *attempts = 0,
+            Request::Enqueue { delay_ms: ms, .. } | Request::Claim { lease_ms: ms, .. },
+            Check::Ms,
+        ) => *ms = 0,
+        (Request::Retry { backoff_ms, .. }, Check::Ms) => *backoff_ms = 0,
+        (Request::Complete { attempts, .. } | Request::Retry { attempts, .. }, Check::Attempts) => {
+            *attempts = 0
+        }
         (
             Request::Retry { max_attempts, .. } | Request::Reap { max_attempts, .. },
             Check::MaxAttempts,
@@ -137,10 +137,9 @@ fn repaired(check: Check, req: &Request) -> Request {
             *offset = 0;
             *limit = 0;
         }
-        (
-            Request::Promote { limit, .. } | Request::Reap { limit, .. },
-            Check::LimitOffset,
-        ) => *limit = 0,
+        (Request::Promote { limit, .. } | Request::Reap { limit, .. }, Check::LimitOffset) => {
+            *limit = 0
+        }
         (Request::Complete { id, .. } | Request::Retry { id, .. }, Check::Id) => {
             *id = "j0000000000000001".into()
         }

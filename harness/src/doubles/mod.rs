@@ -397,9 +397,7 @@ impl Double {
             Self::LenientCount => lenient(Check::Count),
             Self::LenientProbeKey => lenient(Check::ProbeKey),
             Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
-            Self::PendingSizeCountsActive => {
-                Box::new(broken::PendingSizeCountsActive(reference()))
-            }
+            Self::PendingSizeCountsActive => Box::new(broken::PendingSizeCountsActive(reference())),
             Self::FenceHset => Box::new(broken::FenceHset {
                 inner: reference(),
                 protocol: bundle.manifest.protocol.to_string(),

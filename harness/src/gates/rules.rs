@@ -76,7 +76,10 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R1.4",
         summary: "state names the one set that holds the id; a completed job is deleted",
-        checks: &["G6: keyspace assertions", "G7: the model's invariants after every step"],
+        checks: &[
+            "G6: keyspace assertions",
+            "G7: the model's invariants after every step",
+        ],
         cases: &["complete-active-true", "retry-delayed-shape"],
         gates: &[],
         doubles: &[],
@@ -87,7 +90,10 @@ pub const CATALOGUE: &[Rule] = &[
         id: "R1.5",
         summary: "complete and retry present claim's attempts as the fencing token; a stale one changes nothing",
         checks: &["G6: stale-token cases", "G7: stale tokens in histories"],
-        cases: &["complete-wrong-token-false", "complete-stale-after-reap-reclaim"],
+        cases: &[
+            "complete-wrong-token-false",
+            "complete-stale-after-reap-reclaim",
+        ],
         gates: &["G6", "G7"],
         doubles: &["CompleteIgnoresToken"],
         unbreakable: "",
@@ -173,7 +179,10 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R3.2",
         summary: "an absent fence is installed with one HSETNX per field inside one MULTI/EXEC, then read again",
-        checks: &["G1: the install seen on MONITOR", "G8: command discipline on emq:fence"],
+        checks: &[
+            "G1: the install seen on MONITOR",
+            "G8: command discipline on emq:fence",
+        ],
         cases: &["fence-installed-on-connect"],
         gates: &["G1", "G8"],
         doubles: &["FenceHset"],
@@ -195,7 +204,10 @@ pub const CATALOGUE: &[Rule] = &[
             "G1: the refusal, its message, nothing sent after it",
             "G6: fence-*-refused cases",
         ],
-        cases: &["fence-other-protocol-refused", "fence-older-protocol-refused"],
+        cases: &[
+            "fence-other-protocol-refused",
+            "fence-older-protocol-refused",
+        ],
         gates: &["G1", "G6"],
         doubles: &["FenceIgnoresProtocol"],
         unbreakable: "",
@@ -231,7 +243,11 @@ pub const CATALOGUE: &[Rule] = &[
         id: "R4.4",
         summary: "limit and offset outside 0..=2147483647 are invalid, nothing sent",
         checks: &[INVALID_SENDS_NOTHING],
-        cases: &["invalid-browse-args", "invalid-promote-args", "invalid-int-above-i32-max"],
+        cases: &[
+            "invalid-browse-args",
+            "invalid-promote-args",
+            "invalid-int-above-i32-max",
+        ],
         gates: &["G6"],
         doubles: &["LenientLimitOffset"],
         unbreakable: "",
@@ -262,7 +278,10 @@ pub const CATALOGUE: &[Rule] = &[
         id: "R4.7",
         summary: "an empty probe key or one under emq: is invalid, nothing sent",
         checks: &[INVALID_SENDS_NOTHING],
-        cases: &["invalid-pipeline-probe-emq-key", "invalid-pipeline-probe-args"],
+        cases: &[
+            "invalid-pipeline-probe-emq-key",
+            "invalid-pipeline-probe-args",
+        ],
         gates: &["G6"],
         doubles: &["LenientProbeKey"],
         unbreakable: "",
@@ -330,7 +349,11 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R4.14",
         summary: "no job is lost, duplicated or orphaned, even when connections or the process are killed",
-        checks: &["G6: keyspace and seq", "G7: the model's accounting", "G8: accounting after kills"],
+        checks: &[
+            "G6: keyspace and seq",
+            "G7: the model's accounting",
+            "G8: accounting after kills",
+        ],
         cases: &["enqueue-ids-increment", "mint-batch-then-enqueue"],
         gates: &["G6", "G7"],
         doubles: &["EnqueueTwice"],
@@ -339,7 +362,9 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R4.15",
         summary: "one module owns the raw client and the key schema (a lint)",
-        checks: &["clippy.toml and the reference's #[expect]; connectors/python/tests/test_seam.py"],
+        checks: &[
+            "clippy.toml and the reference's #[expect]; connectors/python/tests/test_seam.py",
+        ],
         cases: &[],
         gates: &[],
         doubles: &[],
@@ -377,7 +402,10 @@ pub const CATALOGUE: &[Rule] = &[
         id: "R5.4",
         summary: "an engine error reply or a failed connection is kind engine",
         checks: &["G6: error-engine-* cases (setup gives keys of the wrong type)"],
-        cases: &["error-engine-wrong-type-pending", "error-engine-wrong-type-active"],
+        cases: &[
+            "error-engine-wrong-type-pending",
+            "error-engine-wrong-type-active",
+        ],
         gates: &["G6"],
         doubles: &["EngineAsInternal"],
         unbreakable: "",
@@ -394,7 +422,9 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R5.6",
         summary: "kind internal is for anything else: a connector bug",
-        checks: &["every case pins the kind of each expected error, so internal never stands in for one"],
+        checks: &[
+            "every case pins the kind of each expected error, so internal never stands in for one",
+        ],
         cases: &[],
         gates: &[],
         doubles: &[],
@@ -449,7 +479,9 @@ pub fn spec_ids(spec: &str) -> Vec<String> {
         let Some(end) = part.find("**") else { continue };
         let id = &part[..end];
         let mut nums = id.splitn(2, '.');
-        let ok = |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        let ok = |s: Option<&str>| {
+            s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        };
         if ok(nums.next()) && ok(nums.next()) {
             let id = format!("R{id}");
             if !ids.contains(&id) {

@@ -249,9 +249,7 @@ fn run_steps(
                         return Err(run.fail(
                             i,
                             verb,
-                            format!(
-                                "an invalid request reached the engine ({sent} bytes sent)"
-                            ),
+                            format!("an invalid request reached the engine ({sent} bytes sent)"),
                             None,
                         ));
                     }
