@@ -10,6 +10,11 @@
 //!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
 //!   feature, to send the wrong thing on the wire.
 //!
+//! - **rule breakers** ([`broken`]): one per numbered SPEC rule not already broken above; the rule
+//!   catalogue (`crate::gates::rules`) names which double breaks which rule, and `tests/rules.rs`
+//!   requires the named gates to FAIL it. Wire rules are broken by child fixtures
+//!   (`harness/tests/fixtures/wire_*.py`) that forward to the Python connector.
+//!
 //! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
