@@ -103,6 +103,10 @@ fn dispatch() -> ExitCode {
                 code(Code::GateFailed)
             }
         }
+        Command::Rules => {
+            output::result(&emq::gates::rules::text());
+            code(Code::Pass)
+        }
         Command::Bench {
             engine,
             n,

@@ -73,3 +73,12 @@ fn help_reads_like_a_manual() {
         assert!(text.contains(needle), "--help lacks {needle}: {text}");
     }
 }
+
+#[test]
+fn rules_prints_the_catalogue() {
+    let (code, text) = gate(&["rules"]);
+    assert_eq!(code, Some(0), "{text}");
+    for needle in ["R1.1", "R4.11", "Unpipelined", "R5.10", "unbreakable:"] {
+        assert!(text.contains(needle), "rules lacks {needle}: {text}");
+    }
+}

@@ -203,3 +203,18 @@ fn python_connector_passes_every_gate() {
         .collect();
     assert!(wrong.is_empty(), "python:\n{}", wrong.join("\n"));
 }
+
+#[test]
+fn unpipelined_fails_g5() {
+    judge(Some(Double::Unpipelined));
+}
+
+#[test]
+fn fence_hset_fails_g1() {
+    judge(Some(Double::FenceHset));
+}
+
+#[test]
+fn fence_ignores_protocol_fails_g1() {
+    judge(Some(Double::FenceIgnoresProtocol));
+}

@@ -73,6 +73,9 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// The rule catalogue: every numbered rule of bundle/SPEC.md, the gate checks and cases that
+    /// enforce it, and the broken connector the gate must catch (or why none can break it).
+    Rules,
     /// Throughput against the engine's own limit: the reference connector's pipelined EVALSHA
     /// enqueue batch and valkey-benchmark (same SHA, keys, depth, one connection) on one engine,
     /// a claim → complete cycle, and each gate's wall time.

@@ -10,9 +10,15 @@
 //!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
 //!   feature, to send the wrong thing on the wire.
 //!
+//! - **rule breakers** ([`broken`]): one per numbered SPEC rule not already broken above; the rule
+//!   catalogue (`crate::gates::rules`) names which double breaks which rule, and `tests/rules.rs`
+//!   requires the named gates to FAIL it. Wire rules are broken by child fixtures
+//!   (`harness/tests/fixtures/wire_*.py`) that forward to the Python connector.
+//!
 //! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
+pub mod broken;
 pub mod rewrite;
 pub mod wire;
 
@@ -46,6 +52,44 @@ pub enum Double {
     CompleteIgnoresToken,
     /// `enqueue` sent twice, the first id reported: a job nobody knows about.
     EnqueueTwice,
+    /// `pipeline_probe` and `batch` one command per round trip (right replies, no pipelining).
+    Unpipelined,
+    /// `disconnect` answers `{}` but the session keeps working.
+    ZombieSession,
+    /// Engine errors reported as kind `internal`.
+    EngineAsInternal,
+    /// Sends a bad queue name to the engine.
+    LenientQueue,
+    /// Sends an out-of-range `delay_ms`, `lease_ms` or `backoff_ms` to the engine.
+    LenientMs,
+    /// Sends an out-of-range `attempts` to the engine.
+    LenientAttempts,
+    /// Sends an out-of-range `max_attempts` to the engine.
+    LenientMaxAttempts,
+    /// Sends an out-of-range `limit` or `offset` to the engine.
+    LenientLimitOffset,
+    /// Sends a malformed job id to the engine.
+    LenientId,
+    /// Sends an out-of-range `n` or `depth` to the engine.
+    LenientCount,
+    /// Sends an empty or `emq:` probe key to the engine.
+    LenientProbeKey,
+    /// `browse` in reverse claim order.
+    BrowseReversed,
+    /// `pending_size` counts the active set too.
+    PendingSizeCountsActive,
+    /// Installs an absent fence with one `HSET` outside `MULTI`/`EXEC`.
+    FenceHset,
+    /// Refuses a fence of its own protocol with another digest.
+    FenceRefusesOtherDigest,
+    /// Connects through a fence of another protocol.
+    FenceIgnoresProtocol,
+    /// Every session shares the first session's connection.
+    SharedConnection,
+    /// `hello` accepts any protocol.
+    HelloAnyProtocol,
+    /// A verb on an unknown session runs on some connected session.
+    FallbackSession,
 }
 
 /// A double, what it breaks, and where the gate must catch it.
@@ -147,6 +191,158 @@ pub const TABLE: &[Entry] = &[
         interleavings: true,
         why_also: "",
     },
+    Entry {
+        double: Double::Unpipelined,
+        breaks: "R4.11, R4.12: the probe and the batch are pipelined (many commands per write)",
+        gates: &["G5"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::ZombieSession,
+        breaks: "R5.10: after disconnect the session is unknown",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::EngineAsInternal,
+        breaks: "R5.4: an engine error is kind engine",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientQueue,
+        breaks: "R1.1: a bad queue name is invalid before a byte is sent",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientMs,
+        breaks: "R4.1: delay_ms, lease_ms, backoff_ms in 0..=10^12",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientAttempts,
+        breaks: "R4.2: attempts in 0..=2147483647",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientMaxAttempts,
+        breaks: "R4.3: max_attempts in 1..=2147483647",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientLimitOffset,
+        breaks: "R4.4: limit and offset in 0..=2147483647",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientId,
+        breaks: "R4.5: ids match ^j[0-9]{16}$",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientCount,
+        breaks: "R4.6: n and depth within their bounds",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::LenientProbeKey,
+        breaks: "R4.7: the probe key is non-empty and outside emq:",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::BrowseReversed,
+        breaks: "R2.5: browse lists ids in claim order",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::PendingSizeCountsActive,
+        breaks: "R2.6: pending_size is ZCARD of the pending set",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::FenceHset,
+        breaks: "R3.2: an absent fence is installed with HSETNX inside MULTI/EXEC",
+        gates: &["G1", "G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "G8: HSET on emq:fence is outside the command discipline (only HSETNX installs)",
+    },
+    Entry {
+        double: Double::FenceRefusesOtherDigest,
+        breaks: "R3.3: another digest of the same protocol is a warning, not an error",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::FenceIgnoresProtocol,
+        breaks: "R3.4: a fence of another protocol refuses the connect",
+        gates: &["G1"],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::SharedConnection,
+        breaks: "R5.7: every session has its own engine connection",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::HelloAnyProtocol,
+        breaks: "R5.5: hello of another protocol is unsupported",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::FallbackSession,
+        breaks: "R4.8: a verb on an unknown session is invalid",
+        gates: &[],
+        cases: true,
+        interleavings: false,
+        why_also: "",
+    },
 ];
 
 impl Double {
@@ -165,8 +361,15 @@ impl Double {
 
     /// A fresh, unconnected instance over `bundle`.
     pub fn make(self, bundle: &Bundle) -> Box<dyn Connector + Send> {
+        use broken::{Check, Lenient};
         use rewrite::{Rewrite, Rewriter};
         let reference = || Reference::new(bundle);
+        let lenient = |check| -> Box<dyn Connector + Send> {
+            Box::new(Lenient {
+                inner: reference(),
+                check,
+            })
+        };
         match self {
             Self::SkipFence => Box::new(wire::SkipFence(reference())),
             Self::ForeignScripts => Box::new(Reference::new(&wire::patched(bundle))),
@@ -184,6 +387,42 @@ impl Double {
                 Box::new(Rewriter::new(reference(), Rewrite::CompleteIgnoresToken))
             }
             Self::EnqueueTwice => Box::new(Rewriter::new(reference(), Rewrite::EnqueueTwice)),
+            Self::Unpipelined => Box::new(broken::Unpipelined(reference())),
+            Self::ZombieSession => Box::new(broken::ZombieSession {
+                inner: reference(),
+                connected: Default::default(),
+            }),
+            Self::EngineAsInternal => Box::new(broken::EngineAsInternal(reference())),
+            Self::LenientQueue => lenient(Check::Queue),
+            Self::LenientMs => lenient(Check::Ms),
+            Self::LenientAttempts => lenient(Check::Attempts),
+            Self::LenientMaxAttempts => lenient(Check::MaxAttempts),
+            Self::LenientLimitOffset => lenient(Check::LimitOffset),
+            Self::LenientId => lenient(Check::Id),
+            Self::LenientCount => lenient(Check::Count),
+            Self::LenientProbeKey => lenient(Check::ProbeKey),
+            Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
+            Self::PendingSizeCountsActive => Box::new(broken::PendingSizeCountsActive(reference())),
+            Self::FenceHset => Box::new(broken::FenceHset {
+                inner: reference(),
+                protocol: bundle.manifest.protocol.to_string(),
+                bundle: bundle.manifest.bundle.clone(),
+                digest: bundle.manifest.digest.clone(),
+            }),
+            Self::FenceRefusesOtherDigest => Box::new(broken::FenceRefusesOtherDigest {
+                inner: reference(),
+                digest: bundle.manifest.digest.clone(),
+            }),
+            Self::FenceIgnoresProtocol => Box::new(broken::FenceIgnoresProtocol(reference())),
+            Self::SharedConnection => Box::new(broken::SharedConnection {
+                inner: reference(),
+                shared: None,
+            }),
+            Self::HelloAnyProtocol => Box::new(broken::HelloAnyProtocol(reference())),
+            Self::FallbackSession => Box::new(broken::FallbackSession {
+                inner: reference(),
+                connected: Default::default(),
+            }),
         }
     }
 

@@ -1,6 +1,14 @@
 //! G5 pipeline (SPEC §4, §6): a 10 000-command pipeline of `INCR` on a probe key returns
 //! 1..=10000 in order; a pipelined `EVALSHA` batch of `ctx.batch` enqueues lands whole (the reply,
 //! `pending_size`, the counter and the first and last ids agree); its ops/s is a figure.
+//!
+//! Right replies do not prove pipelining: a connector sending one command per round trip gets
+//! them too. So the engine's side is read as well (R4.11, R4.12): `total_reads_processed` of
+//! `INFO stats` counts the socket reads the server made. Valkey 9.1 keeps no per-client read count
+//! (`CLIENT INFO` has `tot-net-in` and `tot-cmds` only), so the count is server-wide; the gate's
+//! connector is the only client at work while it is read. A pipelined write of `n` commands
+//! arrives in a handful of reads (16 KiB each, at most), one command per round trip in `n`
+//! reads; the gate requires fewer than `n / 10`, a margin wide enough to stay deterministic.
 
 use std::time::Instant;
 
@@ -18,6 +26,31 @@ const DEPTH: i64 = 1000;
 /// What a certifying run needs.
 const CERTIFY: i64 = 100_000;
 const QUEUE: &str = "g5";
+/// Commands per engine read that pipelining must reach, at least (R4.11, R4.12).
+const PER_READ: i64 = 10;
+
+/// The engine's `total_reads_processed` (server-wide socket reads).
+fn reads(admin: &mut crate::engine::admin::Admin) -> Result<i64, GateError> {
+    let stats = admin.info("stats")?;
+    stats
+        .get("total_reads_processed")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| GateError::from("INFO stats has no total_reads_processed"))
+}
+
+/// Judges the engine reads a pipelined call of `n` commands cost. `before` and `after` each
+/// include the admin's own `INFO` read, which is taken off.
+fn judge_reads(out: &mut GateOutcome, what: &str, n: i64, before: i64, after: i64) {
+    let used = (after - before - 1).max(0);
+    out.figure(&format!("{what}_reads"), used);
+    let bound = n / PER_READ;
+    out.check(
+        used < bound,
+        format!(
+            "{what}: the engine received the {n} commands in fewer than {bound} reads (pipelined)"
+        ),
+    );
+}
 
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
@@ -34,10 +67,13 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
 
     // 1. The probe: outside the EchoMQ namespace.
     let probe = format!("emq-probe:{}", ctx.seed);
+    let r0 = reads(&mut admin)?;
     let t0 = Instant::now();
     match c.pipeline_probe("s", &probe, PROBE_N) {
         Ok(v) => {
             out.figure("probe_ms", t0.elapsed().as_millis() as u64);
+            let r1 = reads(&mut admin)?;
+            judge_reads(out, "probe", PROBE_N, r0, r1);
             let first_bad = v.iter().enumerate().find(|(i, x)| **x != *i as i64 + 1);
             let ok = v.len() == PROBE_N as usize && first_bad.is_none();
             let what = match first_bad {
@@ -70,8 +106,11 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         ));
     }
     // Timed by the same code as `emq-gate bench`, so the record's ops/s means the same thing.
+    let r0 = reads(&mut admin)?;
     match time_batch(c.as_mut(), "s", QUEUE, n, DEPTH, "x") {
         Ok(t) => {
+            let r1 = reads(&mut admin)?;
+            judge_reads(out, "batch", n, r0, r1);
             let got = t.done;
             out.figure("batch_ms", (t.secs * 1e3).round() as u64);
             out.figure("batch_ops_per_s", t.ops_per_s.round() as u64);

@@ -9,6 +9,7 @@ pub mod g5_pipeline;
 pub mod g6_cases;
 pub mod g7_interleavings;
 pub mod g8_atomicity;
+pub mod rules;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

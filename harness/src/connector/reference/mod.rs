@@ -436,6 +436,11 @@ impl Reference {
         self
     }
 
+    /// Answers `request` without validating its arguments first (a double that skips one check).
+    pub fn call_unvalidated(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        self.dispatch(request)
+    }
+
     /// Connects `session` without reading the fence.
     pub fn connect_unfenced(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
         let con = Self::open(url)?;
@@ -453,7 +458,7 @@ impl Reference {
         Self::load(con, script)
     }
 
-    /// Any command on `session`; the reply as text (`None` for nil).
+    /// Any command on `session`; the reply as text (`None` for nil; an array's items one a line).
     pub fn raw(&mut self, session: &str, args: &[&str]) -> Result<Option<String>, ConnectorError> {
         let con = self.session(session)?;
         let mut cmd = redis::cmd(args[0]);
@@ -463,6 +468,14 @@ impl Reference {
         let v: Value = cmd.query(con).map_err(engine_err)?;
         Ok(match v {
             Value::Nil => None,
+            Value::Array(items) => Some(
+                items
+                    .iter()
+                    .map(|i| text(i).or_else(|| int(i).map(|n| n.to_string())))
+                    .map(Option::unwrap_or_default)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
             other => Some(
                 text(&other)
                     .or_else(|| int(&other).map(|n| n.to_string()))

@@ -50,6 +50,7 @@ fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
             s("payload", Some("")),
         ],
         "connect" | "disconnect" => vec![],
+        "hello" => vec![i("protocol", Some(1))],
         _ => return None,
     })
 }
@@ -95,6 +96,8 @@ pub struct Case {
     pub sessions: Vec<String>,
     pub manual_connect: bool,
     pub fence: Option<BTreeMap<String, String>>,
+    /// Raw engine commands the harness sends before any connect (setup, e.g. a key of the wrong type).
+    pub setup: Vec<Vec<String>>,
     pub steps: Vec<Step>,
     pub file: PathBuf,
     /// Where the `id` value is, for errors about the id.
@@ -121,6 +124,8 @@ struct RawCase {
     connect: Option<Spanned<String>>,
     #[serde(default)]
     fence: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    setup: Vec<Vec<String>>,
     steps: Vec<Spanned<Map<String, Value>>>,
 }
 
@@ -202,6 +207,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
         sessions,
         manual_connect,
         fence: raw.fence,
+        setup: raw.setup,
         steps,
         file: file.to_path_buf(),
         id_at: (id_loc.line(), id_loc.column()),

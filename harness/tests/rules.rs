@@ -1,0 +1,217 @@
+//! The harness certifies itself: the rule catalogue (`emq::gates::rules`) is in step with
+//! `bundle/SPEC.md`, every breakable rule has a double, and the kill matrix runs each double
+//! through each gate its rule names and requires FAIL there. A rule without a killing double
+//! fails this test.
+//!
+//! G6 is judged on the rule's own cases (the ones G6 replays that enforce it); G7 on a short run
+//! of histories; the other gates are run whole.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use emq::connector::ConnectorFactory;
+use emq::connector::child::{ChildFactory, ChildSpec};
+use emq::doubles::{Double, TABLE};
+use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::gates::rules::{CATALOGUE, Rule, spec_ids};
+use emq::gates::{ALL, GateContext, Verdict, run_gate};
+use emq::protocol::bundle::Bundle;
+use emq::suites::cases::format::{Case, default_dir, load_dir};
+use emq::suites::cases::runner::{Mode, run_case};
+
+const SPEC: &str = include_str!("../../bundle/SPEC.md");
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn double_named(name: &str) -> Option<Double> {
+    Double::all().find(|d| format!("{d:?}") == name)
+}
+
+#[test]
+fn catalogue_and_spec_name_the_same_rules() {
+    let in_spec = spec_ids(SPEC);
+    let in_catalogue: Vec<String> = CATALOGUE.iter().map(|r| r.id.to_string()).collect();
+    let spec_set: BTreeSet<&String> = in_spec.iter().collect();
+    let cat_set: BTreeSet<&String> = in_catalogue.iter().collect();
+    let missing: Vec<_> = spec_set.difference(&cat_set).collect();
+    let extra: Vec<_> = cat_set.difference(&spec_set).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "SPEC ids not in the catalogue: {missing:?}; catalogue ids not in SPEC: {extra:?}"
+    );
+    assert_eq!(
+        in_catalogue.len(),
+        cat_set.len(),
+        "an id appears twice in the catalogue"
+    );
+    assert_eq!(in_spec, in_catalogue, "the catalogue keeps SPEC's order");
+}
+
+#[test]
+fn catalogue_names_real_cases_doubles_and_gates() {
+    let cases = load_dir(&default_dir()).unwrap();
+    let ids: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    let mut named = BTreeSet::new();
+    for r in CATALOGUE {
+        for c in r.cases {
+            assert!(ids.contains(c), "{}: no case {c}", r.id);
+        }
+        for g in r.gates {
+            assert!(ALL.iter().any(|x| x.id == *g), "{}: no gate {g}", r.id);
+        }
+        assert!(!r.checks.is_empty(), "{}: name the checks", r.id);
+        if r.breakable() {
+            assert!(
+                !r.doubles.is_empty() && !r.gates.is_empty(),
+                "{}: a breakable rule needs a double and the gates that kill it",
+                r.id
+            );
+            if r.gates.contains(&"G6") {
+                assert!(!r.cases.is_empty(), "{}: G6 kills it, so name cases", r.id);
+            }
+        } else {
+            assert!(
+                r.doubles.is_empty() && r.gates.is_empty(),
+                "{}: an unbreakable rule names no double",
+                r.id
+            );
+        }
+        for d in r.doubles {
+            if let Some(file) = d.strip_prefix("fixture:") {
+                assert!(fixture(file).is_file(), "{}: no fixture {file}", r.id);
+            } else {
+                assert!(double_named(d).is_some(), "{}: no double {d}", r.id);
+                named.insert(d.to_string());
+            }
+        }
+    }
+    for e in TABLE {
+        let name = format!("{:?}", e.double);
+        assert!(
+            named.contains(&name),
+            "{name} breaks no rule of the catalogue"
+        );
+    }
+}
+
+fn python() -> String {
+    std::env::var("EMQ_PYTHON_CONNECTOR")
+        .ok()
+        .filter(|p| std::path::Path::new(p).is_file())
+        .expect(
+            "the wire-rule doubles forward to the Python connector: run ci/provision and set \
+             EMQ_PYTHON_CONNECTOR (set -a; . ~/.cache/emq/env; set +a)",
+        )
+}
+
+fn factory(name: &str, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
+    match name.strip_prefix("fixture:") {
+        Some(file) => {
+            let spec = ChildSpec::new(["python3".to_string(), fixture(file).display().to_string()])
+                .with_env("EMQ_PYTHON_CONNECTOR", python())
+                .with_timeout(Duration::from_secs(2));
+            Box::new(ChildFactory::new(spec))
+        }
+        None => double_named(name).expect("a double").factory(bundle),
+    }
+}
+
+/// Runs `case` against a fresh connector of `make` in database `db`: true when it fails.
+fn case_fails(case: &Case, engine: &Engine, db: u32, make: &dyn ConnectorFactory) -> bool {
+    let mut c = make.make().unwrap();
+    run_case(case, engine, db, c.as_mut(), Mode::Check)
+        .failure
+        .is_some()
+}
+
+/// The verdict of gate `gate` on double `name`, in words; `None` when it FAILs as it must.
+fn survives(
+    rule: &Rule,
+    name: &str,
+    gate: &str,
+    engine: &Engine,
+    bundle: &Arc<Bundle>,
+    cases: &[Case],
+) -> Option<String> {
+    let make = factory(name, bundle);
+    if gate == "G6" {
+        let caught: Vec<&str> = rule
+            .cases
+            .iter()
+            .enumerate()
+            .filter(|(i, id)| {
+                let case = cases.iter().find(|c| c.id == **id).unwrap();
+                case_fails(case, engine, 1 + *i as u32, make.as_ref())
+            })
+            .map(|(_, id)| *id)
+            .collect();
+        eprintln!("{} {name} G6: fails {caught:?}", rule.id);
+        return caught
+            .is_empty()
+            .then(|| format!("passes every case of {:?}", rule.cases));
+    }
+    let progress = |_: &str| {};
+    let ctx = GateContext {
+        engine,
+        bundle,
+        factory: make.as_ref(),
+        seed: 42,
+        histories: 100,
+        batch: 20_000,
+        progress: &progress,
+    };
+    let g = ALL.iter().find(|g| g.id == gate).unwrap();
+    let out = run_gate(g, &ctx);
+    eprintln!("{} {name} {gate}: {}", rule.id, out.verdict);
+    (out.verdict != Verdict::Fail).then(|| {
+        format!(
+            "{gate} says {}\n    {}",
+            out.verdict,
+            out.evidence.join("\n    ")
+        )
+    })
+}
+
+/// Every breakable rule: each of its doubles FAILs each gate the rule names.
+#[test]
+fn kill_matrix() {
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
+    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let bundle = Arc::new(Bundle::load_default().unwrap());
+    let cases = load_dir(&default_dir()).unwrap();
+    // EMQ_RULES=R4.11,R5.4 narrows the run while working on a rule.
+    let only = std::env::var("EMQ_RULES").unwrap_or_default();
+    let mut survivors = Vec::new();
+    let mut killed = 0;
+    for rule in CATALOGUE.iter().filter(|r| r.breakable()) {
+        if !only.is_empty() && !only.split(',').any(|o| o == rule.id) {
+            continue;
+        }
+        if rule.doubles.is_empty() {
+            survivors.push(format!("{}: no double breaks it", rule.id));
+        }
+        for name in rule.doubles {
+            for gate in rule.gates {
+                match survives(rule, name, gate, &engine, &bundle, &cases) {
+                    None => killed += 1,
+                    Some(why) => survivors.push(format!("{} {name} at {gate}: {why}", rule.id)),
+                }
+            }
+        }
+    }
+    eprintln!("kill matrix: {killed} kills");
+    assert!(
+        survivors.is_empty(),
+        "doubles the gate did not kill:\n{}",
+        survivors.join("\n")
+    );
+}
