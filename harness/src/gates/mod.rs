@@ -211,6 +211,8 @@ pub struct Gate {
 pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let mut out = GateOutcome::new(gate.id, gate.name);
     let t0 = Instant::now();
+    // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
+    ctx.factory.reset();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
     if let Err(p) = result {
