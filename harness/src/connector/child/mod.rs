@@ -110,15 +110,20 @@ impl ChildSpec {
     }
 
     /// The timeout of one request: the base [`ChildSpec::timeout`], plus [`PER_COMMAND`] per
-    /// command for `batch` (`n` enqueues) and `pipeline_probe` (`n` INCR).
+    /// command for `batch` (`n` enqueues) and `pipeline_probe` (`n` INCR). Only commands the
+    /// connector must send count: a request whose arguments it must reject (SPEC §4, e.g. a probe
+    /// of more than 1 000 000) gets the base timeout.
     pub fn timeout_for(&self, request: &Request) -> Duration {
-        match request {
-            Request::Batch { n, .. } | Request::PipelineProbe { n, .. } => {
-                let n = u32::try_from((*n).max(0)).unwrap_or(u32::MAX);
-                self.timeout.saturating_add(PER_COMMAND.saturating_mul(n))
-            }
-            _ => self.timeout,
+        let commands = match request {
+            Request::Batch { n, .. } | Request::PipelineProbe { n, .. } => *n,
+            _ => 0,
+        };
+        if commands <= 0 || crate::connector::args::validate(request).is_err() {
+            return self.timeout;
         }
+        let commands = u32::try_from(commands).unwrap_or(u32::MAX);
+        self.timeout
+            .saturating_add(PER_COMMAND.saturating_mul(commands))
     }
 
     fn program(&self) -> &str {
@@ -568,7 +573,12 @@ mod tests {
             ChildSpec::new(["x"]).timeout_for(&batch(100_000)),
             Duration::from_secs(35)
         );
-        assert!(spec.timeout_for(&batch(i64::MAX)) > Duration::from_secs(1_000_000));
+        // The largest a connector must run, and beyond: that it must refuse at once.
+        assert_eq!(spec.timeout_for(&batch(10_000_000)), ms(2_501_000));
+        assert_eq!(spec.timeout_for(&batch(10_000_001)), ms(1000));
+        assert_eq!(spec.timeout_for(&probe(1_000_000)), ms(251_000));
+        assert_eq!(spec.timeout_for(&probe(1_000_001)), ms(1000));
+        assert_eq!(spec.timeout_for(&probe(i64::MAX)), ms(1000));
         assert_eq!(spec.timeout_for(&Request::Hello { protocol: 1 }), ms(1000));
     }
 }
