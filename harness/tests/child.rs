@@ -532,18 +532,18 @@ fn hang_on(verb: &str) -> ChildSpec {
 
 #[test]
 fn batch_timeout_grows_with_n() {
-    // 1 s base + 4000 × 250 µs = 2 s.
-    let mut c = spawn(&hang_on("batch").with_timeout(Duration::from_secs(1)));
+    // 3 s base (two Python starts must fit in it on a loaded machine) + 4000 × 250 µs = 4 s.
+    let mut c = spawn(&hang_on("batch").with_timeout(Duration::from_secs(3)));
     let pid = c.pid().unwrap();
     c.hello().unwrap();
     let t0 = Instant::now();
     let err = timed(
-        "hang_on batch: batch(4000), 1 s base",
-        Duration::from_secs(4),
+        "hang_on batch: batch(4000), 3 s base",
+        Duration::from_secs(7),
         || c.batch("s", "q", 4000, 100, "x").unwrap_err(),
     );
-    assert!(t0.elapsed() >= Duration::from_millis(1950));
-    assert_eq!(err.message, "no answer to batch (seq 2) within 2 s");
+    assert!(t0.elapsed() >= Duration::from_millis(3950));
+    assert_eq!(err.message, "no answer to batch (seq 2) within 4 s");
     assert_reaped(pid);
     let err = timed(
         "hang_on batch: probe on a fresh one",
@@ -561,23 +561,23 @@ fn batch_timeout_grows_with_n() {
 
 #[test]
 fn a_timeout_is_remembered_until_the_next_gate() {
-    let f = ChildFactory::new(hang_on("pending_size").with_timeout(Duration::from_secs(1)));
+    let f = ChildFactory::new(hang_on("pending_size").with_timeout(Duration::from_secs(3)));
     let mut a = f.make().unwrap();
     let mut b = f.make().unwrap();
     a.hello().unwrap();
     b.hello().unwrap();
     let first = timed(
         "hang_on pending_size: the timeout",
-        Duration::from_secs(3),
+        Duration::from_secs(6),
         || a.pending_size("s", "q").unwrap_err(),
     );
     assert_eq!(
         first.message,
-        "no answer to pending_size (seq 2) within 1 s"
+        "no answer to pending_size (seq 2) within 3 s"
     );
     assert_eq!(f.timed_out().as_deref(), Some(first.message.as_str()));
     let want = "connector is dead (a connector timed out earlier in this gate: \
-                no answer to pending_size (seq 2) within 1 s); not sending hello";
+                no answer to pending_size (seq 2) within 3 s); not sending hello";
     // A sibling made before the timeout is not waited on: killed, fails at once.
     let err = timed("hang_on: the sibling", Duration::from_millis(1500), || {
         b.hello().unwrap_err()
