@@ -491,3 +491,88 @@ fn an_extra_line_is_reported() {
     );
     assert_reaped(pid);
 }
+
+/// `hang_on.py VERB` in front of the quirky fake connector: answers `hello`, hangs on `VERB`.
+fn hang_on(verb: &str) -> ChildSpec {
+    let mut spec = fixture("hang_on.py");
+    let quirky = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quirky.py");
+    spec.argv.extend([
+        verb.to_string(),
+        "python3".into(),
+        quirky.display().to_string(),
+    ]);
+    spec
+}
+
+#[test]
+fn batch_timeout_grows_with_n() {
+    // 3 s base (two Python starts must fit in it on a loaded machine) + 4000 × 250 µs = 4 s.
+    let mut c = spawn(&hang_on("batch").with_timeout(Duration::from_secs(3)));
+    let pid = c.pid().unwrap();
+    c.hello().unwrap();
+    let t0 = Instant::now();
+    let err = timed(
+        "hang_on batch: batch(4000), 3 s base",
+        Duration::from_secs(7),
+        || c.batch("s", "q", 4000, 100, "x").unwrap_err(),
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(3950));
+    assert_eq!(err.message, "no answer to batch (seq 2) within 4 s");
+    assert_reaped(pid);
+    let err = timed(
+        "hang_on batch: probe on a fresh one",
+        Duration::from_secs(3),
+        || {
+            let mut c = spawn(&hang_on("pipeline_probe").with_timeout(Duration::from_millis(500)));
+            c.pipeline_probe("s", "k", 4).unwrap_err()
+        },
+    );
+    assert_eq!(
+        err.message,
+        "no answer to pipeline_probe (seq 1) within 0.501 s"
+    );
+}
+
+#[test]
+fn a_timeout_is_remembered_until_the_next_gate() {
+    let f = ChildFactory::new(hang_on("pending_size").with_timeout(Duration::from_secs(3)));
+    let mut a = f.make().unwrap();
+    let mut b = f.make().unwrap();
+    a.hello().unwrap();
+    b.hello().unwrap();
+    let first = timed(
+        "hang_on pending_size: the timeout",
+        Duration::from_secs(6),
+        || a.pending_size("s", "q").unwrap_err(),
+    );
+    assert_eq!(
+        first.message,
+        "no answer to pending_size (seq 2) within 3 s"
+    );
+    assert_eq!(f.timed_out().as_deref(), Some(first.message.as_str()));
+    let want = "connector is dead (a connector timed out earlier in this gate: \
+                no answer to pending_size (seq 2) within 3 s); not sending hello";
+    // A sibling made before the timeout is not waited on: killed, fails at once.
+    let err = timed("hang_on: the sibling", Duration::from_millis(1500), || {
+        b.hello().unwrap_err()
+    });
+    assert_eq!(
+        (err.kind, err.message.as_str()),
+        (ErrorKind::Internal, want)
+    );
+    // A connector made after it is never started.
+    let err = timed("hang_on: make after", Duration::from_millis(500), || {
+        f.make().unwrap().hello().unwrap_err()
+    });
+    assert_eq!(err.message, want);
+    // The next gate starts afresh.
+    f.reset();
+    assert_eq!(f.timed_out(), None);
+    let mut d = f.make().unwrap();
+    assert_eq!(d.hello().unwrap().name, "fake");
+    // A clone shares the memory.
+    let g = f.clone();
+    assert!(d.pending_size("s", "q").is_err());
+    assert!(g.timed_out().is_some());
+    timed("hang_on: drops", Duration::from_secs(3), || drop((a, b, d)));
+}

@@ -87,6 +87,9 @@ fn header(
 pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, HarnessError> {
     progress.line("booting the engine");
     let engine = Engine::start(opts)?;
+    if let Some(swept) = &engine.swept {
+        progress.line(swept);
+    }
     progress.line(&format!(
         "engine up: {} in {} ms",
         engine.describe(),

@@ -200,6 +200,9 @@ pub trait ConnectorFactory: Send + Sync {
     fn killable(&self) -> bool {
         false
     }
+    /// Forgets what the factory learned from earlier connectors (a child connector's timeout),
+    /// so a new gate starts afresh. [`crate::gates::run_gate`] calls it as each gate starts.
+    fn reset(&self) {}
 }
 
 impl<F> ConnectorFactory for F

@@ -1,4 +1,6 @@
 //! The binary engine: `valkey-server` on a free loopback port, in a temp dir, no persistence.
+//! Its owner file (see [`crate::engine::cleanup`]) lets a later run remove it if this harness is
+//! SIGKILLed.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -6,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::engine::DATABASES;
-use crate::engine::cleanup::{Guard, register_pid};
+use crate::engine::cleanup::{Guard, record_server, register_pid};
 use crate::error::HarnessError;
 
 /// A running server; killed on drop.
@@ -14,6 +16,8 @@ pub struct Running {
     pub port: u16,
     child: Child,
     _dir: tempfile::TempDir,
+    /// The owner file, removed when the server stops.
+    record: Option<PathBuf>,
     _guard: Guard,
 }
 
@@ -93,10 +97,12 @@ pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
         .spawn()
         .map_err(|e| HarnessError::io(format!("start {}", path.display()), e))?;
     let guard = register_pid(child.id());
+    let record = record_server(child.id(), port, dir.path());
     let mut running = Running {
         port,
         child,
         _dir: dir,
+        record,
         _guard: guard,
     };
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -127,5 +133,13 @@ impl Running {
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(path) = self.record.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }

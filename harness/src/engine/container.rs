@@ -8,7 +8,7 @@ use testcontainers::runners::SyncRunner;
 use testcontainers::{Container, GenericImage, ImageExt};
 
 use crate::engine::DATABASES;
-use crate::engine::cleanup::{Guard, register_container};
+use crate::engine::cleanup::{Guard, owner_labels, register_container};
 use crate::error::HarnessError;
 
 /// A running container.
@@ -37,7 +37,7 @@ pub fn start(image: &str, password: &str) -> Result<Running, HarnessError> {
         )));
     }
     let (name, tag) = image.rsplit_once(':').unwrap_or((image, "latest"));
-    let c = GenericImage::new(name, tag)
+    let mut request = GenericImage::new(name, tag)
         .with_exposed_port(6379.tcp())
         .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
         .with_cmd([
@@ -51,7 +51,12 @@ pub fn start(image: &str, password: &str) -> Result<Running, HarnessError> {
             &DATABASES.to_string(),
         ])
         .with_label("org.echomq.harness", "engine")
-        .with_startup_timeout(Duration::from_secs(60))
+        .with_startup_timeout(Duration::from_secs(60));
+    // Its owner, so a later run can remove it if this harness is SIGKILLed.
+    for (key, value) in owner_labels() {
+        request = request.with_label(key, value);
+    }
+    let c = request
         .start()
         .map_err(|e| HarnessError::Engine(format!("container {image}: {e}")))?;
     let guard = register_container(c.id());

@@ -116,6 +116,8 @@ pub struct Engine {
     pub valkey_version: String,
     pub boot_time: Duration,
     pub allow_flush: bool,
+    /// What the start removed first, left by harnesses that are gone (one line), if anything.
+    pub swept: Option<String>,
     handle: Handle,
 }
 
@@ -126,9 +128,16 @@ pub fn random_password() -> String {
 }
 
 impl Engine {
-    /// Boots (or reaches) the engine the options ask for.
+    /// Boots (or reaches) the engine the options ask for, after removing the engines of
+    /// harnesses that are gone ([`cleanup::sweep`]; the line is in [`Engine::swept`]).
     pub fn start(opts: &EngineOptions) -> Result<Self, HarnessError> {
         let t0 = Instant::now();
+        let docker = match (opts.choice, &opts.url) {
+            (EngineChoice::Container, _) => true,
+            (EngineChoice::Auto, None) => container::available(&opts.image),
+            _ => false,
+        };
+        let swept = cleanup::sweep(docker);
         let mut engine = match (opts.choice, &opts.url) {
             (EngineChoice::Url, None) => {
                 return Err(HarnessError::BadInput(
@@ -141,7 +150,7 @@ impl Engine {
             (EngineChoice::Container, _) => Self::container(&opts.image)?,
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
             (EngineChoice::Auto, None) => {
-                if container::available(&opts.image) {
+                if docker {
                     Self::container(&opts.image)?
                 } else if let Ok(path) = binary::locate(opts.valkey_server.as_deref()) {
                     Self::binary(Some(&path))?
@@ -156,6 +165,7 @@ impl Engine {
         };
         engine.valkey_version = engine.admin(0)?.valkey_version()?;
         engine.boot_time = t0.elapsed();
+        engine.swept = swept;
         Ok(engine)
     }
 
@@ -207,6 +217,7 @@ impl Engine {
             valkey_version: String::new(),
             boot_time: Duration::ZERO,
             allow_flush: true,
+            swept: None,
             handle,
         }
     }
@@ -239,6 +250,7 @@ impl Engine {
             valkey_version: String::new(),
             boot_time: Duration::ZERO,
             allow_flush,
+            swept: None,
             handle: Handle::Url,
         })
     }

@@ -81,10 +81,14 @@ impl GateOutcome {
         }
     }
 
-    /// Records that the gate could not be judged.
+    /// Records that the gate could not be judged further. A FAIL already proven stands (the
+    /// connector was caught; what broke afterwards often follows from it, e.g. a dead connector
+    /// that sent nothing more); otherwise the verdict is ERROR, never PASS.
     pub fn error(&mut self, why: impl Into<String>) {
         self.evidence.push(format!("ERROR: {}", why.into()));
-        self.verdict = Verdict::Error;
+        if self.verdict != Verdict::Fail {
+            self.verdict = Verdict::Error;
+        }
     }
 
     /// Checks `ok`, recording `fact` as held or violated.
@@ -212,6 +216,8 @@ pub struct Gate {
 pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let mut out = GateOutcome::new(gate.id, gate.name);
     let t0 = Instant::now();
+    // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
+    ctx.factory.reset();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
     if let Err(p) = result {

@@ -5,6 +5,13 @@
 //! `seq`, silence or an exit is caught, reported as kind `internal` in plain words, and marks the
 //! connector dead so later calls fail fast. Nothing can make [`ChildConnector::call`] hang or panic.
 //!
+//! The timeout is [`ChildSpec::timeout`] (10 s unless `--timeout`), plus [`PER_COMMAND`] for
+//! every command a `batch` or `pipeline_probe` asks for (see [`ChildSpec::timeout_for`]). A
+//! connector that times out is killed at once, and a [`ChildFactory`] remembers it: until the
+//! next [`ConnectorFactory::reset`] (the start of the next gate) every connector it made or makes
+//! fails fast with that first timeout as the reason, so a hung connector costs one timeout per
+//! gate, not one per step.
+//!
 //! The child runs in its own process group, registered with [`crate::engine::cleanup`] so a Ctrl-C
 //! kills it; dropping the connector sends `stop`, waits up to 2 s, then kills the whole group and
 //! reaps the child, so nothing is left running.
@@ -23,8 +30,8 @@ mod process;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -36,8 +43,10 @@ use crate::error::{ConnectorError, ErrorKind, HarnessError};
 
 /// The per-request timeout unless a spec says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The floor of the timeout for the two big requests, `batch` and `pipeline_probe`.
-pub const BIG_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// What each command of a `batch` or `pipeline_probe` adds to the timeout: 250 µs, so a runtime
+/// that pipelines at least 4 000 commands/s is never cut short (the Python connector does about
+/// 20 000/s), and a batch of 100 000 gets the base timeout plus 25 s.
+pub const PER_COMMAND: Duration = Duration::from_micros(250);
 /// How many restarts one connector allows unless told otherwise.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 /// How many stderr lines [`Connector::log_tail`] keeps.
@@ -50,7 +59,7 @@ const QUOTE_CHARS: usize = 200;
 pub struct ChildSpec {
     /// Program and arguments; `argv[0]` is looked up on `PATH` as usual.
     pub argv: Vec<String>,
-    /// Per request; `batch` and `pipeline_probe` get at least [`BIG_REQUEST_TIMEOUT`].
+    /// Per request; `batch` and `pipeline_probe` get [`PER_COMMAND`] more per command.
     pub timeout: Duration,
     /// Added to (or overriding) the harness's own environment.
     pub env: Vec<(String, String)>,
@@ -100,14 +109,21 @@ impl ChildSpec {
         self
     }
 
-    /// The timeout of one request.
+    /// The timeout of one request: the base [`ChildSpec::timeout`], plus [`PER_COMMAND`] per
+    /// command for `batch` (`n` enqueues) and `pipeline_probe` (`n` INCR). Only commands the
+    /// connector must send count: a request whose arguments it must reject (SPEC §4, e.g. a probe
+    /// of more than 1 000 000) gets the base timeout.
     pub fn timeout_for(&self, request: &Request) -> Duration {
-        match request {
-            Request::Batch { .. } | Request::PipelineProbe { .. } => {
-                self.timeout.max(BIG_REQUEST_TIMEOUT)
-            }
-            _ => self.timeout,
+        let commands = match request {
+            Request::Batch { n, .. } | Request::PipelineProbe { n, .. } => *n,
+            _ => 0,
+        };
+        if commands <= 0 || crate::connector::args::validate(request).is_err() {
+            return self.timeout;
         }
+        let commands = u32::try_from(commands).unwrap_or(u32::MAX);
+        self.timeout
+            .saturating_add(PER_COMMAND.saturating_mul(commands))
     }
 
     fn program(&self) -> &str {
@@ -142,11 +158,26 @@ fn quote(line: &str) -> String {
     q
 }
 
+/// The first timeout among the connectors of one [`ChildFactory`] since its last reset: shared
+/// by the factory and every connector it made.
+type Hung = Arc<Mutex<Option<String>>>;
+
+fn first_hang(hung: &Hung) -> Option<String> {
+    hung.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Why a connector of a factory whose connector timed out is dead.
+fn hung_reason(first: &str) -> String {
+    format!("a connector timed out earlier in this gate: {first}")
+}
+
 /// A connector in a child process. See the module docs.
 pub struct ChildConnector {
     spec: ChildSpec,
     proc: Option<Running>,
     log: Ring,
+    /// Shared with the factory that made it (and its siblings); its own otherwise.
+    hung: Hung,
     seq: u64,
     /// Why the connector is dead (every later call fails fast with it), if it is.
     dead: Option<String>,
@@ -169,17 +200,36 @@ impl std::fmt::Debug for ChildConnector {
 impl ChildConnector {
     /// Starts the child. It is not spoken to yet: the first request is the caller's (`hello`).
     pub fn spawn(spec: &ChildSpec) -> Result<Self, HarnessError> {
+        Self::spawn_sharing(spec, Hung::default())
+    }
+
+    fn spawn_sharing(spec: &ChildSpec, hung: Hung) -> Result<Self, HarnessError> {
         let log: Ring = Arc::default();
         let proc = Running::start(spec, &log)?;
-        Ok(Self {
+        let mut c = Self::unstarted(spec, log, hung);
+        c.proc = Some(proc);
+        Ok(c)
+    }
+
+    fn unstarted(spec: &ChildSpec, log: Ring, hung: Hung) -> Self {
+        Self {
             spec: spec.clone(),
-            proc: Some(proc),
+            proc: None,
             log,
+            hung,
             seq: 0,
             dead: None,
             restarts: 0,
             max_restarts: DEFAULT_MAX_RESTARTS,
-        })
+        }
+    }
+
+    /// A connector that is never started, because `hung` already holds a timeout: every call
+    /// fails at once, naming that first timeout.
+    fn stillborn(spec: &ChildSpec, hung: Hung, first: &str) -> Self {
+        let mut c = Self::unstarted(spec, Ring::default(), hung);
+        c.dead = Some(hung_reason(first));
+        c
     }
 
     /// Allows `n` restarts (default [`DEFAULT_MAX_RESTARTS`]).
@@ -275,6 +325,12 @@ impl ChildConnector {
     }
 
     fn exchange(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        if self.dead.is_none()
+            && let Some(first) = first_hang(&self.hung)
+        {
+            // A sibling timed out: this one is not waited on either.
+            self.die(hung_reason(&first));
+        }
         if let Some(why) = &self.dead {
             return Err(ConnectorError::internal(format!(
                 "connector is dead ({why}); not sending {}",
@@ -321,7 +377,12 @@ impl ChildConnector {
         let text = match answer {
             Ok(text) => text,
             Err(RecvTimeoutError::Timeout) => {
-                return Err(self.die(format!("no answer to {what} within {}", secs(timeout))));
+                let message = format!("no answer to {what} within {}", secs(timeout));
+                self.hung
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert_with(|| message.clone());
+                return Err(self.die(message));
             }
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(self.exited(&format!("during {what}"), false));
@@ -427,24 +488,46 @@ impl Drop for ChildConnector {
 }
 
 /// Makes [`ChildConnector`]s from one spec, for gates that need fresh or killable connectors.
+///
+/// It remembers the first timeout of any connector it made: from then until [`Self::reset`]
+/// (which [`crate::gates::run_gate`] calls as each gate starts), every connector it made fails
+/// its next call at once and every connector it makes is never started, both naming that
+/// timeout. Clones share that memory.
 #[derive(Debug, Clone)]
 pub struct ChildFactory {
     pub spec: ChildSpec,
+    hung: Hung,
 }
 
 impl ChildFactory {
     pub fn new(spec: ChildSpec) -> Self {
-        Self { spec }
+        Self {
+            spec,
+            hung: Hung::default(),
+        }
+    }
+
+    /// The first timeout since the last reset (`no answer to batch (seq 4) within 10.5 s`).
+    pub fn timed_out(&self) -> Option<String> {
+        first_hang(&self.hung)
     }
 }
 
 impl ConnectorFactory for ChildFactory {
     fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
-        Ok(Box::new(ChildConnector::spawn(&self.spec)?))
+        Ok(Box::new(match first_hang(&self.hung) {
+            Some(first) => ChildConnector::stillborn(&self.spec, self.hung.clone(), &first),
+            None => ChildConnector::spawn_sharing(&self.spec, self.hung.clone())?,
+        }))
     }
 
     fn killable(&self) -> bool {
         true
+    }
+
+    /// Forgets the timeout, so the next gate starts its connectors afresh.
+    fn reset(&self) {
+        *self.hung.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
@@ -467,19 +550,35 @@ mod tests {
     }
 
     #[test]
-    fn big_requests_get_the_long_timeout() {
+    fn big_requests_get_time_per_command() {
         let spec = ChildSpec::new(["x"]).with_timeout(Duration::from_secs(1));
-        let batch = Request::Batch {
+        let batch = |n| Request::Batch {
             session: "s".into(),
             queue: "q".into(),
-            n: 1,
+            n,
             depth: 1,
             payload: "p".into(),
         };
-        assert_eq!(spec.timeout_for(&batch), BIG_REQUEST_TIMEOUT);
+        let probe = |n| Request::PipelineProbe {
+            session: "s".into(),
+            key: "k".into(),
+            n,
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(spec.timeout_for(&batch(3)), ms(1000) + PER_COMMAND * 3);
+        assert_eq!(spec.timeout_for(&batch(100_000)), ms(26_000));
+        assert_eq!(spec.timeout_for(&probe(10_000)), ms(3_500));
+        assert_eq!(spec.timeout_for(&batch(-5)), ms(1000));
         assert_eq!(
-            spec.timeout_for(&Request::Hello { protocol: 1 }),
-            Duration::from_secs(1)
+            ChildSpec::new(["x"]).timeout_for(&batch(100_000)),
+            Duration::from_secs(35)
         );
+        // The largest a connector must run, and beyond: that it must refuse at once.
+        assert_eq!(spec.timeout_for(&batch(10_000_000)), ms(2_501_000));
+        assert_eq!(spec.timeout_for(&batch(10_000_001)), ms(1000));
+        assert_eq!(spec.timeout_for(&probe(1_000_000)), ms(251_000));
+        assert_eq!(spec.timeout_for(&probe(1_000_001)), ms(1000));
+        assert_eq!(spec.timeout_for(&probe(i64::MAX)), ms(1000));
+        assert_eq!(spec.timeout_for(&Request::Hello { protocol: 1 }), ms(1000));
     }
 }

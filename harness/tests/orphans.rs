@@ -1,0 +1,117 @@
+//! No engine outlives a killed harness: `emq-gate run` is SIGKILLed (no handler runs) while its
+//! engine is up; the engine is still there, and the next engine start removes it and says so.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use emq::engine::cleanup::{ServerRecord, engines_dir, start_time};
+use emq::engine::{Engine, EngineChoice, EngineOptions, container};
+
+/// `emq-gate run` on `engine` with work enough to keep it busy until it is killed.
+fn busy_harness(engine: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+        .args(["run", "-q", "--engine", engine, "--gates", "G7"])
+        .args(["--histories", "100000000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start emq-gate")
+}
+
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sigkill(mut harness: Child) {
+    harness.kill().unwrap(); // SIGKILL
+    harness.wait().unwrap();
+}
+
+#[test]
+fn a_sigkilled_harness_leaves_no_binary_engine() {
+    let harness = busy_harness("binary");
+    let owner = harness.id();
+    let (path, rec) = wait_for("the harness's engine", Duration::from_secs(60), || {
+        std::fs::read_dir(engines_dir())
+            .ok()?
+            .flatten()
+            .find_map(|e| {
+                let rec: ServerRecord =
+                    serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+                (rec.owner.pid == owner).then(|| (e.path(), rec))
+            })
+    });
+    sigkill(harness);
+    assert_eq!(
+        start_time(rec.server_pid),
+        Some(rec.server_start),
+        "the killed harness's valkey-server still runs"
+    );
+    assert!(rec.dir.is_dir());
+
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
+    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let swept = engine.swept.clone().unwrap_or_default();
+    eprintln!("the next engine start said: {swept}");
+    assert!(
+        swept.contains(&format!(
+            "valkey-server pid {} on port {} (owner pid {owner})",
+            rec.server_pid, rec.port
+        )),
+        "{swept}"
+    );
+    assert_eq!(start_time(rec.server_pid), None, "still running");
+    assert!(!path.exists() && !rec.dir.exists());
+    drop(engine);
+}
+
+#[test]
+fn a_sigkilled_harness_leaves_no_container() {
+    let image = EngineOptions::default().image;
+    if !container::available(&image) {
+        eprintln!("skipped: Docker or the image {image} is not available");
+        return;
+    }
+    let harness = busy_harness("container");
+    let owner = harness.id();
+    let label = format!("label=org.echomq.owner-pid={owner}");
+    let ps = || {
+        let out = Command::new("docker")
+            .args(["ps", "-a", "-q", "--no-trunc", "--filter", &label])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let id = wait_for("the harness's container", Duration::from_secs(90), || {
+        Some(ps()).filter(|s| !s.is_empty())
+    });
+    // Its engine answers before the gates start; give it that moment, then kill.
+    std::thread::sleep(Duration::from_secs(2));
+    sigkill(harness);
+    assert_eq!(ps(), id, "the killed harness's container is still there");
+
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Container,
+        ..EngineOptions::default()
+    })
+    .expect("container engine");
+    let swept = engine.swept.clone().unwrap_or_default();
+    eprintln!("the next engine start said: {swept}");
+    assert!(
+        swept.contains(&format!("(owner pid {owner})")) && swept.contains("container "),
+        "{swept}"
+    );
+    assert_eq!(ps(), "", "the container is gone");
+    drop(engine);
+}
