@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::engine::DATABASES;
 use crate::engine::cleanup::{Guard, record_server, register_pid};
+use crate::engine::server_flags;
 use crate::error::HarnessError;
 
 /// A running server; killed on drop.
@@ -69,22 +69,8 @@ pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
         .map_err(|e| HarnessError::io("temp dir", e))?;
     let port = free_port()?;
     let child = Command::new(path)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--requirepass",
-            password,
-        ])
-        .args([
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--databases",
-            &DATABASES.to_string(),
-        ])
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(server_flags(password))
         .args([
             "--dir",
             &dir.path().display().to_string(),

@@ -7,8 +7,8 @@ use testcontainers::core::{IntoContainerPort, WaitFor};
 use testcontainers::runners::SyncRunner;
 use testcontainers::{Container, GenericImage, ImageExt};
 
-use crate::engine::DATABASES;
 use crate::engine::cleanup::{Guard, owner_labels, register_container};
+use crate::engine::server_flags;
 use crate::error::HarnessError;
 
 /// A running container.
@@ -40,16 +40,7 @@ pub fn start(image: &str, password: &str) -> Result<Running, HarnessError> {
     let mut request = GenericImage::new(name, tag)
         .with_exposed_port(6379.tcp())
         .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
-        .with_cmd([
-            "--requirepass",
-            password,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--databases",
-            &DATABASES.to_string(),
-        ])
+        .with_cmd(server_flags(password))
         .with_label("org.echomq.harness", "engine")
         .with_startup_timeout(Duration::from_secs(60));
     // Its owner, so a later run can remove it if this harness is SIGKILLed.

@@ -20,6 +20,36 @@ pub const DEFAULT_IMAGE: &str = "valkey/valkey:9.1.2";
 /// Databases each booted engine offers, so every case can own one.
 pub const DATABASES: u32 = 1024;
 
+/// The server flags every booted engine runs with, binary or container: a password, no
+/// persistence, and [`DATABASES`] databases. Where it listens is the caller's (a loopback port for
+/// the binary; the container's own 6379).
+pub fn server_flags(password: &str) -> Vec<String> {
+    [
+        "--requirepass",
+        password,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--databases",
+        &DATABASES.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[cfg(test)]
+mod flags_tests {
+    #[test]
+    fn both_engines_share_password_persistence_and_databases() {
+        let f = super::server_flags("pw");
+        assert_eq!(f[..2], ["--requirepass", "pw"]);
+        assert!(f.windows(2).any(|w| w == ["--save", ""]));
+        assert!(f.windows(2).any(|w| w == ["--appendonly", "no"]));
+        assert!(f.windows(2).any(|w| w == ["--databases", "1024"]));
+    }
+}
+
 /// How the user asked for an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
