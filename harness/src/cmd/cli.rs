@@ -156,6 +156,10 @@ pub struct MatrixArgs {
     /// Rewrite the files even when only times and rates changed.
     #[arg(long)]
     pub refresh: bool,
+    /// Run nothing: render matrix.md and index.html again from the committed matrix.json
+    /// (after a change to the page's renderer).
+    #[arg(long, conflicts_with = "check")]
+    pub render: bool,
     /// Where matrix.json, matrix.md and index.html live [default: this repository's reports/].
     #[arg(long)]
     pub reports: Option<PathBuf>,
@@ -176,6 +180,7 @@ impl MatrixArgs {
             timeout: self.timeout,
             check: self.check,
             refresh: self.refresh,
+            render: self.render,
             reports: self
                 .reports
                 .clone()

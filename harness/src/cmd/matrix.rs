@@ -27,6 +27,8 @@ pub struct MatrixOptions {
     pub timeout: u64,
     pub check: bool,
     pub refresh: bool,
+    /// Only re-render matrix.md and index.html from matrix.json.
+    pub render: bool,
     pub reports: PathBuf,
 }
 
@@ -183,6 +185,15 @@ pub fn write_schema(dir: &std::path::Path) -> Result<bool, HarnessError> {
 /// The command: run (or re-run with the committed parameters and compare), write, summarize.
 pub fn matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Code, HarnessError> {
     let path = opts.reports.join("matrix.json");
+    if opts.render {
+        let m = Matrix::load(&path)?;
+        m.write_if_changed(&opts.reports, true)?;
+        output::note(&format!(
+            "rendered {}/{{matrix.md,index.html}} from matrix.json",
+            opts.reports.display()
+        ));
+        return Ok(Code::Pass);
+    }
     if opts.check {
         let committed = Matrix::load(&path)?;
         let kind = <EngineChoice as clap::ValueEnum>::from_str(&committed.engine_kind, true)

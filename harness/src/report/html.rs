@@ -70,6 +70,7 @@ table.grid { width:100%; table-layout:fixed; }
 .grid thead th { background:var(--panel); font-weight:600; }
 .grid thead th small, .grid tbody th small { display:block; color:var(--muted); font-weight:400; font-size:12.5px; }
 .grid tbody th { background:var(--panel); width:210px; }
+.grid thead th small.src { font-size:11.5px; margin-top:2px; }
 .cell a { color:inherit; text-decoration:none; display:block; }
 .verdict { display:inline-block; font-weight:700; font-size:17px; padding:2px 10px; border-radius:6px; }
 .verdict.pass { color:var(--pass); background:var(--pass-bg); }
@@ -178,10 +179,11 @@ fn grid_table(h: &mut String, m: &Matrix, grid: &Grid) {
             .unwrap_or_default();
         let _ = write!(
             h,
-            "<th title=\"{}\">{}<small>{}</small></th>",
+            "<th title=\"{}\">{}<small>{}</small><small class=\"src\">{}</small></th>",
             esc(&src),
             esc(col),
-            esc(label)
+            esc(label),
+            esc(src.split(" (").next().unwrap_or(""))
         );
     }
     h.push_str("</tr></thead>\n<tbody>\n");
@@ -254,8 +256,8 @@ fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
         .iter()
         .flat_map(|g| rows.iter().map(move |(_, r)| wall(*r, g.id)))
         .max()
-        .unwrap_or(0)
-        .max(1);
+        .unwrap_or(0);
+    let max = nice_ceiling(max);
     let bar_h = 13;
     let group_h = rows.len() * (bar_h + 3) + 12;
     let (left, width) = (150usize, 1120usize);
@@ -326,6 +328,21 @@ fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
         }
     }
     h.push_str("</svg>\n</div>\n");
+}
+
+/// Four times the smallest round step (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 × 10^k ms) whose four
+/// grid lines reach `ms`, so the lines fall on round values.
+fn nice_ceiling(ms: u64) -> u64 {
+    let mut unit = 1u64;
+    loop {
+        for m in [10, 15, 20, 25, 30, 40, 50, 60, 80] {
+            let step = unit * m / 10;
+            if step > 0 && step * 4 >= ms.max(1) {
+                return step * 4;
+            }
+        }
+        unit *= 10;
+    }
 }
 
 fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
@@ -440,6 +457,14 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
 mod tests {
     use super::*;
     use crate::report::matrix::tests::sample;
+
+    #[test]
+    fn chart_scales_are_round() {
+        assert_eq!(nice_ceiling(20_300), 24_000);
+        assert_eq!(nice_ceiling(18_000), 20_000);
+        assert_eq!(nice_ceiling(6_800), 8_000);
+        assert_eq!(nice_ceiling(0), 4);
+    }
 
     #[test]
     fn text_is_escaped_and_controls_dropped() {
