@@ -60,7 +60,11 @@ fn dispatch() -> ExitCode {
                 Ok(wrote) => {
                     output::result(&record.markdown());
                     output::note(&if wrote {
-                        format!("wrote {}/{}.{{json,md,junit.xml}}", dir.display(), common.name)
+                        format!(
+                            "wrote {}/{}.{{json,md,junit.xml}}",
+                            dir.display(),
+                            common.name
+                        )
                     } else {
                         format!(
                             "{}/{}.json: no verdict, evidence, SHA or version changed; the committed \

@@ -70,7 +70,11 @@ fn the_page_is_what_the_matrix_renders() {
          --refresh` (or regenerate and commit both)"
     );
     let md = std::fs::read_to_string(reports().join("matrix.md")).unwrap_or_default();
-    assert_eq!(md, m.markdown(), "reports/matrix.md drifted from matrix.json");
+    assert_eq!(
+        md,
+        m.markdown(),
+        "reports/matrix.md drifted from matrix.json"
+    );
 }
 
 #[test]
@@ -93,7 +97,11 @@ fn chromium_shows_every_cell_and_its_verdict() {
         ],
     );
     let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
-    assert!(size > 20_000, "{}: {size} bytes, too small to show the grid", png.display());
+    assert!(
+        size > 20_000,
+        "{}: {size} bytes, too small to show the grid",
+        png.display()
+    );
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
     println!("screenshot: {} ({size} bytes)", png.display());
@@ -114,8 +122,8 @@ fn chromium_shows_every_cell_and_its_verdict() {
             c.summary
         );
         assert!(
-            dom.contains(&format!("id=\"rec-")),
-            "the records' details are in the DOM"
+            dom.contains(&format!("id=\"rec-{}\"", key.replace(['×', '.'], "-"))),
+            "the record of {key} is in the DOM"
         );
     }
     assert!(dom.contains("<svg"), "the chart is in the DOM");

@@ -132,7 +132,11 @@ pub struct MatrixArgs {
     #[arg(long, value_delimiter = ',')]
     pub connectors: Option<Vec<String>>,
     /// Engines (columns) by name, through EMQ_ENGINE_<NAME>_SERVER / _IMAGE.
-    #[arg(long, value_delimiter = ',', default_value = "valkey-9.1,valkey-8.1,redis-7.0")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "valkey-9.1,valkey-8.1,redis-7.0"
+    )]
     pub engines: Vec<String>,
     /// How each engine is booted.
     #[arg(long, value_enum, default_value = "binary")]

@@ -100,9 +100,9 @@ impl EngineName {
     /// The server path, or a path whose name says which variable is unset (so the binary engine's
     /// "no such file" error names it).
     pub fn server_or_unset(&self) -> PathBuf {
-        self.server.clone().unwrap_or_else(|| {
-            PathBuf::from(format!("unset:{}_SERVER", var_prefix(&self.name)))
-        })
+        self.server
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("unset:{}_SERVER", var_prefix(&self.name))))
     }
 
     /// The image, or a name that says which variable is unset.
@@ -201,7 +201,10 @@ mod tests {
         std::fs::create_dir(dir.path().join("bin")).unwrap();
         std::fs::write(dir.path().join("SOURCE"), "Debian redis 7.0.15\n").unwrap();
         let server = dir.path().join("bin/redis-server");
-        assert_eq!(binary_source(&server).as_deref(), Some("Debian redis 7.0.15"));
+        assert_eq!(
+            binary_source(&server).as_deref(),
+            Some("Debian redis 7.0.15")
+        );
         assert_eq!(binary_source(Path::new("/nonexistent/x")), None);
     }
 }

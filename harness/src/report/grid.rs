@@ -226,7 +226,10 @@ pub(crate) mod tests {
             Some("G8 atomicity: a job was lost <j1> & \"j2\"")
         );
         let err = grid.get("py", "redis-7.0").unwrap();
-        assert_eq!((err.verdict, err.summary.as_str()), (Verdict::Error, "ERROR"));
+        assert_eq!(
+            (err.verdict, err.summary.as_str()),
+            (Verdict::Error, "ERROR")
+        );
         assert_eq!(grid.not_passing().len(), 2);
         assert!(!grid.all_pass());
     }

@@ -30,7 +30,13 @@ pub fn esc(s: &str) -> String {
 /// An id fragment: letters, digits and `-` only.
 fn slug(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect()
 }
 
@@ -136,11 +142,11 @@ pub fn page(m: &Matrix) -> String {
             )
         })
         .unwrap_or_default();
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<ul class=\"facts\"><li>seed <b>{}</b></li><li>histories <b>{}</b></li><li>batch <b>{}</b></li>\
          <li>engines <b>{}</b></li><li>bundle <b>{}</b></li><li>harness <b>{}</b></li>\
-         <li>ran <b>{}</b> in <b>{}</b></li></ul>\n",
+         <li>ran <b>{}</b> in <b>{}</b></li></ul>",
         m.seed,
         m.histories,
         m.batch,
@@ -168,7 +174,9 @@ pub fn page(m: &Matrix) -> String {
 }
 
 fn grid_table(h: &mut String, m: &Matrix, grid: &Grid) {
-    h.push_str("<h2>Connectors × engines</h2>\n<table class=\"grid\">\n<thead><tr><th>connector</th>");
+    h.push_str(
+        "<h2>Connectors × engines</h2>\n<table class=\"grid\">\n<thead><tr><th>connector</th>",
+    );
     for (col, label) in grid.cols.iter().zip(&grid.col_labels) {
         let src = m
             .cells
@@ -235,7 +243,9 @@ fn grid_table(h: &mut String, m: &Matrix, grid: &Grid) {
     h.push_str("</tbody>\n</table>\n");
 }
 
-const PALETTE: [&str; 6] = ["#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e"];
+const PALETTE: [&str; 6] = [
+    "#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e",
+];
 
 /// Horizontal grouped bars: for each gate, one bar per connector, its wall time on the first
 /// engine column (the pinned engine) — the same engine for every bar, so bars compare.
@@ -290,10 +300,10 @@ fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
     // Grid lines at quarters of the maximum.
     for q in 0..=4 {
         let x = left + plot_w * q / 4;
-        let _ = write!(
+        let _ = writeln!(
             h,
             "<line x1=\"{x}\" y1=\"0\" x2=\"{x}\" y2=\"{}\" stroke=\"#d1d9e0\" stroke-width=\"1\"/>\
-             <text x=\"{x}\" y=\"{}\" fill=\"#59636e\" text-anchor=\"middle\">{}</text>\n",
+             <text x=\"{x}\" y=\"{}\" fill=\"#59636e\" text-anchor=\"middle\">{}</text>",
             height - 20,
             height - 6,
             secs(max * q as u64 / 4)
@@ -301,9 +311,9 @@ fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
     }
     for (gi, g) in crate::gates::ALL.iter().enumerate() {
         let y0 = gi * group_h + 6;
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#1f2328\"><tspan font-weight=\"600\">{}</tspan> {}</text>\n",
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#1f2328\"><tspan font-weight=\"600\">{}</tspan> {}</text>",
             left - 10,
             y0 + group_h / 2,
             g.id,
@@ -313,10 +323,10 @@ fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
             let ms = wall(*rec, g.id);
             let w = (plot_w as u64 * ms / max).max(1);
             let y = y0 + ri * (bar_h + 3);
-            let _ = write!(
+            let _ = writeln!(
                 h,
                 "<rect x=\"{left}\" y=\"{y}\" width=\"{w}\" height=\"{bar_h}\" rx=\"2\" fill=\"{}\"><title>{} {} {}</title></rect>\
-                 <text x=\"{}\" y=\"{}\" fill=\"#59636e\" font-size=\"11\">{}</text>\n",
+                 <text x=\"{}\" y=\"{}\" fill=\"#59636e\" font-size=\"11\">{}</text>",
                 PALETTE[ri % PALETTE.len()],
                 esc(r),
                 g.id,
@@ -348,7 +358,11 @@ fn nice_ceiling(ms: u64) -> u64 {
 fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
     let key = cell_key(&c.row, &c.col);
     let record = m.cell(&c.row, &c.col).and_then(|x| x.record.as_ref());
-    let open = if c.verdict == Verdict::Pass { "" } else { " open" };
+    let open = if c.verdict == Verdict::Pass {
+        ""
+    } else {
+        " open"
+    };
     let _ = write!(
         h,
         "<details class=\"cell-detail\" id=\"rec-{}\"{open}><summary>{} × {} — \
@@ -374,10 +388,10 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         return;
     };
     let hd = &r.header;
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<ul class=\"facts\"><li>engine <b>{}</b> ({} <code>{}</code>)</li><li>build <b>{}</b></li>\
-         <li>connector <b>{} {}</b> ({})</li><li>seed <b>{}</b></li><li>boot <b>{}</b></li><li>ended <b>{}</b></li></ul>\n",
+         <li>connector <b>{} {}</b> ({})</li><li>seed <b>{}</b></li><li>boot <b>{}</b></li><li>ended <b>{}</b></li></ul>",
         esc(&hd.engine_label()),
         esc(&hd.engine_kind),
         esc(&hd.engine_image),
@@ -399,7 +413,13 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         let headline = g
             .first_violation()
             .unwrap_or_else(|| g.evidence.last().cloned().unwrap_or_default());
-        let headline: String = headline.lines().next().unwrap_or("").chars().take(160).collect();
+        let headline: String = headline
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(160)
+            .collect();
         let _ = write!(
             h,
             "<tr><td><b>{}</b> {}</td><td><span class=\"verdict {}\" style=\"font-size:13px\">{}</span></td><td class=\"n\">{}</td>\
@@ -409,7 +429,11 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
             class(g.verdict),
             g.verdict,
             secs(ms),
-            if g.verdict == Verdict::Pass { "" } else { " open" },
+            if g.verdict == Verdict::Pass {
+                ""
+            } else {
+                " open"
+            },
             esc(&headline),
             g.evidence.len()
         );
@@ -426,12 +450,21 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
                     );
                 }
                 None => {
-                    let _ = write!(h, "<li{}>{}</li>", if v { " class=\"v\"" } else { "" }, esc(e));
+                    let _ = write!(
+                        h,
+                        "<li{}>{}</li>",
+                        if v { " class=\"v\"" } else { "" },
+                        esc(e)
+                    );
                 }
             }
         }
         if !g.cases.is_empty() {
-            let bad: Vec<_> = g.cases.iter().filter(|c| c.verdict != Verdict::Pass).collect();
+            let bad: Vec<_> = g
+                .cases
+                .iter()
+                .filter(|c| c.verdict != Verdict::Pass)
+                .collect();
             let _ = write!(
                 h,
                 "<li>per case: {} of {} PASS</li>",
@@ -491,7 +524,10 @@ mod tests {
         assert!(page.contains("a job was lost &lt;j1&gt; &amp; &quot;j2&quot;"));
         assert!(page.contains("<svg"));
         assert!(!page.contains("<script"));
-        assert!(!page.contains("http://") || page.matches("http://").count() == 1, "only the SVG namespace");
+        assert!(
+            !page.contains("http://") || page.matches("http://").count() == 1,
+            "only the SVG namespace"
+        );
         assert!(!page.contains("https://"));
         assert_eq!(page.matches("<details class=\"cell-detail\"").count(), 4);
     }

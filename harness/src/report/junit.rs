@@ -119,11 +119,17 @@ mod tests {
             xml.contains("message=\"EVAL was sent red  bell\""),
             "first violation as the message:\n{xml}"
         );
-        assert!(!xml.chars().any(|c| c < ' ' && c != '\n' && c != '\t' && c != '\r'));
+        assert!(
+            !xml.chars()
+                .any(|c| c < ' ' && c != '\n' && c != '\t' && c != '\r')
+        );
         assert!(xml.contains("name=\"G6 cases::enqueue-basic\""), "{xml}");
         assert!(xml.contains("name=\"G6 cases::claim-empty\""), "{xml}");
         assert!(xml.contains("message=\"step 2: reply differs\""), "{xml}");
-        assert!(xml.contains("<property name=\"seed\" value=\"1\"/>"), "{xml}");
+        assert!(
+            xml.contains("<property name=\"seed\" value=\"1\"/>"),
+            "{xml}"
+        );
         assert!(xml.contains("tests=\"10\""), "8 gates and 2 cases:\n{xml}");
     }
 }

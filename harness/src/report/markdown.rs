@@ -89,7 +89,11 @@ impl Record {
                 s.push_str(&evidence_item(e));
             }
             if !g.cases.is_empty() {
-                let passed = g.cases.iter().filter(|c| c.verdict == Verdict::Pass).count();
+                let passed = g
+                    .cases
+                    .iter()
+                    .filter(|c| c.verdict == Verdict::Pass)
+                    .count();
                 s.push_str(&format!(
                     "- per case: {passed} of {} PASS (each case is a testcase in the JUnit file)\n",
                     g.cases.len()

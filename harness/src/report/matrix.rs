@@ -169,7 +169,12 @@ impl Matrix {
         s.push_str(&format!(
             "Schema {}, harness {}, {} engines, seed {} ({} histories, batch {}). \
              Regenerate with `emq-gate matrix`; CI runs `emq-gate matrix --check`.\n\n",
-            self.schema, self.harness_version, self.engine_kind, self.seed, self.histories, self.batch
+            self.schema,
+            self.harness_version,
+            self.engine_kind,
+            self.seed,
+            self.histories,
+            self.batch
         ));
         s.push_str("| connector |");
         for (col, label) in grid.cols.iter().zip(&grid.col_labels) {
@@ -273,7 +278,12 @@ impl Matrix {
             "whole matrix".into(),
             format!("{:.1} s", self.volatile.wall_ms as f64 / 1000.0),
         ));
-        let width = rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 2;
+        let width = rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0)
+            + 2;
         for (k, v) in rows {
             let pad = width - k.chars().count();
             s.push_str(&format!("{k}{}{v}\n", " ".repeat(pad)));
@@ -317,7 +327,10 @@ pub(crate) mod tests {
 
     pub(crate) fn sample() -> Matrix {
         let mut cells = Vec::new();
-        for (conn, name) in [("reference", "echomq-rust-reference"), ("python", "echomq-python")] {
+        for (conn, name) in [
+            ("reference", "echomq-rust-reference"),
+            ("python", "echomq-python"),
+        ] {
             for (eng, product, version) in [
                 ("valkey-9.1", "valkey", "9.1.2"),
                 ("redis-7.0", "redis", "7.0.15"),
@@ -353,8 +366,14 @@ pub(crate) mod tests {
     #[test]
     fn the_markdown_shows_the_grid_and_the_evidence() {
         let md = sample().markdown();
-        assert!(md.contains("| connector | valkey-9.1 (valkey 9.1.2) | redis-7.0 (redis 7.0.15) |"), "{md}");
-        assert!(md.contains("| python (echomq-python 0.1.0) | **PASS 8/8** | **FAIL 7/8** |"), "{md}");
+        assert!(
+            md.contains("| connector | valkey-9.1 (valkey 9.1.2) | redis-7.0 (redis 7.0.15) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| python (echomq-python 0.1.0) | **PASS 8/8** | **FAIL 7/8** |"),
+            "{md}"
+        );
         assert!(md.contains("### python×redis-7.0 — FAIL 7/8"), "{md}");
         assert!(md.contains("- FAIL: a job was lost"), "{md}");
     }
@@ -364,12 +383,26 @@ pub(crate) mod tests {
         let committed = sample();
         let mut fresh = sample();
         fresh.volatile.wall_ms = 1;
-        fresh.cells[0].record.as_mut().unwrap().volatile.engine_boot_ms = 1;
+        fresh.cells[0]
+            .record
+            .as_mut()
+            .unwrap()
+            .volatile
+            .engine_boot_ms = 1;
         assert_eq!(fresh.stable_differences(&committed), Vec::<String>::new());
         fresh.cells[1].record.as_mut().unwrap().gates[0].verdict = Verdict::Fail;
         let d = fresh.stable_differences(&committed);
-        assert!(d.iter().any(|x| x.starts_with("reference×redis-7.0: G1 fence")), "{d:?}");
+        assert!(
+            d.iter()
+                .any(|x| x.starts_with("reference×redis-7.0: G1 fence")),
+            "{d:?}"
+        );
         fresh.engines.pop();
-        assert!(fresh.stable_differences(&committed).iter().any(|x| x.starts_with("shape")));
+        assert!(
+            fresh
+                .stable_differences(&committed)
+                .iter()
+                .any(|x| x.starts_with("shape"))
+        );
     }
 }

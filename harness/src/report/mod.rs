@@ -294,16 +294,27 @@ impl Record {
                 let now: BTreeMap<&str, &CaseVerdict> =
                     n.cases.iter().map(|x| (x.id.as_str(), x)).collect();
                 let mut changed: Vec<String> = Vec::new();
-                for id in was.keys().chain(now.keys()).collect::<std::collections::BTreeSet<_>>() {
+                for id in was
+                    .keys()
+                    .chain(now.keys())
+                    .collect::<std::collections::BTreeSet<_>>()
+                {
                     match (was.get(id), now.get(id)) {
                         (Some(w), Some(x)) if w == x => {}
-                        (Some(w), Some(x)) => changed.push(format!("{id} {} → {}", w.verdict, x.verdict)),
+                        (Some(w), Some(x)) => {
+                            changed.push(format!("{id} {} → {}", w.verdict, x.verdict))
+                        }
                         (Some(_), None) => changed.push(format!("{id} gone")),
                         (None, Some(x)) => changed.push(format!("{id} new ({})", x.verdict)),
                         (None, None) => {}
                     }
                 }
-                out.push(format!("{} {}: cases differ: {}", c.id, c.name, changed.join(", ")));
+                out.push(format!(
+                    "{} {}: cases differ: {}",
+                    c.id,
+                    c.name,
+                    changed.join(", ")
+                ));
             }
         }
         if committed.gates.len() != self.gates.len() {

@@ -18,7 +18,10 @@ fn paint(text: &str, code: &str, color: bool) -> String {
 }
 
 fn pad(text: &str, width: usize) -> String {
-    format!("{text}{}", " ".repeat(width.saturating_sub(text.chars().count())))
+    format!(
+        "{text}{}",
+        " ".repeat(width.saturating_sub(text.chars().count()))
+    )
 }
 
 /// The grid as aligned text; ANSI colour when `color`. Below it, one line per cell that did not
@@ -36,7 +39,13 @@ pub fn text(grid: &Grid, color: bool) -> String {
         .cols
         .iter()
         .zip(&grid.col_labels)
-        .map(|(c, l)| c.chars().count().max(l.chars().count()).max("ERROR".len() + 4) + 2)
+        .map(|(c, l)| {
+            c.chars()
+                .count()
+                .max(l.chars().count())
+                .max("ERROR".len() + 4)
+                + 2
+        })
         .collect();
     let mut s = String::new();
     s.push_str(&pad("connector", first_w));
@@ -85,7 +94,15 @@ pub fn text(grid: &Grid, color: bool) -> String {
     for c in bad {
         s.push_str(&format!(
             "{} {} × {}: {}\n",
-            paint(&c.summary, if c.verdict == Verdict::Fail { RED } else { YELLOW }, color),
+            paint(
+                &c.summary,
+                if c.verdict == Verdict::Fail {
+                    RED
+                } else {
+                    YELLOW
+                },
+                color
+            ),
             c.row,
             c.col,
             c.first_violation.as_deref().unwrap_or("")
@@ -113,7 +130,10 @@ mod tests {
         assert_eq!(lines[2], "reference  PASS 8/8      PASS 8/8");
         assert_eq!(lines[3], "python     PASS 8/8      FAIL 7/8");
         assert!(t.contains("3 of 4 cells pass (seed 1)"), "{t}");
-        assert!(t.contains("FAIL 7/8 python × redis-7.0: G8 atomicity: a job was lost"), "{t}");
+        assert!(
+            t.contains("FAIL 7/8 python × redis-7.0: G8 atomicity: a job was lost"),
+            "{t}"
+        );
         assert!(!t.contains('\x1b'));
     }
 
