@@ -49,21 +49,35 @@ fn dispatch() -> ExitCode {
                 Code::GateFailed
             })
         }
-        Command::Record { common } => {
+        Command::Record { common, refresh } => {
             let record = match emq::cmd::run::run(&common.options(), &progress) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };
             let dir = emq::repo_relative("reports");
-            if let Err(e) = record.write(&dir, &common.name) {
-                return fail(&e);
+            match record.write_if_changed(&dir, &common.name, refresh) {
+                Err(e) => return fail(&e),
+                Ok(wrote) => {
+                    output::result(&record.markdown());
+                    output::note(&if wrote {
+                        format!(
+                            "wrote {}/{}.{{json,md,junit.xml}}",
+                            dir.display(),
+                            common.name
+                        )
+                    } else {
+                        format!(
+                            "{}/{}.json: no verdict, evidence, SHA or version changed; the committed \
+                             files stay as they are (--refresh rewrites the figures)",
+                            dir.display(),
+                            common.name
+                        )
+                    });
+                }
             }
-            output::result(&record.markdown());
-            output::note(&format!(
-                "wrote {}/{}.{{json,md,junit.xml}}",
-                dir.display(),
-                common.name
-            ));
+            if let Ok(true) = emq::cmd::matrix::write_schema(&dir) {
+                output::note(&format!("wrote {}/record.schema.json", dir.display()));
+            }
             code(if record.passed() {
                 Code::Pass
             } else {
@@ -138,6 +152,16 @@ fn dispatch() -> ExitCode {
                     }
                     code(if ok { Code::Pass } else { Code::GateFailed })
                 }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Matrix(args) => match emq::cmd::matrix::matrix(&args.options(), &progress) {
+            Ok(c) => code(c),
+            Err(e) => fail(&e),
+        },
+        Command::Summary { files, format } => {
+            match emq::cmd::summary::summary(&files, format == "json") {
+                Ok(c) => code(c),
                 Err(e) => fail(&e),
             }
         }

@@ -19,6 +19,8 @@ EXIT CODES:
 ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE            --engine: auto | container | binary | url
     EMQ_ENGINE_URL        --url: redis://[:password@]host:port[/db]
+    EMQ_ENGINE_NAME       --engine-name: valkey-9.1 | valkey-8.1 | redis-7.0, through
+                          EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
     EMQ_ALLOW_FLUSH       --allow-flush: 1 lets the harness flush a url database with foreign keys
     EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:9.1.2)
     EMQ_VALKEY_SERVER     --valkey-server: the binary engine's valkey-server
@@ -52,15 +54,31 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Regenerate the committed record under reports/ (reports/<name>.json, .md, .junit.xml).
+    /// Regenerate the committed record under reports/ (reports/<name>.json, .md, .junit.xml);
+    /// the files stay untouched when no verdict, evidence, SHA or version changed.
     Record {
         #[command(flatten)]
         common: Common,
+        /// Rewrite the files even when only times and rates changed.
+        #[arg(long)]
+        refresh: bool,
     },
     /// Run again with the committed record's seed and compare: verdicts, evidence, SHAs, versions.
     Check {
         #[command(flatten)]
         common: Common,
+    },
+    /// Connectors × engines: a full gate run per cell, written as reports/matrix.{json,md} and
+    /// reports/index.html (untouched when nothing stable changed); --check re-runs and compares.
+    Matrix(MatrixArgs),
+    /// The connectors × engines grid of gate records and matrices (e.g. reports/*.json).
+    Summary {
+        /// Record or matrix JSON files; other JSON (the schema) is skipped.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// text (coloured on a terminal unless NO_COLOR) or json.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// A few seconds' check for connector authors: hello, connect, each verb once, a short pipeline.
     Smoke {
@@ -109,6 +127,75 @@ pub enum Command {
     },
 }
 
+/// `emq-gate matrix`'s flags.
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Connectors (rows): `reference`, or a label run from $EMQ_<LABEL>_CONNECTOR
+    /// [default: reference,python, and node when EMQ_NODE_CONNECTOR is set].
+    #[arg(long, value_delimiter = ',')]
+    pub connectors: Option<Vec<String>>,
+    /// Engines (columns) by name, through EMQ_ENGINE_<NAME>_SERVER / _IMAGE.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "valkey-9.1,valkey-8.1,redis-7.0"
+    )]
+    pub engines: Vec<String>,
+    /// How each engine is booted.
+    #[arg(long, value_enum, default_value = "binary")]
+    pub engine: EngineChoice,
+    /// Seed for G7 and G8.
+    #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
+    pub seed: u64,
+    /// G7 histories.
+    #[arg(long, default_value_t = 256)]
+    pub histories: u32,
+    /// G5 batch size.
+    #[arg(long, default_value_t = 100_000)]
+    pub batch: i64,
+    /// Per-request timeout for a child-process connector, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+    /// Re-run with the committed matrix's connectors, engines and seed and compare verdicts,
+    /// evidence, SHAs and versions (what CI runs); writes nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// Rewrite the files even when only times and rates changed.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Run nothing: render matrix.md and index.html again from the committed matrix.json
+    /// (after a change to the page's renderer).
+    #[arg(long, conflicts_with = "check")]
+    pub render: bool,
+    /// Where matrix.json, matrix.md and index.html live [default: this repository's reports/].
+    #[arg(long)]
+    pub reports: Option<PathBuf>,
+}
+
+impl MatrixArgs {
+    pub fn options(&self) -> crate::cmd::matrix::MatrixOptions {
+        crate::cmd::matrix::MatrixOptions {
+            connectors: self
+                .connectors
+                .clone()
+                .unwrap_or_else(crate::cmd::matrix::default_connectors),
+            engines: self.engines.clone(),
+            kind: self.engine,
+            seed: self.seed,
+            histories: self.histories,
+            batch: self.batch,
+            timeout: self.timeout,
+            check: self.check,
+            refresh: self.refresh,
+            render: self.render,
+            reports: self
+                .reports
+                .clone()
+                .unwrap_or_else(|| crate::repo_relative("reports")),
+        }
+    }
+}
+
 /// Engine selection flags.
 #[derive(Debug, Args)]
 pub struct EngineArgs {
@@ -127,6 +214,14 @@ pub struct EngineArgs {
     /// The valkey-server binary (binary engine).
     #[arg(long, env = "EMQ_VALKEY_SERVER")]
     pub valkey_server: Option<PathBuf>,
+    /// An engine by name (valkey-9.1, valkey-8.1, redis-7.0), through EMQ_ENGINE_<NAME>_SERVER
+    /// (binary engine) or _IMAGE (container engine); wins over --valkey-server and --image.
+    #[arg(long, env = "EMQ_ENGINE_NAME", value_parser = parse_engine_name)]
+    pub engine_name: Option<crate::engine::named::EngineName>,
+}
+
+fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String> {
+    crate::engine::named::EngineName::resolve(s)
 }
 
 /// Flags shared by run, record and check.
@@ -161,13 +256,19 @@ pub struct Common {
 impl EngineArgs {
     /// Engine options from the flags (clap has already read the environment).
     pub fn options(&self) -> EngineOptions {
-        EngineOptions {
+        let mut o = EngineOptions {
             choice: self.engine,
             url: self.url.clone().filter(|u| !u.is_empty()),
             image: self.image.clone(),
             valkey_server: self.valkey_server.clone(),
             allow_flush: self.allow_flush,
+        };
+        if let Some(name) = &self.engine_name {
+            let named = crate::cmd::matrix::engine_options(name, self.engine);
+            o.image = named.image;
+            o.valkey_server = named.valkey_server;
         }
+        o
     }
 }
 

@@ -2,5 +2,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod matrix;
 pub mod run;
 pub mod smoke;
+pub mod summary;

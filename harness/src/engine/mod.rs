@@ -5,6 +5,7 @@ pub mod admin;
 pub mod binary;
 pub mod cleanup;
 pub mod container;
+pub mod named;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -143,7 +144,13 @@ pub struct Engine {
     password: Option<String>,
     /// The database of a `url` engine; booted engines use per-case databases.
     base_db: u32,
+    /// The server's version from `INFO server` (`valkey_version`, or Redis's `redis_version`).
     pub valkey_version: String,
+    /// The server product from `INFO server`: `valkey` or `redis`.
+    pub product: String,
+    /// Where the build came from: the `SOURCE` file beside the binary, or the image's
+    /// `org.echomq.source` label; empty when unknown (a url engine).
+    pub provenance: String,
     pub boot_time: Duration,
     pub allow_flush: bool,
     /// What the start removed first, left by harnesses that are gone (one line), if anything.
@@ -193,7 +200,17 @@ impl Engine {
                 }
             }
         };
-        engine.valkey_version = engine.admin(0)?.valkey_version()?;
+        let info = engine.admin(0)?.info("server")?;
+        let (product, version) = named::identify(&info)
+            .ok_or_else(|| HarnessError::Engine("INFO server names no server version".into()))?;
+        engine.product = product;
+        engine.valkey_version = version;
+        engine.provenance = match engine.kind {
+            EngineKind::Binary => named::binary_source(std::path::Path::new(&engine.source)),
+            EngineKind::Container => named::image_source(&engine.source),
+            EngineKind::Url => None,
+        }
+        .unwrap_or_default();
         engine.boot_time = t0.elapsed();
         engine.swept = swept;
         Ok(engine)
@@ -245,6 +262,8 @@ impl Engine {
             password: Some(password),
             base_db: 0,
             valkey_version: String::new(),
+            product: String::new(),
+            provenance: String::new(),
             boot_time: Duration::ZERO,
             allow_flush: true,
             swept: None,
@@ -278,6 +297,8 @@ impl Engine {
             password: password.filter(|p| !p.is_empty()),
             base_db: db,
             valkey_version: String::new(),
+            product: String::new(),
+            provenance: String::new(),
             boot_time: Duration::ZERO,
             allow_flush,
             swept: None,
@@ -323,10 +344,12 @@ impl Engine {
 
     pub fn describe(&self) -> String {
         format!(
-            "{:?} {} (valkey {})",
-            self.kind, self.source, self.valkey_version
+            "{} {} ({} {})",
+            format!("{:?}", self.kind).to_lowercase(),
+            self.source,
+            self.product,
+            self.valkey_version
         )
-        .to_lowercase()
     }
 }
 

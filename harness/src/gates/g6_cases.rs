@@ -1,6 +1,6 @@
 //! G6: every YAML case of `cases/` passes against the connector, each in a database of its own.
 
-use crate::gates::{GateContext, GateOutcome};
+use crate::gates::{CaseOutcome, GateContext, GateOutcome, Verdict};
 use crate::suites::cases::format::{default_dir, load_dir};
 use crate::suites::cases::runner::{Mode, run_case};
 
@@ -29,6 +29,14 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
                 cases.len() - i
             ));
             failed += cases.len() - i;
+            for rest in &cases[i..] {
+                out.cases.push(CaseOutcome {
+                    id: rest.id.clone(),
+                    verdict: Verdict::Error,
+                    message: Some("not run: the connector could not connect".into()),
+                    wall: std::time::Duration::ZERO,
+                });
+            }
             break;
         }
         (ctx.progress)(&format!("G6 case {}/{}: {}", i + 1, cases.len(), case.id));
@@ -41,7 +49,21 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
             Err(e) => return out.error(format!("cannot start the connector: {e}")),
         };
         let db = FIRST_DB + (i as u32 % 600);
-        match run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check).failure {
+        let t0 = std::time::Instant::now();
+        let failure = run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check).failure;
+        out.cases.push(CaseOutcome {
+            id: case.id.clone(),
+            verdict: if failure.is_some() {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            },
+            message: failure
+                .as_ref()
+                .map(|f| f.to_string().lines().next().unwrap_or_default().to_string()),
+            wall: t0.elapsed(),
+        });
+        match failure {
             None => {
                 setup_failures = 0;
                 current = Some(connector);

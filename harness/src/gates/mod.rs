@@ -25,7 +25,7 @@ use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 
 /// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Verdict {
     Pass,
@@ -51,6 +51,20 @@ pub struct GateOutcome {
     pub verdict: Verdict,
     pub evidence: Vec<String>,
     pub figures: BTreeMap<String, serde_json::Value>,
+    /// Per-case results of a gate made of cases (G6), in order; empty for the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<CaseOutcome>,
+    #[serde(skip)]
+    pub wall: Duration,
+}
+
+/// One case of a gate made of cases (G6): its id, verdict and, when it failed, the first line of why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseOutcome {
+    pub id: String,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     #[serde(skip)]
     pub wall: Duration,
 }
@@ -64,6 +78,7 @@ impl GateOutcome {
             verdict: Verdict::Pass,
             evidence: Vec::new(),
             figures: BTreeMap::new(),
+            cases: Vec::new(),
             wall: Duration::ZERO,
         }
     }

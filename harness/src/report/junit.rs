@@ -1,53 +1,135 @@
-//! The record as JUnit XML, for CI dashboards.
+//! The record as JUnit XML, for CI dashboards: one testcase per gate and one per G6 case, the
+//! first violation as the failure message, the run's seed, engine and versions as properties.
+//! Written with `quick-junit` (nextest's), which strips control characters and ANSI escapes.
+
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::gates::Verdict;
 use crate::report::Record;
 
+fn status(verdict: Verdict, message: Option<String>, body: String) -> TestCaseStatus {
+    let kind = match verdict {
+        Verdict::Pass => return TestCaseStatus::success(),
+        Verdict::Fail => NonSuccessKind::Failure,
+        Verdict::Error => NonSuccessKind::Error,
+    };
+    let mut s = TestCaseStatus::non_success(kind);
+    s.set_message(message.unwrap_or_else(|| format!("{verdict}")));
+    s.set_type(verdict.to_string());
+    if !body.is_empty() {
+        s.set_description(body);
+    }
+    s
+}
+
 impl Record {
-    /// JUnit XML: one testcase per gate, for CI dashboards.
-    pub fn junit(&self) -> String {
-        fn esc(s: &str) -> String {
-            s.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-                .replace('"', "&quot;")
-        }
-        let failures = self
-            .gates
-            .iter()
-            .filter(|g| g.verdict == Verdict::Fail)
-            .count();
-        let errors = self
-            .gates
-            .iter()
-            .filter(|g| g.verdict == Verdict::Error)
-            .count();
-        let mut s = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"emq-gate {}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">\n",
-            esc(&self.header.connector_name),
-            self.gates.len()
-        );
+    /// The test suite of this record (a matrix puts several in one report).
+    pub fn junit_suite(&self) -> TestSuite {
+        let h = &self.header;
+        let mut suite = TestSuite::new(format!(
+            "emq-gate {} on {}",
+            h.connector_name,
+            h.engine_label()
+        ));
+        let props = [
+            ("seed", h.seed.to_string()),
+            ("histories", h.histories.to_string()),
+            ("batch", h.batch.to_string()),
+            ("engine", h.engine_label()),
+            ("engine_kind", h.engine_kind.clone()),
+            ("engine_image", h.engine_image.clone()),
+            ("engine_source", h.engine_source.clone()),
+            ("connector", h.connector_name.clone()),
+            ("connector_version", h.connector_version.clone()),
+            ("connector_language", h.connector_language.clone()),
+            ("harness_version", h.harness_version.clone()),
+            ("bundle_version", h.bundle_version.clone()),
+            ("bundle_digest", h.bundle_digest.clone()),
+            ("summary", self.footer.summary.clone()),
+        ];
+        suite.add_properties(props.into_iter().map(|(k, v)| Property::new(k, v)));
+        let class = format!("emq-gate.{}", h.connector_name);
+        let mut total_ms = 0;
         for g in &self.gates {
             let ms = self.volatile.gate_wall_ms.get(&g.id).copied().unwrap_or(0);
-            s.push_str(&format!(
-                "  <testcase classname=\"emq-gate\" name=\"{} {}\" time=\"{:.3}\">",
-                g.id,
-                esc(&g.name),
-                ms as f64 / 1000.0
-            ));
-            let body = esc(&g.evidence.join("\n"));
-            match g.verdict {
-                Verdict::Pass => {}
-                Verdict::Fail => s.push_str(&format!(
-                    "<failure message=\"gate failed\">{body}</failure>"
-                )),
-                Verdict::Error => {
-                    s.push_str(&format!("<error message=\"not judged\">{body}</error>"))
-                }
+            total_ms += ms;
+            let mut case = TestCase::new(
+                format!("{} {}", g.id, g.name),
+                status(g.verdict, g.first_violation(), g.evidence.join("\n")),
+            );
+            case.set_classname(class.clone())
+                .set_time(Duration::from_millis(ms));
+            suite.add_test_case(case);
+            for c in &g.cases {
+                let ms = self.volatile.case_wall_ms.get(&c.id).copied().unwrap_or(0);
+                let mut case = TestCase::new(
+                    format!("{} {}::{}", g.id, g.name, c.id),
+                    status(c.verdict, c.message.clone(), String::new()),
+                );
+                case.set_classname(format!("{class}.{}", g.id))
+                    .set_time(Duration::from_millis(ms));
+                suite.add_test_case(case);
             }
-            s.push_str("</testcase>\n");
         }
-        s.push_str("</testsuite>\n");
-        s
+        suite.set_time(Duration::from_millis(total_ms));
+        suite
+    }
+
+    /// JUnit XML of this record alone.
+    pub fn junit(&self) -> String {
+        let mut report = Report::new(format!("emq-gate {}", self.header.connector_name));
+        report.add_test_suite(self.junit_suite());
+        report.to_string().expect("JUnit serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        serde_json::from_str(include_str!("../../../reports/reference.json")).unwrap()
+    }
+
+    #[test]
+    fn a_failure_carries_its_first_violation_and_no_control_characters() {
+        let mut r = record();
+        r.gates[2].verdict = Verdict::Fail;
+        r.gates[2].evidence = vec![
+            "a fact".into(),
+            "FAIL: EVAL was sent\u{1b}[31m red \u{7} bell\u{0}".into(),
+            "FAIL: second".into(),
+        ];
+        r.gates[5].cases = vec![
+            crate::report::CaseVerdict {
+                id: "enqueue-basic".into(),
+                verdict: Verdict::Pass,
+                message: None,
+            },
+            crate::report::CaseVerdict {
+                id: "claim-empty".into(),
+                verdict: Verdict::Fail,
+                message: Some("step 2: reply differs".into()),
+            },
+        ];
+        let xml = r.junit();
+        assert!(
+            xml.contains("message=\"EVAL was sent red  bell\""),
+            "first violation as the message:\n{xml}"
+        );
+        assert!(
+            !xml.chars()
+                .any(|c| c < ' ' && c != '\n' && c != '\t' && c != '\r')
+        );
+        assert!(xml.contains("name=\"G6 cases::enqueue-basic\""), "{xml}");
+        assert!(xml.contains("name=\"G6 cases::claim-empty\""), "{xml}");
+        assert!(xml.contains("message=\"step 2: reply differs\""), "{xml}");
+        assert!(
+            xml.contains("<property name=\"seed\" value=\"1\"/>"),
+            "{xml}"
+        );
+        assert!(xml.contains("tests=\"10\""), "8 gates and 2 cases:\n{xml}");
     }
 }

@@ -1,6 +1,27 @@
 //! The record as Markdown, for people reading a review.
 
+use crate::gates::Verdict;
 use crate::report::Record;
+
+/// One evidence line as a list item. Multi-line evidence (a G7 counterexample: a summary line,
+/// then a YAML case) keeps its first line as the item and the rest as a fenced YAML block, so the
+/// case can be copied as it is.
+fn evidence_item(e: &str) -> String {
+    match e.split_once('\n') {
+        None => format!("- {e}\n"),
+        Some((first, rest)) => {
+            let body = rest.trim_end_matches('\n');
+            let fence = if body.contains("```") { "````" } else { "```" };
+            let lang = if first.starts_with("counterexample") || first.trim_end().ends_with(':') {
+                "yaml"
+            } else {
+                "text"
+            };
+            let indented: String = body.lines().map(|l| format!("  {l}\n")).collect();
+            format!("- {first}\n\n  {fence}{lang}\n{indented}  {fence}\n\n")
+        }
+    }
+}
 
 impl Record {
     /// The Markdown record, shaped like the published one.
@@ -22,9 +43,19 @@ impl Record {
             (
                 "engine",
                 format!(
-                    "{} `{}`, valkey {}",
-                    h.engine_kind, h.engine_image, h.valkey_version
+                    "{} ({} `{}`)",
+                    h.engine_label(),
+                    h.engine_kind,
+                    h.engine_image
                 ),
+            ),
+            (
+                "engine build",
+                if h.engine_source.is_empty() {
+                    "unknown".to_string()
+                } else {
+                    h.engine_source.clone()
+                },
             ),
             (
                 "connector",
@@ -55,7 +86,18 @@ impl Record {
         for g in &self.gates {
             s.push_str(&format!("\n### {} {} — {}\n\n", g.id, g.name, g.verdict));
             for e in &g.evidence {
-                s.push_str(&format!("- {}\n", e.replace('\n', " ")));
+                s.push_str(&evidence_item(e));
+            }
+            if !g.cases.is_empty() {
+                let passed = g
+                    .cases
+                    .iter()
+                    .filter(|c| c.verdict == Verdict::Pass)
+                    .count();
+                s.push_str(&format!(
+                    "- per case: {passed} of {} PASS (each case is a testcase in the JUnit file)\n",
+                    g.cases.len()
+                ));
             }
         }
         s.push_str("\n## Figures (volatile; not compared)\n\n```\n");
@@ -102,6 +144,16 @@ fn figures(r: &Record) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counterexample_stays_a_yaml_block() {
+        let item = evidence_item("counterexample case g7-1:\nid: g7-1\nsteps:\n  - enqueue: {}\n");
+        assert_eq!(
+            item,
+            "- counterexample case g7-1:\n\n  ```yaml\n  id: g7-1\n  steps:\n    - enqueue: {}\n  ```\n\n"
+        );
+        assert_eq!(evidence_item("one line"), "- one line\n");
+    }
 
     #[test]
     fn long_figure_names_stay_aligned() {

@@ -2,23 +2,29 @@
 //! Verdicts and evidence are stable; times and rates live apart, in `volatile`, so `check` can
 //! compare a fresh run with the committed record.
 
+pub mod grid;
+pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod matrix;
 pub mod output;
+pub mod schema;
+pub mod summary;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
 use crate::gates::{GateOutcome, Verdict};
 
 /// The record's schema name; bumped when a field changes meaning.
-pub const SCHEMA: &str = "emq-gate-record/1";
+pub const SCHEMA: &str = "emq-gate-record/2";
 
 /// Who and what was judged, on what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Header {
     pub schema: String,
     pub harness_version: String,
@@ -26,9 +32,20 @@ pub struct Header {
     pub bundle_protocol: u32,
     pub bundle_digest: String,
     pub scripts: BTreeMap<String, String>,
+    /// Not compared: `container`, `binary` or `url`.
     pub engine_kind: String,
+    /// Not compared: the image, the binary's path or the url.
     pub engine_image: String,
-    pub valkey_version: String,
+    /// The server product from `INFO server`: `valkey` or `redis`.
+    #[serde(default = "valkey")]
+    pub engine_product: String,
+    /// The server version from `INFO server` (`valkey_version`, or Redis's `redis_version`).
+    #[serde(alias = "valkey_version")]
+    pub engine_version: String,
+    /// Not compared: where the build came from (the binary's `SOURCE` file or the image's
+    /// `org.echomq.source` label); empty when unknown.
+    #[serde(default)]
+    pub engine_source: String,
     pub connector_name: String,
     pub connector_version: String,
     pub connector_language: String,
@@ -39,17 +56,59 @@ pub struct Header {
     pub started: String,
 }
 
+fn valkey() -> String {
+    "valkey".into()
+}
+
+impl Header {
+    /// `valkey 9.1.2`, `redis 7.0.15`.
+    pub fn engine_label(&self) -> String {
+        format!("{} {}", self.engine_product, self.engine_version)
+    }
+
+    /// The engine's name: `valkey-9.1`, `redis-7.0`.
+    pub fn engine_name(&self) -> String {
+        crate::engine::named::name_of(&self.engine_product, &self.engine_version)
+    }
+}
+
 /// One gate's verdict and stable evidence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GateVerdict {
     pub id: String,
     pub name: String,
     pub verdict: Verdict,
     pub evidence: Vec<String>,
+    /// Per-case verdicts of a gate made of cases (G6), in order; absent for the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<CaseVerdict>,
+}
+
+/// One case's verdict (stable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CaseVerdict {
+    pub id: String,
+    pub verdict: Verdict,
+    /// The first line of why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl GateVerdict {
+    /// The first violation (`FAIL:` or `ERROR:` evidence), first line only, without its prefix.
+    pub fn first_violation(&self) -> Option<String> {
+        self.evidence
+            .iter()
+            .find_map(|e| {
+                e.strip_prefix("FAIL: ")
+                    .or_else(|| e.strip_prefix("ERROR: "))
+            })
+            .map(|e| e.lines().next().unwrap_or("").to_string())
+    }
 }
 
 /// The last thing written: a record without it was truncated.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Footer {
     pub passed: usize,
     pub total: usize,
@@ -60,15 +119,18 @@ pub struct Footer {
 }
 
 /// Times and rates: recorded, never compared.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Volatile {
     pub engine_boot_ms: u64,
     pub gate_wall_ms: BTreeMap<String, u64>,
+    /// Per-case wall times of G6, by case id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub case_wall_ms: BTreeMap<String, u64>,
     pub figures: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
 }
 
 /// A whole record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Record {
     pub header: Header,
     pub gates: Vec<GateVerdict>,
@@ -119,6 +181,11 @@ impl Record {
             if !o.figures.is_empty() {
                 volatile.figures.insert(o.id.clone(), o.figures.clone());
             }
+            for c in &o.cases {
+                volatile
+                    .case_wall_ms
+                    .insert(c.id.clone(), c.wall.as_millis() as u64);
+            }
         }
         Self {
             header,
@@ -129,6 +196,15 @@ impl Record {
                     name: o.name.clone(),
                     verdict: o.verdict,
                     evidence: o.evidence.clone(),
+                    cases: o
+                        .cases
+                        .iter()
+                        .map(|c| CaseVerdict {
+                            id: c.id.clone(),
+                            verdict: c.verdict,
+                            message: c.message.clone(),
+                        })
+                        .collect(),
                 })
                 .collect(),
             volatile,
@@ -163,15 +239,18 @@ impl Record {
         })
     }
 
-    /// Differences in what `check` compares (everything but times, rates and the engine's kind).
+    /// Differences in what `check` compares: the schema, versions, SHAs, verdicts, evidence and
+    /// per-case verdicts; never times, rates, dates, the engine's kind, path or build source.
     pub fn stable_differences(&self, committed: &Record) -> Vec<String> {
         let mut out = Vec::new();
         let (a, b) = (&committed.header, &self.header);
         let fields = [
+            ("schema", &a.schema, &b.schema),
             ("harness_version", &a.harness_version, &b.harness_version),
             ("bundle_version", &a.bundle_version, &b.bundle_version),
             ("bundle_digest", &a.bundle_digest, &b.bundle_digest),
-            ("valkey_version", &a.valkey_version, &b.valkey_version),
+            ("engine_product", &a.engine_product, &b.engine_product),
+            ("engine_version", &a.engine_version, &b.engine_version),
             ("connector_name", &a.connector_name, &b.connector_name),
             (
                 "connector_version",
@@ -209,6 +288,34 @@ impl Record {
                 );
                 out.push(format!("{} {}: evidence differs {d}", c.id, c.name));
             }
+            if c.cases != n.cases {
+                let was: BTreeMap<&str, &CaseVerdict> =
+                    c.cases.iter().map(|x| (x.id.as_str(), x)).collect();
+                let now: BTreeMap<&str, &CaseVerdict> =
+                    n.cases.iter().map(|x| (x.id.as_str(), x)).collect();
+                let mut changed: Vec<String> = Vec::new();
+                for id in was
+                    .keys()
+                    .chain(now.keys())
+                    .collect::<std::collections::BTreeSet<_>>()
+                {
+                    match (was.get(id), now.get(id)) {
+                        (Some(w), Some(x)) if w == x => {}
+                        (Some(w), Some(x)) => {
+                            changed.push(format!("{id} {} → {}", w.verdict, x.verdict))
+                        }
+                        (Some(_), None) => changed.push(format!("{id} gone")),
+                        (None, Some(x)) => changed.push(format!("{id} new ({})", x.verdict)),
+                        (None, None) => {}
+                    }
+                }
+                out.push(format!(
+                    "{} {}: cases differ: {}",
+                    c.id,
+                    c.name,
+                    changed.join(", ")
+                ));
+            }
         }
         if committed.gates.len() != self.gates.len() {
             out.push(format!(
@@ -224,6 +331,26 @@ impl Record {
             ));
         }
         out
+    }
+
+    /// Writes the record unless `dir` already holds one with the same stable fields (then the
+    /// committed files, figures and dates included, stay as they are); `refresh` writes anyway.
+    /// True when it wrote.
+    pub fn write_if_changed(
+        &self,
+        dir: &Path,
+        stem: &str,
+        refresh: bool,
+    ) -> Result<bool, HarnessError> {
+        let existing = dir.join(format!("{stem}.json"));
+        let same = !refresh
+            && existing.is_file()
+            && Record::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
+        if same {
+            return Ok(false);
+        }
+        self.write(dir, stem)?;
+        Ok(true)
     }
 
     /// Writes `<stem>.json`, `<stem>.md` and `<stem>.junit.xml` into `dir`.
@@ -257,7 +384,9 @@ mod tests {
             scripts: BTreeMap::from([("claim".into(), "2319".into())]),
             engine_kind: "binary".into(),
             engine_image: "/bin/valkey-server".into(),
-            valkey_version: "9.1.2".into(),
+            engine_product: "valkey".into(),
+            engine_version: "9.1.2".into(),
+            engine_source: "Debian valkey 9.1.2-1".into(),
             connector_name: "c".into(),
             connector_version: "1".into(),
             connector_language: "rust".into(),
@@ -278,16 +407,17 @@ mod tests {
         let mut fresh = sample();
         fresh.header.started = "2030-01-01T00:00:00Z".into();
         fresh.header.engine_kind = "container".into();
+        fresh.header.engine_source = "another build".into();
         fresh.volatile.engine_boot_ms = 999;
         fresh.footer.ended = "later".into();
         assert_eq!(fresh.stable_differences(&committed), Vec::<String>::new());
 
         let mut drifted = sample();
         drifted.gates[0].evidence[0] = "the fence was skipped".into();
-        drifted.header.valkey_version = "9.0.0".into();
+        drifted.header.engine_version = "9.0.0".into();
         let diffs = drifted.stable_differences(&committed);
         assert_eq!(diffs.len(), 2, "{diffs:?}");
-        assert!(diffs.iter().any(|d| d.contains("valkey_version")));
+        assert!(diffs.iter().any(|d| d.contains("engine_version")));
         assert!(
             diffs
                 .iter()
@@ -301,12 +431,40 @@ mod tests {
         let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         assert!(r.markdown().contains("| G1 | fence | **PASS** |"));
-        assert!(
-            r.junit()
-                .contains("<testcase classname=\"emq-gate\" name=\"G1 fence\"")
-        );
+        assert!(r.junit().contains("name=\"G1 fence\""), "{}", r.junit());
         // Only one of eight gates: the summary must not claim a pass.
         assert_eq!(r.footer.summary, "FAIL 1/8");
+    }
+
+    #[test]
+    fn an_unchanged_record_is_not_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = sample();
+        assert!(first.write_if_changed(dir.path(), "x", false).unwrap());
+        let written = std::fs::read_to_string(dir.path().join("x.json")).unwrap();
+        let mut again = sample();
+        again.volatile.engine_boot_ms = 7777;
+        again.header.started = "2031-01-01T00:00:00Z".into();
+        assert!(!again.write_if_changed(dir.path(), "x", false).unwrap());
+        let kept = std::fs::read_to_string(dir.path().join("x.json")).unwrap();
+        assert_eq!(kept, written, "figures alone must not rewrite the record");
+        assert!(again.write_if_changed(dir.path(), "x", true).unwrap());
+        let mut changed = sample();
+        changed.gates[0].evidence.push("FAIL: something".into());
+        assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
+    }
+
+    #[test]
+    fn a_v1_record_still_loads() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&sample()).unwrap()).unwrap();
+        let h = v["header"].as_object_mut().unwrap();
+        let version = h.remove("engine_version").unwrap();
+        h.remove("engine_product");
+        h.remove("engine_source");
+        h.insert("valkey_version".into(), version);
+        let r: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(r.header.engine_label(), "valkey 9.1.2");
     }
 
     #[test]

@@ -16,17 +16,35 @@ pub fn set_quiet(q: bool) {
 /// Progress lines with the time since `start`.
 pub struct Progress {
     start: Instant,
+    /// False: only gate verdicts and cell lines show (a matrix's inner runs).
+    lines: bool,
 }
 
 impl Progress {
     pub fn new() -> Self {
         Self {
             start: Instant::now(),
+            lines: true,
+        }
+    }
+
+    /// A progress that shows gate verdicts but not the lines within a gate (for a matrix's cells).
+    pub fn verdicts_only(&self) -> Self {
+        Self {
+            start: self.start,
+            lines: false,
         }
     }
 
     /// One progress line on stderr (unless quiet).
     pub fn line(&self, msg: &str) {
+        if self.lines {
+            self.always(msg);
+        }
+    }
+
+    /// A line even from a verdicts-only progress (unless quiet).
+    pub fn always(&self, msg: &str) {
         if !QUIET.load(Ordering::SeqCst) {
             let _ = writeln!(
                 std::io::stderr(),
@@ -46,7 +64,7 @@ impl Progress {
             .cloned()
             .unwrap_or_default();
         let first = first.lines().next().unwrap_or("").to_string();
-        self.line(&format!(
+        self.always(&format!(
             "{} {:<14} {:<5} ({:.1}s) {first}",
             o.id,
             o.name,
@@ -79,4 +97,10 @@ pub fn error(msg: &dyn std::fmt::Display) {
 /// A note on stderr (always shown: it explains a result).
 pub fn note(msg: &str) {
     let _ = writeln!(std::io::stderr(), "emq-gate: {msg}");
+}
+
+/// True when stdout is a terminal and `NO_COLOR` is unset or empty (<https://no-color.org>).
+pub fn stdout_color() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
 }

@@ -1,0 +1,79 @@
+//! `emq-gate summary FILE...`: gate records and matrices as one connectors × engines grid.
+
+use std::path::PathBuf;
+
+use crate::error::{ExitCode as Code, HarnessError};
+use crate::report::Record;
+use crate::report::grid::{Entry, Grid};
+use crate::report::matrix::Matrix;
+use crate::report::output;
+
+/// Reads each file as a record or a matrix (a JSON Schema or other JSON is skipped with a note)
+/// and prints the grid: text (coloured on a terminal) or `json`.
+pub fn summary(files: &[PathBuf], json: bool) -> Result<Code, HarnessError> {
+    let mut records: Vec<Record> = Vec::new();
+    let mut matrices: Vec<Matrix> = Vec::new();
+    for f in files {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| HarnessError::io(f.display().to_string(), e))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            HarnessError::BadInput(format!("{}:{}:{}: {e}", f.display(), e.line(), e.column()))
+        })?;
+        if value.get("cells").is_some() {
+            matrices.push(Matrix::load(f)?);
+        } else if value.get("header").is_some() {
+            records.push(Record::load(f)?);
+        } else {
+            output::note(&format!(
+                "{}: neither a gate record nor a matrix; skipped",
+                f.display()
+            ));
+        }
+    }
+    let mut entries = Vec::new();
+    for m in &matrices {
+        for c in &m.cells {
+            entries.push(Entry {
+                row: c.connector.clone(),
+                col: c.engine.clone(),
+                outcome: match (&c.record, &c.error) {
+                    (Some(r), _) => Ok(r),
+                    (None, e) => Err(e.as_deref().unwrap_or("no record")),
+                },
+            });
+        }
+    }
+    for r in &records {
+        entries.push(Entry {
+            row: row_label(r),
+            col: r.header.engine_name(),
+            outcome: Ok(r),
+        });
+    }
+    if entries.is_empty() {
+        return Err(HarnessError::BadInput(
+            "no gate record or matrix among the files".into(),
+        ));
+    }
+    let grid = Grid::build(entries);
+    output::result(&if json {
+        crate::report::summary::json(&grid)
+    } else {
+        crate::report::summary::text(&grid, output::stdout_color())
+    });
+    Ok(if grid.all_pass() {
+        Code::Pass
+    } else {
+        Code::GateFailed
+    })
+}
+
+/// A record's row: the matrix's label for the connector's language when it has one
+/// (`rust` → `reference`), so records and matrix cells share rows.
+fn row_label(r: &Record) -> String {
+    match r.header.connector_language.as_str() {
+        "rust" if r.header.connector_name.contains("reference") => "reference".into(),
+        "" => r.header.connector_name.clone(),
+        lang => lang.to_string(),
+    }
+}
