@@ -19,6 +19,7 @@
 //! ```
 
 mod process;
+mod wirelog;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -56,6 +57,8 @@ pub struct ChildSpec {
     pub env: Vec<(String, String)>,
     /// Working directory; the harness's own when `None`.
     pub cwd: Option<PathBuf>,
+    /// Append every request and reply here as JSON lines (`--wire-log`).
+    pub wire_log: Option<PathBuf>,
 }
 
 impl Default for ChildSpec {
@@ -65,6 +68,7 @@ impl Default for ChildSpec {
             timeout: DEFAULT_TIMEOUT,
             env: Vec::new(),
             cwd: None,
+            wire_log: None,
         }
     }
 }
@@ -91,6 +95,12 @@ impl ChildSpec {
     /// The same spec with one more environment variable.
     pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The same spec, logging every exchanged line to `path` (see `wirelog`).
+    pub fn with_wire_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.wire_log = Some(path.into());
         self
     }
 
@@ -152,6 +162,7 @@ pub struct ChildConnector {
     dead: Option<String>,
     restarts: u32,
     max_restarts: u32,
+    wire_log: Option<wirelog::WireLog>,
 }
 
 impl std::fmt::Debug for ChildConnector {
@@ -170,8 +181,10 @@ impl ChildConnector {
     /// Starts the child. It is not spoken to yet: the first request is the caller's (`hello`).
     pub fn spawn(spec: &ChildSpec) -> Result<Self, HarnessError> {
         let log: Ring = Arc::default();
+        let wire_log = spec.wire_log.as_deref().map(wirelog::WireLog::open).transpose()?;
         let proc = Running::start(spec, &log)?;
         Ok(Self {
+            wire_log,
             spec: spec.clone(),
             proc: Some(proc),
             log,
@@ -312,6 +325,9 @@ impl ChildConnector {
             }
             Err(mpsc::TryRecvError::Empty) => {}
         }
+        if let Some(w) = self.wire_log.as_mut() {
+            w.line(Some(p.pid), "send", &line);
+        }
         let sent = p.stdin.as_ref().is_some_and(|tx| tx.send(line).is_ok());
         if !sent {
             return Err(self.exited(&format!("before {what}"), true));
@@ -319,7 +335,12 @@ impl ChildConnector {
         let timeout = self.spec.timeout_for(request);
         let answer = p.stdout.recv_timeout(timeout);
         let text = match answer {
-            Ok(text) => text,
+            Ok(text) => {
+                if let Some(w) = self.wire_log.as_mut() {
+                    w.line(Some(p.pid), "recv", text.as_bytes());
+                }
+                text
+            }
             Err(RecvTimeoutError::Timeout) => {
                 return Err(self.die(format!("no answer to {what} within {}", secs(timeout))));
             }
@@ -358,6 +379,12 @@ impl ChildConnector {
         match (reply.remove("ok"), reply.remove("error")) {
             (Some(ok), None) => {
                 let shown = quote(&ok.to_string());
+                // The schema first (it names the field and the rule), then the typed decode.
+                if let Err(e) = crate::connector::schema::check_ok(request.cmd(), &ok) {
+                    return Err(ConnectorError::internal(format!(
+                        "connector answered {what} with a value of the wrong shape: {shown} ({e})"
+                    )));
+                }
                 request.decode_ok(ok).map_err(|e| {
                     ConnectorError::internal(format!(
                         "connector answered {what} with a value of the wrong shape: {shown} ({e})"

@@ -360,8 +360,20 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Case>, HarnessError> {
     Ok(out)
 }
 
-/// This repository's `cases/` (or `EMQ_CASES_DIR`).
+static CHOSEN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes `dir` what [`default_dir`] answers for the rest of the process (`emq-gate --cases`, or
+/// the embedded corpus unpacked); the first call wins.
+pub fn set_default_dir(dir: PathBuf) {
+    let _ = CHOSEN_DIR.set(dir);
+}
+
+/// The directory chosen by [`set_default_dir`], else `EMQ_CASES_DIR`, else this repository's
+/// `cases/` (tests, run inside the checkout).
 pub fn default_dir() -> PathBuf {
+    if let Some(d) = CHOSEN_DIR.get() {
+        return d.clone();
+    }
     std::env::var_os("EMQ_CASES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::repo_relative("cases"))
