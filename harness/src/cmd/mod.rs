@@ -1,6 +1,10 @@
 //! The commands of `emq-gate`, on top: they compose the layers below and nothing imports them.
 
 pub mod bench;
+pub mod cases;
 pub mod cli;
+pub mod preflight;
+pub mod record;
 pub mod run;
 pub mod smoke;
+pub mod sources;
