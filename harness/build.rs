@@ -34,7 +34,12 @@ fn table(name: &str, dir: &Path) -> String {
     let mut s = format!("pub static {name}: &[(&str, &[u8])] = &[\n");
     for (rel, path) in files {
         let abs = path.canonicalize().expect("a file path");
-        writeln!(s, "    ({rel:?}, include_bytes!({:?})),", abs.display().to_string()).unwrap();
+        writeln!(
+            s,
+            "    ({rel:?}, include_bytes!({:?})),",
+            abs.display().to_string()
+        )
+        .unwrap();
     }
     s.push_str("];\n");
     s
@@ -46,6 +51,7 @@ fn main() {
     let mut code = String::new();
     code.push_str(&table("BUNDLE", &repo.join("bundle")));
     code.push_str(&table("CASES", &repo.join("cases")));
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it")).join("embedded.rs");
+    let out =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it")).join("embedded.rs");
     std::fs::write(out, code).expect("write embedded.rs");
 }

@@ -229,7 +229,11 @@ pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
 }
 
 /// [`child_spec`], logging the exchange to `wire_log` when given.
-pub fn child_spec_logged(command: &[String], timeout: u64, wire_log: Option<&PathBuf>) -> ChildSpec {
+pub fn child_spec_logged(
+    command: &[String],
+    timeout: u64,
+    wire_log: Option<&PathBuf>,
+) -> ChildSpec {
     let spec = child_spec(command, timeout);
     match wire_log {
         Some(f) => spec.with_wire_log(f),

@@ -23,9 +23,9 @@ fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessErro
         Subject::Reference => Ok("reference".into()),
         Subject::Child(_) => {
             let bundle = Arc::new(Bundle::load_default()?);
-            let mut c = factory(subject, &bundle).make().map_err(|e| {
-                HarnessError::BadInput(format!("cannot start the connector: {e}"))
-            })?;
+            let mut c = factory(subject, &bundle)
+                .make()
+                .map_err(|e| HarnessError::BadInput(format!("cannot start the connector: {e}")))?;
             let name = c
                 .hello()
                 .map(|i| i.name)

@@ -79,8 +79,7 @@ pub fn generate() -> Value {
     }
     let mut defs = g.take_definitions(true);
     // On the wire every request carries `seq`; `stop` is the one request without a reply.
-    if let Some(Value::Array(variants)) = defs.get_mut("Request").and_then(|r| r.get_mut("oneOf"))
-    {
+    if let Some(Value::Array(variants)) = defs.get_mut("Request").and_then(|r| r.get_mut("oneOf")) {
         for v in variants.iter_mut() {
             if let Some(Value::Object(props)) = v.get_mut("properties") {
                 props.insert("seq".into(), seq_schema());
@@ -215,7 +214,10 @@ pub fn check(root: &Value, s: &Value, v: &Value, path: &str) -> Result<(), Strin
     if let (Some(Value::String(p)), Value::String(text)) = (s.get("pattern"), v)
         && !matches(p, text)
     {
-        return Err(at(format!("expected a string matching {p}, got {}", shown(v))));
+        return Err(at(format!(
+            "expected a string matching {p}, got {}",
+            shown(v)
+        )));
     }
     if let (Some(min), Some(n)) = (s.get("minimum").and_then(Value::as_f64), v.as_f64())
         && n < min
@@ -266,7 +268,10 @@ fn check_object(
     if let Some(max) = s.get("maxProperties").and_then(Value::as_u64)
         && obj.len() as u64 > max
     {
-        return Err(at(format!("expected at most {max} fields, got {}", obj.len())));
+        return Err(at(format!(
+            "expected at most {max} fields, got {}",
+            obj.len()
+        )));
     }
     for (k, x) in obj {
         match props.and_then(|p| p.get(k)) {
@@ -308,10 +313,7 @@ fn check_branches(
     if passing > 1 {
         return Err(at(format!("matches {passing} alternatives, expected one")));
     }
-    let plausible: Vec<&Value> = branches
-        .iter()
-        .filter(|b| admits(root, b, v))
-        .collect();
+    let plausible: Vec<&Value> = branches.iter().filter(|b| admits(root, b, v)).collect();
     if let [only] = plausible.as_slice() {
         return check(root, only, v, path);
     }

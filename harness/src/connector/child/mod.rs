@@ -181,7 +181,11 @@ impl ChildConnector {
     /// Starts the child. It is not spoken to yet: the first request is the caller's (`hello`).
     pub fn spawn(spec: &ChildSpec) -> Result<Self, HarnessError> {
         let log: Ring = Arc::default();
-        let wire_log = spec.wire_log.as_deref().map(wirelog::WireLog::open).transpose()?;
+        let wire_log = spec
+            .wire_log
+            .as_deref()
+            .map(wirelog::WireLog::open)
+            .transpose()?;
         let proc = Running::start(spec, &log)?;
         Ok(Self {
             wire_log,

@@ -49,7 +49,9 @@ fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
             i("depth", None),
             s("payload", Some("")),
         ],
-        "connect" | "disconnect" => vec![],
+        // `connect` may name a url (to pin the url rule); without one it is the case's database.
+        "connect" => vec![s("url", Some(""))],
+        "disconnect" => vec![],
         _ => return None,
     })
 }

@@ -105,7 +105,8 @@ impl Run<'_> {
         let map = obj.as_object_mut().expect("args are a map");
         map.insert("cmd".into(), Value::String(verb.into()));
         map.insert("session".into(), Value::String(session.into()));
-        if verb == "connect" {
+        let given = map.get("url").and_then(Value::as_str).unwrap_or("");
+        if verb == "connect" && given.is_empty() {
             map.insert("url".into(), Value::String(self.engine.url(self.db)));
         }
         serde_json::from_value(obj)
