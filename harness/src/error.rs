@@ -3,7 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// The five error kinds of the wire protocol (SPEC §5); a connector reports every failure as one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorKind {
     /// The fence names another protocol; the connector sent no script.
@@ -38,7 +50,9 @@ impl std::fmt::Display for ErrorKind {
 }
 
 /// A failed connector request: a kind the gates judge and a message people read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, thiserror::Error,
+)]
 #[error("{kind}: {message}")]
 pub struct ConnectorError {
     pub kind: ErrorKind,

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use clap::Parser;
 use emq::cmd::cli::{Cli, Command};
 use emq::error::{ExitCode as Code, HarnessError};
-use emq::report::Record;
 use emq::report::output::{self, Progress};
 
 fn code(c: Code) -> ExitCode {
@@ -30,6 +29,11 @@ fn main() -> ExitCode {
 fn dispatch() -> ExitCode {
     let cli = Cli::parse();
     output::set_quiet(cli.quiet);
+    // The bundle and cases for the whole run (embedded unless --bundle/--cases); kept until exit.
+    let _sources = match emq::cmd::sources::resolve(cli.bundle.clone(), cli.cases.clone()) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
     let progress = Progress::new();
     match cli.command {
         Command::Run { common, out } => {
@@ -38,7 +42,7 @@ fn dispatch() -> ExitCode {
                 Err(e) => return fail(&e),
             };
             if let Some(dir) = out
-                && let Err(e) = record.write(&dir, &common.name)
+                && let Err(e) = record.write(&dir, common.name.as_deref().unwrap_or("reference"))
             {
                 return fail(&e);
             }
@@ -50,73 +54,15 @@ fn dispatch() -> ExitCode {
             })
         }
         Command::Record { common, refresh } => {
-            let record = match emq::cmd::run::run(&common.options(), &progress) {
-                Ok(r) => r,
-                Err(e) => return fail(&e),
-            };
-            let dir = emq::repo_relative("reports");
-            match record.write_if_changed(&dir, &common.name, refresh) {
-                Err(e) => return fail(&e),
-                Ok(wrote) => {
-                    output::result(&record.markdown());
-                    output::note(&if wrote {
-                        format!(
-                            "wrote {}/{}.{{json,md,junit.xml}}",
-                            dir.display(),
-                            common.name
-                        )
-                    } else {
-                        format!(
-                            "{}/{}.json: no verdict, evidence, SHA or version changed; the committed \
-                             files stay as they are (--refresh rewrites the figures)",
-                            dir.display(),
-                            common.name
-                        )
-                    });
-                }
-            }
-            if let Ok(true) = emq::cmd::matrix::write_schema(&dir) {
-                output::note(&format!("wrote {}/record.schema.json", dir.display()));
-            }
-            code(if record.passed() {
-                Code::Pass
-            } else {
-                Code::GateFailed
-            })
-        }
-        Command::Check { common } => {
-            let path = emq::repo_relative("reports").join(format!("{}.json", common.name));
-            let committed = match Record::load(&path) {
-                Ok(r) => r,
-                Err(e) => return fail(&e),
-            };
-            let mut opts = common.options();
-            opts.seed = committed.header.seed;
-            opts.histories = committed.header.histories;
-            opts.batch = committed.header.batch;
-            let fresh = match emq::cmd::run::run(&opts, &progress) {
-                Ok(r) => r,
-                Err(e) => return fail(&e),
-            };
-            let diffs = fresh.stable_differences(&committed);
-            if diffs.is_empty() {
-                output::result(&format!(
-                    "{}: the committed record holds ({})",
-                    path.display(),
-                    fresh.footer.summary
-                ));
-                code(Code::Pass)
-            } else {
-                for d in &diffs {
-                    output::error(d);
-                }
-                output::error(&format!(
-                    "{} no longer holds: regenerate with `emq-gate record`",
-                    path.display()
-                ));
-                code(Code::GateFailed)
+            match emq::cmd::record::record(&common, refresh, &progress) {
+                Ok(c) => code(c),
+                Err(e) => fail(&e),
             }
         }
+        Command::Check { common } => match emq::cmd::record::check(&common, &progress) {
+            Ok(c) => code(c),
+            Err(e) => fail(&e),
+        },
         Command::Rules => {
             output::result(&emq::gates::rules::text());
             code(Code::Pass)
@@ -169,8 +115,9 @@ fn dispatch() -> ExitCode {
             engine,
             timeout,
             command,
+            wire_log,
         } => {
-            let spec = emq::cmd::cli::child_spec(&command, timeout);
+            let spec = emq::cmd::cli::child_spec_logged(&command, timeout, wire_log.as_ref());
             match emq::cmd::smoke::smoke(&engine.options(), &spec, &progress) {
                 Ok(report) => {
                     output::result(&report.text());
@@ -182,6 +129,31 @@ fn dispatch() -> ExitCode {
                 }
                 Err(e) => fail(&e),
             }
+        }
+        Command::Cases {
+            engine,
+            filter,
+            list,
+            exact,
+            threads,
+            timeout,
+            wire_log,
+            command,
+        } => {
+            let child = (!command.is_empty())
+                .then(|| emq::cmd::cli::child_spec_logged(&command, timeout, wire_log.as_ref()));
+            let ending = emq::cmd::cases::cases(emq::cmd::cases::CasesOptions {
+                engine: &engine,
+                filter,
+                list,
+                exact,
+                threads,
+                child,
+            });
+            if let Some(e) = &ending.error {
+                output::error(e);
+            }
+            ExitCode::from(ending.code)
         }
     }
 }

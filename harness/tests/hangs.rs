@@ -126,7 +126,7 @@ fn judge(verb: &'static str, program: &Path, marker: &str) -> Judged {
         batch: if big { 100_000 } else { 20_000 },
         progress: &progress,
     };
-    let outcomes = run_gates(&ctx, None, &Progress::new());
+    let outcomes = run_gates(&ctx, None, false, &Progress::new());
     factory.note();
     drop(engine);
     Judged {

@@ -63,7 +63,8 @@ function url(req) {
   } catch {
     throw invalid('url must be redis://[:password@]host:port[/db]');
   }
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw invalid('url scheme must be redis://');
+  // SPEC §5: one url rule for every connector; rediss:// is refused like any other scheme.
+  if (parsed.protocol !== 'redis:') throw invalid('url scheme must be redis://');
   if (!parsed.hostname) throw invalid('url must name a host');
   const db = parsed.pathname.replace(/^\//, '');
   if (db !== '' && !/^[0-9]+$/.test(db)) throw invalid('url database must be a non-negative integer');

@@ -78,7 +78,8 @@ def session_name(req: dict) -> str:
 
 def url(req: dict) -> str:
     value = text(req, "url", allow_empty=False)
-    if not value.startswith(("redis://", "rediss://", "unix://")):
+    # SPEC §5: one url rule for every connector; rediss:// and unix:// are refused like any other scheme.
+    if not value.startswith("redis://"):
         raise Invalid("url must be redis://[:password@]host:port[/db]")
     return value
 

@@ -379,7 +379,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             batch: opts.batch,
             progress: &say,
         };
-        for o in crate::cmd::run::run_gates(&ctx, None, progress) {
+        for o in crate::cmd::run::run_gates(&ctx, None, false, progress) {
             gates.push(GateWall {
                 verdict: o.verdict.to_string(),
                 wall_ms: duration_ms(o.wall),

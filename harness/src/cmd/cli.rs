@@ -26,8 +26,10 @@ ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_VALKEY_SERVER     --valkey-server: the binary engine's valkey-server
     EMQ_VALKEY_BENCHMARK  valkey-benchmark for `bench` (default: beside valkey-server)
     EMQ_SEED              --seed: G7 and G8's seed (default 1)
-    EMQ_BUNDLE_DIR        the bundle directory (default: this repository's bundle/)
-    EMQ_CASES_DIR         the case corpus (default: this repository's cases/)
+    EMQ_BUNDLE_DIR        --bundle: the bundle directory (default: the one built in; a child
+                          connector is always given EMQ_BUNDLE_DIR and EMQ_BUNDLE_VERSION)
+    EMQ_CASES_DIR         --cases: the case corpus (default: the one built in)
+    EMQ_REPORTS_DIR       --reports: where record writes and check reads
     EMQ_CACHE             where ci/provision builds and records paths (default ~/.cache/emq)
     The README's table also lists the variables the test suite reads.";
 
@@ -42,6 +44,12 @@ pub struct Cli {
     pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
+    /// Judge by the bundle in DIR (default: the one built into emq-gate).
+    #[arg(long, global = true, env = "EMQ_BUNDLE_DIR", value_name = "DIR")]
+    pub bundle: Option<PathBuf>,
+    /// Replay the cases in DIR (default: the corpus built into emq-gate).
+    #[arg(long, global = true, env = "EMQ_CASES_DIR", value_name = "DIR")]
+    pub cases: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,8 +62,10 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Regenerate the committed record under reports/ (reports/<name>.json, .md, .junit.xml);
-    /// the files stay untouched when no verdict, evidence, SHA or version changed.
+    /// Write the record <reports>/<name>.{json,md,junit.xml}: --reports, else the reports/ of the
+    /// EchoMQ checkout around the current directory, else ./reports. The name is --name, else
+    /// `reference`, else the connector's hello name; another connector's record needs --force.
+    /// The files stay untouched when no verdict, evidence, SHA or version changed (--refresh).
     Record {
         #[command(flatten)]
         common: Common,
@@ -63,7 +73,8 @@ pub enum Command {
         #[arg(long)]
         refresh: bool,
     },
-    /// Run again with the committed record's seed and compare: verdicts, evidence, SHAs, versions.
+    /// Run again with the committed record's seed and compare: verdicts, evidence, SHAs, versions
+    /// (the record is found as `record` writes it).
     Check {
         #[command(flatten)]
         common: Common,
@@ -90,6 +101,9 @@ pub enum Command {
         /// The connector command and its arguments (after `--`).
         #[arg(last = true, required = true)]
         command: Vec<String>,
+        /// Append every request and reply to FILE as JSON lines with timestamps.
+        #[arg(long, value_name = "FILE")]
+        wire_log: Option<PathBuf>,
     },
     /// The rule catalogue: every numbered rule of bundle/SPEC.md, the gate checks and cases that
     /// enforce it, and the broken connector the gate must catch (or why none can break it).
@@ -124,6 +138,32 @@ pub enum Command {
         /// Seed for G7 and G8 in the gate run.
         #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
         seed: u64,
+    },
+    /// Replay cases (all, or those whose name contains FILTER) against a connector, one trial per
+    /// case, with the test target's diffs; exit 1 when a case fails.
+    Cases {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Only cases whose trial name (`reference::<id>` or `connector::<id>`) contains this.
+        filter: Option<String>,
+        /// List the selected cases instead of running them.
+        #[arg(long)]
+        list: bool,
+        /// FILTER must match the whole trial name.
+        #[arg(long)]
+        exact: bool,
+        /// Cases run at once (each with its own connector process).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Per-request timeout in seconds.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+        /// Append every request and reply to FILE as JSON lines with timestamps.
+        #[arg(long, value_name = "FILE")]
+        wire_log: Option<PathBuf>,
+        /// The connector command and its arguments (after `--`; default: the reference).
+        #[arg(last = true)]
+        command: Vec<String>,
     },
 }
 
@@ -229,9 +269,10 @@ fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String
 pub struct Common {
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// The record's name (file stem under reports/ or --out).
-    #[arg(long, default_value = "reference")]
-    pub name: String,
+    /// The record's name (file stem under --reports or --out; default: `reference`, or the
+    /// connector's hello name).
+    #[arg(long)]
+    pub name: Option<String>,
     /// Seed for G7 and G8.
     #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
     pub seed: u64,
@@ -251,6 +292,19 @@ pub struct Common {
     /// (default: the in-process reference connector).
     #[arg(last = true)]
     pub connector: Vec<String>,
+    /// Where `record` writes and `check` reads (default: the checkout's reports/ around the
+    /// current directory, else ./reports).
+    #[arg(long, env = "EMQ_REPORTS_DIR", value_name = "DIR")]
+    pub reports: Option<PathBuf>,
+    /// Let `record` overwrite the record of another connector.
+    #[arg(long)]
+    pub force: bool,
+    /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).
+    #[arg(long, value_name = "FILE")]
+    pub wire_log: Option<PathBuf>,
 }
 
 impl EngineArgs {
@@ -274,7 +328,21 @@ impl EngineArgs {
 
 /// A child spec from a command line.
 pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
-    ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout))
+    let spec = ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout));
+    crate::cmd::sources::with_bundle_env(spec)
+}
+
+/// [`child_spec`], logging the exchange to `wire_log` when given.
+pub fn child_spec_logged(
+    command: &[String],
+    timeout: u64,
+    wire_log: Option<&PathBuf>,
+) -> ChildSpec {
+    let spec = child_spec(command, timeout);
+    match wire_log {
+        Some(f) => spec.with_wire_log(f),
+        None => spec,
+    }
 }
 
 impl Common {
@@ -285,12 +353,17 @@ impl Common {
             subject: if self.connector.is_empty() {
                 Subject::Reference
             } else {
-                Subject::Child(child_spec(&self.connector, self.timeout))
+                Subject::Child(child_spec_logged(
+                    &self.connector,
+                    self.timeout,
+                    self.wire_log.as_ref(),
+                ))
             },
             seed: self.seed,
             histories: self.histories,
             batch: self.batch,
             only: self.gates.clone(),
+            fail_fast: self.fail_fast,
         }
     }
 }

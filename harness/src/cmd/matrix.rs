@@ -132,6 +132,7 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
                 histories: opts.histories,
                 batch: opts.batch,
                 only: None,
+                fail_fast: false,
             };
             let cell = match crate::cmd::run::run(&run, &inner) {
                 Ok(record) => MatrixCell {

@@ -1,8 +1,12 @@
 //! The commands of `emq-gate`, on top: they compose the layers below and nothing imports them.
 
 pub mod bench;
+pub mod cases;
 pub mod cli;
 pub mod matrix;
+pub mod preflight;
+pub mod record;
 pub mod run;
 pub mod smoke;
+pub mod sources;
 pub mod summary;

@@ -31,6 +31,8 @@ pub struct RunOptions {
     pub batch: i64,
     /// Only these gates (ids like `G3`); the others are reported ERROR "not selected".
     pub only: Option<Vec<String>>,
+    /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
+    pub fail_fast: bool,
 }
 
 /// The factory for `subject`.
@@ -105,14 +107,22 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
 pub fn run_gates(
     ctx: &GateContext<'_>,
     only: Option<&[String]>,
+    fail_fast: bool,
     progress: &Progress,
 ) -> Vec<GateOutcome> {
     let mut outcomes = Vec::new();
+    let mut stopped = false;
     for gate in &crate::gates::ALL {
         let selected = only.is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
-        let outcome = if selected {
+        let outcome = if stopped {
+            let mut o = GateOutcome::new(gate.id, gate.name);
+            o.error("not run (--fail-fast)");
+            o
+        } else if selected {
             progress.line(&format!("{} {} ...", gate.id, gate.name));
-            run_gate(gate, ctx)
+            let o = run_gate(gate, ctx);
+            stopped = fail_fast && o.verdict != crate::gates::Verdict::Pass;
+            o
         } else {
             let mut o = GateOutcome::new(gate.id, gate.name);
             o.error("not selected in this run (--gates)");
@@ -126,8 +136,10 @@ pub fn run_gates(
 
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
+    crate::cmd::preflight::gate_ids(opts.only.as_deref())?;
     let bundle = Arc::new(Bundle::load_default()?);
     let engine = boot(&opts.engine, progress)?;
+    crate::cmd::preflight::engine_usable(&engine)?;
     let factory = factory(&opts.subject, &bundle);
     let header = header(opts, &bundle, &engine, factory.as_ref())?;
     progress.line(&format!(
@@ -144,7 +156,7 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         batch: opts.batch,
         progress: &say,
     };
-    let outcomes = run_gates(&ctx, opts.only.as_deref(), progress);
+    let outcomes = run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress);
     Ok(Record::new(
         header,
         &outcomes,

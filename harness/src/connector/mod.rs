@@ -40,16 +40,18 @@
 pub mod args;
 pub mod child;
 pub mod reference;
+pub mod schema;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ConnectorError;
 
 /// One request, exactly as the wire protocol spells it (`cmd` is the tag; `seq` is added on the wire).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     Hello {
@@ -123,7 +125,7 @@ pub enum Request {
 }
 
 /// The connector's identity, as `hello` returns it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Identity {
     pub name: String,
     pub version: String,
@@ -134,22 +136,24 @@ pub struct Identity {
 }
 
 /// One job as `browse` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct BrowsedJob {
+    #[schemars(pattern(r"^j[0-9]{16}$"))]
     pub id: String,
     pub payload: String,
 }
 
 /// A successful claim: the job and its fencing token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Claimed {
+    #[schemars(pattern(r"^j[0-9]{16}$"))]
     pub id: String,
     pub payload: String,
     pub attempts: i64,
 }
 
 /// What `retry` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RetryOutcome {
     Delayed,

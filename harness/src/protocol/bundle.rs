@@ -51,8 +51,20 @@ pub struct Bundle {
     pub scripts: Vec<Script>,
 }
 
-/// Where the bundle lives when nobody says: `EMQ_BUNDLE_DIR`, else this repository's `bundle/`.
+static CHOSEN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes `dir` what [`default_dir`] answers for the rest of the process (`emq-gate --bundle`, or
+/// the embedded bundle unpacked); the first call wins.
+pub fn set_default_dir(dir: PathBuf) {
+    let _ = CHOSEN_DIR.set(dir);
+}
+
+/// Where the bundle lives when nobody says: the directory chosen by [`set_default_dir`], else
+/// `EMQ_BUNDLE_DIR`, else this repository's `bundle/` (tests, run inside the checkout).
 pub fn default_dir() -> PathBuf {
+    if let Some(d) = CHOSEN_DIR.get() {
+        return d.clone();
+    }
     std::env::var_os("EMQ_BUNDLE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::repo_relative("bundle"))

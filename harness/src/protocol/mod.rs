@@ -2,5 +2,6 @@
 //! Nothing here talks to an engine; everything above builds on it.
 
 pub mod bundle;
+pub mod embedded;
 pub mod grammar;
 pub mod keyspace;

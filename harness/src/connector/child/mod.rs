@@ -26,6 +26,7 @@
 //! ```
 
 mod process;
+mod wirelog;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -65,6 +66,8 @@ pub struct ChildSpec {
     pub env: Vec<(String, String)>,
     /// Working directory; the harness's own when `None`.
     pub cwd: Option<PathBuf>,
+    /// Append every request and reply here as JSON lines (`--wire-log`).
+    pub wire_log: Option<PathBuf>,
 }
 
 impl Default for ChildSpec {
@@ -74,6 +77,7 @@ impl Default for ChildSpec {
             timeout: DEFAULT_TIMEOUT,
             env: Vec::new(),
             cwd: None,
+            wire_log: None,
         }
     }
 }
@@ -100,6 +104,12 @@ impl ChildSpec {
     /// The same spec with one more environment variable.
     pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The same spec, logging every exchanged line to `path` (see `wirelog`).
+    pub fn with_wire_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.wire_log = Some(path.into());
         self
     }
 
@@ -183,6 +193,7 @@ pub struct ChildConnector {
     dead: Option<String>,
     restarts: u32,
     max_restarts: u32,
+    wire_log: Option<wirelog::WireLog>,
 }
 
 impl std::fmt::Debug for ChildConnector {
@@ -205,14 +216,21 @@ impl ChildConnector {
 
     fn spawn_sharing(spec: &ChildSpec, hung: Hung) -> Result<Self, HarnessError> {
         let log: Ring = Arc::default();
+        let wire_log = spec
+            .wire_log
+            .as_deref()
+            .map(wirelog::WireLog::open)
+            .transpose()?;
         let proc = Running::start(spec, &log)?;
         let mut c = Self::unstarted(spec, log, hung);
         c.proc = Some(proc);
+        c.wire_log = wire_log;
         Ok(c)
     }
 
     fn unstarted(spec: &ChildSpec, log: Ring, hung: Hung) -> Self {
         Self {
+            wire_log: None,
             spec: spec.clone(),
             proc: None,
             log,
@@ -368,6 +386,9 @@ impl ChildConnector {
             }
             Err(mpsc::TryRecvError::Empty) => {}
         }
+        if let Some(w) = self.wire_log.as_mut() {
+            w.line(Some(p.pid), "send", &line);
+        }
         let sent = p.stdin.as_ref().is_some_and(|tx| tx.send(line).is_ok());
         if !sent {
             return Err(self.exited(&format!("before {what}"), true));
@@ -375,7 +396,12 @@ impl ChildConnector {
         let timeout = self.spec.timeout_for(request);
         let answer = p.stdout.recv_timeout(timeout);
         let text = match answer {
-            Ok(text) => text,
+            Ok(text) => {
+                if let Some(w) = self.wire_log.as_mut() {
+                    w.line(Some(p.pid), "recv", text.as_bytes());
+                }
+                text
+            }
             Err(RecvTimeoutError::Timeout) => {
                 let message = format!("no answer to {what} within {}", secs(timeout));
                 self.hung
@@ -419,6 +445,12 @@ impl ChildConnector {
         match (reply.remove("ok"), reply.remove("error")) {
             (Some(ok), None) => {
                 let shown = quote(&ok.to_string());
+                // The schema first (it names the field and the rule), then the typed decode.
+                if let Err(e) = crate::connector::schema::check_ok(request.cmd(), &ok) {
+                    return Err(ConnectorError::internal(format!(
+                        "connector answered {what} with a value of the wrong shape: {shown} ({e})"
+                    )));
+                }
                 request.decode_ok(ok).map_err(|e| {
                     ConnectorError::internal(format!(
                         "connector answered {what} with a value of the wrong shape: {shown} ({e})"

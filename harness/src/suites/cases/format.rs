@@ -49,7 +49,9 @@ fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
             i("depth", None),
             s("payload", Some("")),
         ],
-        "connect" | "disconnect" => vec![],
+        // `connect` may name a url (to pin the url rule); without one it is the case's database.
+        "connect" => vec![s("url", Some(""))],
+        "disconnect" => vec![],
         "hello" => vec![i("protocol", Some(1))],
         _ => return None,
     })
@@ -366,8 +368,20 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Case>, HarnessError> {
     Ok(out)
 }
 
-/// This repository's `cases/` (or `EMQ_CASES_DIR`).
+static CHOSEN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes `dir` what [`default_dir`] answers for the rest of the process (`emq-gate --cases`, or
+/// the embedded corpus unpacked); the first call wins.
+pub fn set_default_dir(dir: PathBuf) {
+    let _ = CHOSEN_DIR.set(dir);
+}
+
+/// The directory chosen by [`set_default_dir`], else `EMQ_CASES_DIR`, else this repository's
+/// `cases/` (tests, run inside the checkout).
 pub fn default_dir() -> PathBuf {
+    if let Some(d) = CHOSEN_DIR.get() {
+        return d.clone();
+    }
     std::env::var_os("EMQ_CASES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::repo_relative("cases"))

@@ -108,7 +108,8 @@ impl Run<'_> {
         if verb != "hello" {
             map.insert("session".into(), Value::String(session.into()));
         }
-        if verb == "connect" {
+        let given = map.get("url").and_then(Value::as_str).unwrap_or("");
+        if verb == "connect" && given.is_empty() {
             map.insert("url".into(), Value::String(self.engine.url(self.db)));
         }
         serde_json::from_value(obj)

@@ -1,0 +1,111 @@
+//! `emq-gate record` and `check`: the record under `--reports` (see [`crate::cmd::sources`] for
+//! where that is and how a record is named).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cmd::cli::Common;
+use crate::cmd::run::{Subject, factory, run};
+use crate::cmd::sources::{guard_overwrite, reports_dir, stem_of};
+use crate::connector::Verbs;
+use crate::error::{ExitCode, HarnessError};
+use crate::protocol::bundle::Bundle;
+use crate::report::Record;
+use crate::report::output::{self, Progress};
+
+/// The record's file stem before a run (for `check`): `--name`, `reference`, or the child's
+/// `hello` name (the child is started once to ask).
+fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessError> {
+    if let Some(n) = &common.name {
+        return Ok(n.clone());
+    }
+    match subject {
+        Subject::Reference => Ok("reference".into()),
+        Subject::Child(_) => {
+            let bundle = Arc::new(Bundle::load_default()?);
+            let mut c = factory(subject, &bundle)
+                .make()
+                .map_err(|e| HarnessError::BadInput(format!("cannot start the connector: {e}")))?;
+            let name = c
+                .hello()
+                .map(|i| i.name)
+                .unwrap_or_else(|e| format!("<no hello: {e}>"));
+            stem_of(&name)
+        }
+    }
+}
+
+fn stem_after(common: &Common, subject: &Subject, record: &Record) -> Result<String, HarnessError> {
+    match (&common.name, subject) {
+        (Some(n), _) => Ok(n.clone()),
+        (None, Subject::Reference) => Ok("reference".into()),
+        (None, Subject::Child(_)) => stem_of(&record.header.connector_name),
+    }
+}
+
+/// Runs the gates and writes `<reports>/<stem>.{json,md,junit.xml}` when a verdict, evidence,
+/// SHA or version changed (or `refresh`), so a record's diff in review always means something.
+pub fn record(
+    common: &Common,
+    refresh: bool,
+    progress: &Progress,
+) -> Result<ExitCode, HarnessError> {
+    let opts = common.options();
+    let dir: PathBuf = reports_dir(common.reports.clone());
+    // A named record of another connector is refused before the run, when it can be.
+    if let (Some(n), Subject::Reference) = (&common.name, &opts.subject) {
+        guard_overwrite(&dir, n, "echomq-rust-reference", common.force)?;
+    }
+    let record = run(&opts, progress)?;
+    let stem = stem_after(common, &opts.subject, &record)?;
+    guard_overwrite(&dir, &stem, &record.header.connector_name, common.force)?;
+    std::fs::create_dir_all(&dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
+    let wrote = record.write_if_changed(&dir, &stem, refresh)?;
+    output::result(&record.markdown());
+    output::note(&if wrote {
+        format!("wrote {}/{stem}.{{json,md,junit.xml}}", dir.display())
+    } else {
+        format!(
+            "{}/{stem}.json: no verdict, evidence, SHA or version changed; the committed files \
+             stay as they are (--refresh rewrites the figures)",
+            dir.display()
+        )
+    });
+    if let Ok(true) = crate::cmd::matrix::write_schema(&dir) {
+        output::note(&format!("wrote {}/record.schema.json", dir.display()));
+    }
+    Ok(if record.passed() {
+        ExitCode::Pass
+    } else {
+        ExitCode::GateFailed
+    })
+}
+
+/// Runs again with the committed record's seed and compares.
+pub fn check(common: &Common, progress: &Progress) -> Result<ExitCode, HarnessError> {
+    let mut opts = common.options();
+    let stem = stem_before(common, &opts.subject)?;
+    let path = reports_dir(common.reports.clone()).join(format!("{stem}.json"));
+    let committed = Record::load(&path)?;
+    opts.seed = committed.header.seed;
+    opts.histories = committed.header.histories;
+    opts.batch = committed.header.batch;
+    let fresh = run(&opts, progress)?;
+    let diffs = fresh.stable_differences(&committed);
+    if diffs.is_empty() {
+        output::result(&format!(
+            "{}: the committed record holds ({})",
+            path.display(),
+            fresh.footer.summary
+        ));
+        return Ok(ExitCode::Pass);
+    }
+    for d in &diffs {
+        output::error(d);
+    }
+    output::error(&format!(
+        "{} no longer holds: regenerate with `emq-gate record`",
+        path.display()
+    ));
+    Ok(ExitCode::GateFailed)
+}
