@@ -95,7 +95,9 @@ impl Matcher {
     }
 
     fn matches(&self, c: &Command, index: u64) -> bool {
-        self.name.as_ref().is_none_or(|n| c.name() == n.to_ascii_uppercase())
+        self.name
+            .as_ref()
+            .is_none_or(|n| c.name() == n.to_ascii_uppercase())
             && self
                 .arg1
                 .as_ref()
@@ -189,7 +191,11 @@ impl Proxy {
 
     /// `url` (an engine url `redis://[:pw@]host:port/db`) pointed at the proxy instead.
     pub fn url_for(&self, url: &str, host: &str, port: u16) -> String {
-        url.replacen(&format!("{host}:{port}"), &format!("127.0.0.1:{}", self.port()), 1)
+        url.replacen(
+            &format!("{host}:{port}"),
+            &format!("127.0.0.1:{}", self.port()),
+            1,
+        )
     }
 
     /// Arms a rule.
@@ -240,7 +246,11 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
             let mut s = shared.lock();
             s.conns += 1;
             let conn = s.conns;
-            if let Some(i) = s.rules.iter().position(|r| r.fault == Fault::ResetOnConnect) {
+            if let Some(i) = s
+                .rules
+                .iter()
+                .position(|r| r.fault == Fault::ResetOnConnect)
+            {
                 s.rules.remove(i);
                 s.fired.push(Fired {
                     conn,

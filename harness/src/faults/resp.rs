@@ -65,7 +65,11 @@ fn value_end(buf: &[u8], at: usize, depth: usize) -> Result<Option<usize>, Malfo
             if n < 0 {
                 return Ok(Some(next));
             }
-            let items = if matches!(kind, b'%' | b'|') { 2 * n } else { n };
+            let items = if matches!(kind, b'%' | b'|') {
+                2 * n
+            } else {
+                n
+            };
             let mut pos = next;
             for _ in 0..items {
                 match value_end(buf, pos, depth + 1)? {
@@ -166,7 +170,9 @@ fn bulk_args(raw: &[u8]) -> Result<Vec<Vec<u8>>, Malformed> {
     let mut args = Vec::with_capacity(n);
     for _ in 0..n {
         if raw.get(pos) != Some(&b'$') {
-            return Err(Malformed("a command argument that is not a bulk string".into()));
+            return Err(Malformed(
+                "a command argument that is not a bulk string".into(),
+            ));
         }
         let (cr, next) = line(raw, pos + 1).ok_or_else(|| Malformed("truncated".into()))?;
         let len = number(&raw[pos + 1..cr])?.max(0) as usize;
@@ -229,9 +235,19 @@ mod tests {
             b"=7\r\ntxt:abc\r\n",
             b"|1\r\n+ttl\r\n:3\r\n:7\r\n",
         ] {
-            assert_eq!(value_len(v), Ok(Some(v.len())), "{}", String::from_utf8_lossy(v));
+            assert_eq!(
+                value_len(v),
+                Ok(Some(v.len())),
+                "{}",
+                String::from_utf8_lossy(v)
+            );
             for cut in 0..v.len() {
-                assert_eq!(value_len(&v[..cut]), Ok(None), "{cut} of {:?}", String::from_utf8_lossy(v));
+                assert_eq!(
+                    value_len(&v[..cut]),
+                    Ok(None),
+                    "{cut} of {:?}",
+                    String::from_utf8_lossy(v)
+                );
             }
             let mut two = v.to_vec();
             two.extend_from_slice(b":1\r\n");
@@ -247,7 +263,13 @@ mod tests {
         let mut stream = Vec::new();
         let want: Vec<Vec<String>> = vec![
             vec!["HELLO".into()],
-            vec!["EVALSHA".into(), "d9fe".into(), "3".into(), "a\r\nb".into(), String::new()],
+            vec![
+                "EVALSHA".into(),
+                "d9fe".into(),
+                "3".into(),
+                "a\r\nb".into(),
+                String::new(),
+            ],
             vec!["ZCARD".into(), "emq:{q}:pending".into()],
             vec!["PING".into()],
         ];

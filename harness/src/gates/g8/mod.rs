@@ -12,6 +12,9 @@
 //! complete sent), none duplicated (in two sets, completed twice, or completed yet present), no
 //! orphan hash or member, no keyspace violation.
 
+pub mod accounting;
+pub mod fault_phase;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -38,6 +41,10 @@ const SESSION: &str = "w";
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = discipline(ctx, out) {
+        out.error(e.to_string());
+        return;
+    }
+    if let Err(e) = fault_phase::run(ctx, out) {
         out.error(e.to_string());
         return;
     }
