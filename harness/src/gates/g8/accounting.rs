@@ -418,8 +418,9 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
         .iter()
         .min_by_key(|w| diff(pre, &w.snap, post).len() + w.wrong_replies.len())
         .expect("at least one world");
+    let attributed = !out.is_empty();
     out.extend(best.wrong_replies.iter().cloned());
-    if out.is_empty() || best.wrong_replies.is_empty() {
+    if !attributed && best.wrong_replies.is_empty() {
         for d in diff(pre, &best.snap, post) {
             if !out.contains(&d) {
                 out.push(d);
