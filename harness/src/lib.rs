@@ -11,6 +11,7 @@
 //! | 2 | [`engine`] | live Valkey: container, binary or url; the harness's own admin connection |
 //! | 2 | [`connector`] | the [`connector::Connector`] trait, its wire types, the reference and child connectors |
 //! | 3 | [`observe`] | what a connector really sent: MONITOR lines parsed and attributed |
+//! | 3 | [`faults`] | a fault-injecting TCP proxy in front of the engine: lost, dropped, cut and late replies |
 //! | 3 | [`doubles`] | deliberately broken connectors, each named for what it breaks (feature `doubles`) |
 //! | 4 | [`suites`] | what connectors are replayed against: YAML cases (G6) and model histories (G7) |
 //! | 5 | [`gates`] | G1–G8: the gate context, verdicts, and one module per gate |
@@ -24,6 +25,7 @@ pub mod connector;
 pub mod doubles;
 pub mod engine;
 pub mod error;
+pub mod faults;
 pub mod gates;
 pub mod observe;
 pub mod protocol;
@@ -59,13 +61,14 @@ mod layers {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
-    const LAYERS: [(&str, u8); 10] = [
+    const LAYERS: [(&str, u8); 11] = [
         ("error", 0),
         ("protocol", 1),
         ("engine", 2),
         ("connector", 2),
         ("observe", 3),
         ("doubles", 3),
+        ("faults", 3),
         ("suites", 4),
         ("gates", 5),
         ("report", 6),

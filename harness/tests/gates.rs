@@ -43,6 +43,14 @@ fn run_all(double: Option<Double>) -> Vec<GateOutcome> {
     run_with(&format!("{double:?}"), &bundle, factory.as_ref())
 }
 
+/// G7's and G8's seed: 42, or `EMQ_SELFTEST_SEED` (to try the self-tests under other seeds).
+fn seed() -> u64 {
+    std::env::var("EMQ_SELFTEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(42)
+}
+
 /// Runs every gate of [`MINE`] with connectors from `factory`, on an engine of its own.
 fn run_with(label: &str, bundle: &Arc<Bundle>, factory: &dyn ConnectorFactory) -> Vec<GateOutcome> {
     let e = engine();
@@ -51,7 +59,7 @@ fn run_with(label: &str, bundle: &Arc<Bundle>, factory: &dyn ConnectorFactory) -
         engine: &e,
         bundle,
         factory,
-        seed: 42,
+        seed: seed(),
         histories: 10,
         batch: BATCH,
         progress: &progress,
@@ -179,6 +187,36 @@ fn raw_complete_fails_g8() {
     judge(Some(Double::RawComplete));
 }
 
+#[test]
+fn enqueue_twice_fails_g8() {
+    judge(Some(Double::EnqueueTwice));
+}
+
+#[test]
+fn resend_after_lost_reply_fails_g8() {
+    judge(Some(Double::ResendAfterLostReply));
+}
+
+#[test]
+fn ack_unsent_fails_g8() {
+    judge(Some(Double::AckUnsent));
+}
+
+#[test]
+fn swallow_connection_errors_fails_g8() {
+    judge(Some(Double::SwallowConnectionErrors));
+}
+
+/// redis-py's default retry policy, turned back on in the Python connector: skipped when the
+/// Python connector is not provisioned.
+#[test]
+fn python_retry_on_error_fails_g8() {
+    if common::python_connector().is_none() {
+        return;
+    }
+    judge(Some(Double::PythonRetryOnError));
+}
+
 /// The Python connector (a child process, so `Connector::kill` really kills it) passes too.
 #[test]
 fn python_connector_passes_every_gate() {
@@ -217,4 +255,99 @@ fn fence_hset_fails_g1() {
 #[test]
 fn fence_ignores_protocol_fails_g1() {
     judge(Some(Double::FenceIgnoresProtocol));
+}
+
+/// The fault proxy, live: each fault acts on exactly the command its rule picks, also inside a
+/// pipeline, and the engine's state says which commands ran.
+#[test]
+fn the_fault_proxy_acts_on_the_command_it_is_told() {
+    use emq::connector::Verbs;
+    use emq::engine::admin::Admin;
+    use emq::faults::{Fault, Matcher, Proxy, Rule};
+    use std::time::Duration;
+
+    let e = engine();
+    let db = 5;
+    let mut direct = e.prepare_db(db).unwrap();
+    let proxy = Proxy::start(&format!("{}:{}", e.host, e.port)).unwrap();
+    let url = proxy.url_for(&e.url(db), &e.host, e.port);
+    let incr = |fault, skip| Rule {
+        matcher: Matcher {
+            name: Some("incr".into()),
+            ..Matcher::default()
+        },
+        skip,
+        fault,
+    };
+    let counter = |a: &mut Admin| a.query::<Option<i64>>(&["GET", "k"]).unwrap();
+    let through = || Admin::connect(&url).unwrap();
+
+    // Passing through, then each fault on the next INCR.
+    assert_eq!(through().query::<i64>(&["INCR", "k"]).unwrap(), 1);
+    for (fault, after) in [
+        (Fault::LostReply, 2),
+        (Fault::DropBefore, 2),
+        (Fault::CutReply, 3),
+    ] {
+        let mut a = through();
+        proxy.arm(incr(fault, 0));
+        assert!(a.query::<i64>(&["INCR", "k"]).is_err(), "{fault:?}");
+        assert_eq!(counter(&mut direct), Some(after), "{fault:?}");
+        let fired = proxy.take_fired();
+        assert_eq!(fired.len(), 1);
+        assert_eq!(
+            (fired[0].command.as_str(), fired[0].fault),
+            ("INCR k", fault)
+        );
+    }
+    let mut a = through();
+    proxy.arm(incr(Fault::Delay(Duration::from_millis(300)), 0));
+    let t0 = std::time::Instant::now();
+    assert_eq!(a.query::<i64>(&["INCR", "k"]).unwrap(), 4);
+    assert!(t0.elapsed() >= Duration::from_millis(300));
+    assert_eq!(
+        a.query::<i64>(&["INCR", "k"]).unwrap(),
+        5,
+        "the connection lives on"
+    );
+
+    // Reset on connect, then the n-th command of a connection.
+    proxy.arm(Rule {
+        matcher: Matcher::default(),
+        skip: 0,
+        fault: Fault::ResetOnConnect,
+    });
+    assert!(
+        Admin::connect(&url)
+            .and_then(|mut a| a.query::<i64>(&["INCR", "k"]))
+            .is_err()
+    );
+    let before = proxy.counts();
+    let mut a = through();
+    assert_eq!(proxy.counts().0, before.0 + 1);
+    // The handshake counts too: learn the first INCR's index (a zero delay), drop the next one.
+    proxy.arm(incr(Fault::Delay(Duration::ZERO), 0));
+    assert_eq!(a.query::<i64>(&["INCR", "k"]).unwrap(), 6);
+    let n = proxy.take_fired()[0].index + 1;
+    proxy.arm(Rule {
+        matcher: Matcher::nth(n),
+        skip: 0,
+        fault: Fault::DropBefore,
+    });
+    assert!(a.query::<i64>(&["INCR", "k"]).is_err());
+    assert_eq!(counter(&mut direct), Some(6));
+    assert_eq!(proxy.take_fired()[0].index, n);
+
+    // A pipeline of 100 INCR with the 50th's reply lost: 50 ran, nothing after it was forwarded.
+    let bundle = Arc::new(Bundle::load_default().unwrap());
+    let mut c = Reference::boxed(&bundle);
+    c.connect("p", &url).unwrap();
+    proxy.arm(incr(Fault::LostReply, 49));
+    assert!(c.pipeline_probe("p", "probe", 100).is_err());
+    assert_eq!(
+        direct.query::<Option<i64>>(&["GET", "probe"]).unwrap(),
+        Some(50)
+    );
+    let fired = proxy.take_fired();
+    assert_eq!(fired.len(), 1);
 }

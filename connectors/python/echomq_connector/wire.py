@@ -14,6 +14,7 @@ import traceback
 from typing import Any, Callable
 
 from . import LANGUAGE, NAME, WIRE_PROTOCOL, __version__
+from . import seam
 from . import validate as v
 from .bundle import Bundle, load_bundle, resolve_bundle_dir
 from .errors import BundleError, ConnectorError, Invalid, Unsupported
@@ -183,11 +184,19 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--bundle", metavar="DIR", help="bundle directory (default: $EMQ_BUNDLE_DIR, else the repo's bundle/)")
     p.add_argument("--version", action="version", version=f"{NAME} {__version__}")
+    p.add_argument(
+        "--retry-on-error",
+        action="store_true",
+        help="BROKEN ON PURPOSE, for the gate's self-test: keep redis-py's default retry policy, which "
+        "re-sends a command after a dropped connection (also $EMQ_PY_RETRY_ON_ERROR=1). G8 fails it.",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    if args.retry_on_error:
+        seam.RETRY_ON_ERROR = True
     directory = resolve_bundle_dir(args.bundle)
     try:
         bundle = load_bundle(directory)

@@ -19,11 +19,13 @@
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
 pub mod broken;
+pub mod faults;
 pub mod rewrite;
 pub mod wire;
 
 use std::sync::Arc;
 
+use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, ConnectorFactory};
 use crate::error::HarnessError;
@@ -90,6 +92,15 @@ pub enum Double {
     HelloAnyProtocol,
     /// A verb on an unknown session runs on some connected session.
     FallbackSession,
+    /// On an `engine` error, reconnects and re-sends the same script call once.
+    ResendAfterLostReply,
+    /// The Python connector with redis-py's default retry policy on (`--retry-on-error`): it
+    /// reconnects and re-sends a command after a dropped connection.
+    PythonRetryOnError,
+    /// On an `engine` error, answers success for enqueue, complete and retry.
+    AckUnsent,
+    /// On an `engine` error, answers a made-up "nothing to do" (claim `null`, enqueue a fabricated id).
+    SwallowConnectionErrors,
 }
 
 /// A double, what it breaks, and where the gate must catch it.
@@ -146,10 +157,10 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::ShortBatch,
         breaks: "SPEC §4: a pipelined batch lands whole",
-        gates: &["G5"],
+        gates: &["G5", "G8"],
         cases: true,
         interleavings: false,
-        why_also: "",
+        why_also: "G8: a batch acknowledged with n made n - 1 jobs carrying its token, a lost job",
     },
     Entry {
         double: Double::RawComplete,
@@ -186,7 +197,7 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::EnqueueTwice,
         breaks: "SPEC §4: no job duplicated",
-        gates: &[],
+        gates: &["G8"],
         cases: true,
         interleavings: true,
         why_also: "",
@@ -343,6 +354,38 @@ pub const TABLE: &[Entry] = &[
         interleavings: false,
         why_also: "",
     },
+    Entry {
+        double: Double::ResendAfterLostReply,
+        breaks: "SPEC §4: never re-send a script call unless the first provably did not run",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::PythonRetryOnError,
+        breaks: "SPEC §4: never re-send a script call unless the first provably did not run",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::AckUnsent,
+        breaks: "SPEC §4: a call whose connection failed surfaces kind engine, never a success",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
+    Entry {
+        double: Double::SwallowConnectionErrors,
+        breaks: "SPEC §4: a call whose connection failed surfaces kind engine, never a made-up reply",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+    },
 ];
 
 impl Double {
@@ -423,16 +466,45 @@ impl Double {
                 inner: reference(),
                 connected: Default::default(),
             }),
+            Self::ResendAfterLostReply => Box::new(faults::ResendAfterError::new(reference())),
+            Self::AckUnsent => Box::new(faults::AckUnsent::new(reference())),
+            Self::SwallowConnectionErrors => Box::new(faults::SwallowErrors(reference())),
+            Self::PythonRetryOnError => match python_retry_factory() {
+                Some(f) => f
+                    .make()
+                    .unwrap_or_else(|e| Box::new(faults::Unavailable(e.to_string()))),
+                None => Box::new(faults::Unavailable(
+                    "no Python connector (set EMQ_PYTHON_CONNECTOR)".into(),
+                )),
+            },
         }
     }
 
     /// A factory of this double.
     pub fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
+        if let (Self::PythonRetryOnError, Some(f)) = (self, python_retry_factory()) {
+            return Box::new(f);
+        }
         let bundle = bundle.clone();
         Box::new(move || -> Result<Box<dyn Connector + Send>, HarnessError> {
             Ok(self.make(&bundle))
         })
     }
+}
+
+/// The Python connector with `--retry-on-error`, when it is provisioned, running this
+/// repository's `connectors/python` package.
+fn python_retry_factory() -> Option<ChildFactory> {
+    let program = faults::python_connector()?;
+    // This repository's package first, whichever checkout the venv was installed from.
+    let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../connectors/python");
+    Some(ChildFactory::new(
+        ChildSpec::new([
+            program.display().to_string(),
+            "--retry-on-error".to_string(),
+        ])
+        .with_env("PYTHONPATH", package.display().to_string()),
+    ))
 }
 
 /// A misbehaving child process (`harness/tests/fixtures/<file>`), what it does wrong, and the

@@ -8,7 +8,7 @@ pub mod g4_keys;
 pub mod g5_pipeline;
 pub mod g6_cases;
 pub mod g7_interleavings;
-pub mod g8_atomicity;
+pub mod g8;
 pub mod rules;
 
 use std::collections::BTreeMap;
@@ -290,6 +290,6 @@ pub const ALL: [Gate; 8] = [
     Gate {
         id: "G8",
         name: "atomicity",
-        run: g8_atomicity::check,
+        run: g8::check,
     },
 ];

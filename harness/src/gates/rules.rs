@@ -360,6 +360,19 @@ pub const CATALOGUE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: "R4.16",
+        summary: "after a lost reply: kind engine, never a made-up reply, never re-sent behind the caller's back",
+        checks: &["G8: the fault phase's accounting of indeterminate calls through the proxy"],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &[
+            "ResendAfterLostReply",
+            "AckUnsent",
+            "SwallowConnectionErrors",
+        ],
+        unbreakable: "",
+    },
+    Rule {
         id: "R4.15",
         summary: "one module owns the raw client and the key schema (a lint)",
         checks: &[

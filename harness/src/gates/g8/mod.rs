@@ -1,16 +1,27 @@
-//! G8 atomicity (SPEC §4, §6).
+//! G8 atomicity (SPEC §4, §6), in three phases.
 //!
 //! (a) Command discipline: over a workload of every verb, the only commands from the connector's
 //! connections that name an EchoMQ key are `EVALSHA`/`EVAL` of bundle scripts, the reads
 //! `ZRANGE`/`ZCARD`/`HGET`/`HMGET`, and `HGETALL`/`HMGET`/`HSETNX` on `emq:fence`; `INCR` only on the
 //! probe key. Keyless commands are free.
 //!
-//! (b) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
+//! (b) Faults ([`fault_phase`]): the connector talks to the engine through the harness's fault
+//! proxy ([`crate::faults`]); every mutating verb meets every fault (lost reply, dropped before
+//! forwarding, reply cut, reply delayed) on its own `EVALSHA`, in a seeded schedule, and each call
+//! is judged by the accounting of indeterminate calls ([`accounting`]). Deterministic: a connector
+//! that re-sends after a lost reply, or answers for a call it could not know, fails on every run.
+//!
+//! (c) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
 //! while ≥ 100 connections are killed on the engine (`CLIENT KILL`) at random points — before a call
 //! or while it is in flight — and, for a child connector, the process is killed too. Each crash is
 //! followed by a fresh connector. Then a drain, and the accounting: no job lost (gone without a
 //! complete sent), none duplicated (in two sets, completed twice, or completed yet present), no
-//! orphan hash or member, no keyspace violation.
+//! orphan hash or member, no keyspace violation. Where the kills land varies from run to run, so
+//! this phase can only add evidence against a broken connector; the faults a correct connector must
+//! survive, and the breakages the gate must catch, are the fault phase's, which does not vary.
+
+pub mod accounting;
+pub mod fault_phase;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
@@ -38,6 +49,10 @@ const SESSION: &str = "w";
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = discipline(ctx, out) {
+        out.error(e.to_string());
+        return;
+    }
+    if let Err(e) = fault_phase::run(ctx, out) {
         out.error(e.to_string());
         return;
     }

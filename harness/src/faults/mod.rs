@@ -1,0 +1,447 @@
+//! A fault-injecting TCP proxy between a connector and the engine, for G8's fault phase.
+//!
+//! The harness starts one [`Proxy`] on loopback in front of the engine and hands connectors its
+//! url (`redis://:pw@127.0.0.1:<proxyport>/<db>`). The proxy splits each client connection's byte
+//! stream into RESP commands ([`resp::Splitter`]) and the engine's into replies, and counts both,
+//! so a [`Rule`] can act on one exact command: the `skip + 1`-th command that matches its
+//! [`Matcher`] (a name such as `EVALSHA`, a first argument such as a script's SHA, the n-th command
+//! of its connection). The [`Fault`]s:
+//!
+//! - [`Fault::LostReply`]: forward the command, read the engine's whole reply, then close the
+//!   client's side without forwarding it: the command ran, the caller cannot know;
+//! - [`Fault::DropBefore`]: close before the command is forwarded: it never ran;
+//! - [`Fault::CutReply`]: forward the first half of the reply's bytes, then close;
+//! - [`Fault::Delay`]: hold the reply, then forward it (past a short connector timeout);
+//! - [`Fault::ResetOnConnect`]: accept the next connection and close it before reading a byte.
+//!
+//! Everything before the faulted command keeps its order and its reply, and nothing after it is
+//! forwarded, so when the caller's call returns, the engine's state is settled: a rule fires on the
+//! same command on every run, whatever the timing.
+//!
+//! **Why not a crate.** `noxious` (a Rust port of Toxiproxy, on tokio) and Toxiproxy itself
+//! (through `toxiproxy_rust`, a client for the Go server) act on bytes and time per direction:
+//! latency, bandwidth, slicer, limit_data, timeout, slow_close, reset_peer. None knows where a
+//! command or a reply begins and ends, so none can "forward command n, swallow its reply"; a
+//! byte-count toxic would depend on each connector's handshake and pipelining. The proxy needs
+//! RESP framing, which is small, and std threads with a `TcpListener` are enough for a gate's
+//! handful of loopback connections, with no runtime and no external process.
+
+pub mod resp;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use resp::{Command, Splitter, value_len};
+
+/// What the proxy does to the command a rule picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward the command, read the engine's whole reply, close the client without it.
+    LostReply,
+    /// Close the connection before the command is forwarded.
+    DropBefore,
+    /// Forward the first half of the reply's bytes, then close.
+    CutReply,
+    /// Hold the reply this long, then forward it.
+    Delay(Duration),
+    /// Close the next new connection before reading a byte (matchers do not apply).
+    ResetOnConnect,
+}
+
+impl Fault {
+    /// A short stable name for evidence.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::LostReply => "lost reply",
+            Self::DropBefore => "dropped before forwarding",
+            Self::CutReply => "reply cut in the middle",
+            Self::Delay(_) => "reply delayed",
+            Self::ResetOnConnect => "reset on connect",
+        }
+    }
+}
+
+/// Which commands a rule counts. Every field given must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Matcher {
+    /// The command name, any case (`EVALSHA`).
+    pub name: Option<String>,
+    /// The first argument, any case (a script SHA).
+    pub arg1: Option<String>,
+    /// The 1-based index of the command on its connection.
+    pub nth_of_connection: Option<u64>,
+}
+
+impl Matcher {
+    /// `EVALSHA <sha>`.
+    pub fn evalsha(sha: &str) -> Self {
+        Self {
+            name: Some("EVALSHA".into()),
+            arg1: Some(sha.to_ascii_lowercase()),
+            nth_of_connection: None,
+        }
+    }
+
+    /// The n-th command (1-based) of any connection.
+    pub fn nth(n: u64) -> Self {
+        Self {
+            nth_of_connection: Some(n),
+            ..Self::default()
+        }
+    }
+
+    fn matches(&self, c: &Command, index: u64) -> bool {
+        self.name
+            .as_ref()
+            .is_none_or(|n| c.name() == n.to_ascii_uppercase())
+            && self
+                .arg1
+                .as_ref()
+                .is_none_or(|a| c.arg1().as_deref() == Some(&a.to_ascii_lowercase()))
+            && self.nth_of_connection.is_none_or(|n| n == index)
+    }
+}
+
+/// One armed fault: it fires once, on the `skip + 1`-th matching command (counted from arming,
+/// over every connection), and is then gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub matcher: Matcher,
+    pub skip: u32,
+    pub fault: Fault,
+}
+
+/// A fault that fired: on which connection, which command, and what was done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// The proxy's connection number, from 1.
+    pub conn: u64,
+    /// The command's 1-based index on that connection (0 for [`Fault::ResetOnConnect`]).
+    pub index: u64,
+    /// `EVALSHA d9fec2bf`.
+    pub command: String,
+    pub fault: Fault,
+}
+
+#[derive(Default)]
+struct State {
+    rules: Vec<Rule>,
+    fired: Vec<Fired>,
+    open: Vec<(TcpStream, TcpStream)>,
+    conns: u64,
+    commands: u64,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    state: Mutex<State>,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The proxy: a loopback listener forwarding to the engine, with rules armed by the harness.
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+/// What the reply side does with the reply to one forwarded command.
+enum Action {
+    Forward,
+    Lose,
+    Cut,
+    Delay(Duration),
+    /// Close once the replies before it are forwarded (the command was not sent).
+    Close,
+}
+
+impl Proxy {
+    /// Listens on `127.0.0.1:0` and forwards every connection to `upstream` (`host:port`).
+    pub fn start(upstream: &str) -> std::io::Result<Self> {
+        let upstream = std::net::ToSocketAddrs::to_socket_addrs(upstream)?
+            .next()
+            .ok_or_else(|| std::io::Error::other(format!("no address for {upstream}")))?;
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            upstream,
+            state: Mutex::new(State::default()),
+            stopping: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("emq-proxy-accept".into())
+            .spawn(move || accept(listener, s))?;
+        Ok(Self { addr, shared })
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `url` (an engine url `redis://[:pw@]host:port/db`) pointed at the proxy instead.
+    pub fn url_for(&self, url: &str, host: &str, port: u16) -> String {
+        url.replacen(
+            &format!("{host}:{port}"),
+            &format!("127.0.0.1:{}", self.port()),
+            1,
+        )
+    }
+
+    /// Arms a rule.
+    pub fn arm(&self, rule: Rule) {
+        self.shared.lock().rules.push(rule);
+    }
+
+    /// Disarms every rule that has not fired; returns them.
+    pub fn disarm(&self) -> Vec<Rule> {
+        std::mem::take(&mut self.shared.lock().rules)
+    }
+
+    /// The faults fired since the last call.
+    pub fn take_fired(&self) -> Vec<Fired> {
+        std::mem::take(&mut self.shared.lock().fired)
+    }
+
+    /// Connections accepted and commands seen so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = self.shared.lock();
+        (s.conns, s.commands)
+    }
+
+    /// Closes every open connection (the listener stays).
+    pub fn close_all(&self) {
+        for (a, b) in std::mem::take(&mut self.shared.lock().open) {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        self.close_all();
+    }
+}
+
+fn accept(listener: TcpListener, shared: Arc<Shared>) {
+    for client in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(client) = client else { continue };
+        let conn = {
+            let mut s = shared.lock();
+            s.conns += 1;
+            let conn = s.conns;
+            if let Some(i) = s
+                .rules
+                .iter()
+                .position(|r| r.fault == Fault::ResetOnConnect)
+            {
+                s.rules.remove(i);
+                s.fired.push(Fired {
+                    conn,
+                    index: 0,
+                    command: "connect".into(),
+                    fault: Fault::ResetOnConnect,
+                });
+                drop(s);
+                let _ = client.shutdown(Shutdown::Both);
+                continue;
+            }
+            conn
+        };
+        let shared = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("emq-proxy-{conn}"))
+            .spawn(move || serve(conn, client, &shared));
+    }
+}
+
+/// Runs one connection: this thread carries commands up; a second carries replies down.
+fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
+    let Ok(upstream) = TcpStream::connect_timeout(&shared.upstream, Duration::from_secs(5)) else {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let (Ok(c2), Ok(u2), Ok(c3), Ok(u3)) = (
+        client.try_clone(),
+        upstream.try_clone(),
+        client.try_clone(),
+        upstream.try_clone(),
+    ) else {
+        return;
+    };
+    shared.lock().open.push((c3, u3));
+    let (tx, rx) = mpsc::channel::<Action>();
+    let down = std::thread::Builder::new()
+        .name(format!("emq-proxy-{conn}-down"))
+        .spawn(move || replies(u2, c2, rx));
+    up(conn, client, upstream, shared, tx);
+    if let Ok(d) = down {
+        let _ = d.join();
+    }
+}
+
+fn close(a: &TcpStream, b: &TcpStream) {
+    let _ = a.shutdown(Shutdown::Both);
+    let _ = b.shutdown(Shutdown::Both);
+}
+
+/// Client → engine: split into commands, apply the first rule that picks one, forward.
+fn up(
+    conn: u64,
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    shared: &Shared,
+    tx: mpsc::Sender<Action>,
+) {
+    let mut split = Splitter::default();
+    let mut index = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match client.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        split.feed(&buf[..n]);
+        // Whole commands in this read go up in one write, as the client pipelined them.
+        let mut out = Vec::new();
+        let mut last = None;
+        loop {
+            let cmd = match split.next_command() {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(_) => {
+                    last = Some(Action::Close);
+                    break;
+                }
+            };
+            index += 1;
+            let fault = pick(shared, conn, index, &cmd);
+            match fault {
+                None | Some(Fault::ResetOnConnect) => {
+                    out.extend_from_slice(&cmd.raw);
+                    let _ = tx.send(Action::Forward);
+                }
+                Some(Fault::DropBefore) => {
+                    last = Some(Action::Close);
+                    break;
+                }
+                Some(f) => {
+                    out.extend_from_slice(&cmd.raw);
+                    let action = match f {
+                        Fault::LostReply => Action::Lose,
+                        Fault::CutReply => Action::Cut,
+                        Fault::Delay(d) => Action::Delay(d),
+                        _ => unreachable!("handled above"),
+                    };
+                    if matches!(f, Fault::Delay(_)) {
+                        let _ = tx.send(action);
+                    } else {
+                        last = Some(action);
+                        break;
+                    }
+                }
+            }
+        }
+        if !out.is_empty() && upstream.write_all(&out).is_err() {
+            break;
+        }
+        if let Some(action) = last {
+            // Nothing after the faulted command goes up; the reply side closes both ends.
+            let _ = tx.send(action);
+            return;
+        }
+    }
+    // The client went away: the reply side forwards what is owed, then closes.
+    drop(tx);
+}
+
+/// The first armed rule that picks `cmd`, counting it against every rule it matches.
+fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> {
+    let mut s = shared.lock();
+    s.commands += 1;
+    let mut hit = None;
+    for (i, r) in s.rules.iter_mut().enumerate() {
+        if r.fault == Fault::ResetOnConnect || !r.matcher.matches(cmd, index) {
+            continue;
+        }
+        if r.skip > 0 {
+            r.skip -= 1;
+            continue;
+        }
+        hit = Some(i);
+        break;
+    }
+    let rule = s.rules.remove(hit?);
+    s.fired.push(Fired {
+        conn,
+        index,
+        command: cmd.label(),
+        fault: rule.fault,
+    });
+    Some(rule.fault)
+}
+
+/// Engine → client: one reply per forwarded command, each handled as its action says.
+fn replies(mut upstream: TcpStream, mut client: TcpStream, rx: mpsc::Receiver<Action>) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    // Reads until one whole reply is buffered; returns its length.
+    let mut next_reply = |buf: &mut Vec<u8>| -> Option<usize> {
+        loop {
+            match value_len(buf) {
+                Ok(Some(n)) => return Some(n),
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+            match upstream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    for action in rx {
+        if let Action::Close = action {
+            break;
+        }
+        let Some(n) = next_reply(&mut buf) else { break };
+        let reply: Vec<u8> = buf.drain(..n).collect();
+        match action {
+            Action::Forward => {
+                if client.write_all(&reply).is_err() {
+                    break;
+                }
+            }
+            Action::Delay(d) => {
+                std::thread::sleep(d);
+                if client.write_all(&reply).is_err() {
+                    break;
+                }
+            }
+            Action::Cut => {
+                let _ = client.write_all(&reply[..reply.len() / 2]);
+                break;
+            }
+            Action::Lose | Action::Close => break,
+        }
+    }
+    let _ = client.flush();
+    close(&client, &upstream);
+}

@@ -1,0 +1,676 @@
+//! Jepsen-style accounting of calls whose outcome the caller could not know (pure: no engine).
+//!
+//! The rules:
+//! - a call that returned **success** happened exactly once, and its reply is what the scripts
+//!   would have answered at that point;
+//! - a call that returned an **error** is *indeterminate*: it may or may not have happened (a
+//!   batch: any prefix of its enqueues happened);
+//! - a job that no successful or indeterminate call can explain (more jobs carry a call's unique
+//!   payload token than the call could have made) is a **duplicate**;
+//! - a job whose successful enqueue was acknowledged but that is gone without a successful or
+//!   indeterminate complete is **lost**.
+//!
+//! [`account`] enumerates every world the history allows (two per indeterminate call, `n + 1` per
+//! indeterminate batch) by applying the scripts' semantics (SPEC §2) to the state read before the
+//! calls, and accepts the state read after them if one world matches it with every successful
+//! reply. Otherwise it explains why, in stable words that name the call and the jobs.
+
+use std::collections::BTreeMap;
+
+use crate::connector::{Claimed, Reply, RetryOutcome};
+use crate::protocol::grammar::{Set, job_id};
+
+/// One job as the engine holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub payload: String,
+    pub set: Set,
+    pub attempts: i64,
+    /// Active or delayed with a score ≤ the server's time: reap or promote would move it.
+    pub due: bool,
+}
+
+/// One queue's jobs and counter.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub seq: i64,
+    pub jobs: BTreeMap<String, Job>,
+}
+
+/// A mutating call, as the harness made it (enqueues with delay 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    Enqueue {
+        payload: String,
+    },
+    Claim {
+        lease_ms: i64,
+    },
+    Complete {
+        id: String,
+        attempts: i64,
+    },
+    Retry {
+        id: String,
+        attempts: i64,
+        backoff_ms: i64,
+        max_attempts: i64,
+    },
+    Promote {
+        limit: i64,
+    },
+    Reap {
+        max_attempts: i64,
+        limit: i64,
+    },
+    Batch {
+        n: i64,
+        payload: String,
+    },
+}
+
+impl Call {
+    /// The verb's wire name.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Self::Enqueue { .. } => "enqueue",
+            Self::Claim { .. } => "claim",
+            Self::Complete { .. } => "complete",
+            Self::Retry { .. } => "retry",
+            Self::Promote { .. } => "promote",
+            Self::Reap { .. } => "reap",
+            Self::Batch { .. } => "batch",
+        }
+    }
+
+    /// The payload token of an enqueue or batch, and how many jobs it makes.
+    fn token(&self) -> Option<(&str, i64)> {
+        match self {
+            Self::Enqueue { payload } => Some((payload, 1)),
+            Self::Batch { n, payload } => Some((payload, *n)),
+            _ => None,
+        }
+    }
+}
+
+/// What the caller got back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Ok(Reply),
+    /// An error of this kind: the call is indeterminate.
+    Failed(String),
+}
+
+/// One call of the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// How evidence names the call: `enqueue (call 3, lost reply)`.
+    pub label: String,
+    pub call: Call,
+    pub outcome: Outcome,
+}
+
+/// A reply in evidence's words.
+pub fn show(r: &Reply) -> String {
+    match r {
+        Reply::Id(id) => id.clone(),
+        Reply::Claim(None) => "null".into(),
+        Reply::Claim(Some(c)) => format!("{} (attempts {})", c.id, c.attempts),
+        Reply::Done(b) => b.to_string(),
+        Reply::Retry(o) => format!("{o:?}").to_lowercase(),
+        Reply::Count(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn enqueue(s: &mut Snapshot, payload: &str) -> String {
+    s.seq += 1;
+    let id = job_id(s.seq as u64);
+    s.jobs.insert(
+        id.clone(),
+        Job {
+            payload: payload.to_string(),
+            set: Set::Pending,
+            attempts: 0,
+            due: false,
+        },
+    );
+    id
+}
+
+/// Moves up to `limit` due jobs of `from` (claim order) through `to`; returns the count.
+fn move_due(s: &mut Snapshot, from: Set, limit: i64, to: impl Fn(&Job) -> Set) -> i64 {
+    let ids: Vec<String> = s
+        .jobs
+        .iter()
+        .filter(|(_, j)| j.set == from && j.due)
+        .map(|(id, _)| id.clone())
+        .take(limit.max(0) as usize)
+        .collect();
+    for id in &ids {
+        let j = s.jobs.get_mut(id).expect("listed above");
+        j.set = to(j);
+        j.due = false;
+    }
+    ids.len() as i64
+}
+
+/// The scripts' semantics (SPEC §2): the state after `call` and what it answers.
+pub fn apply(before: &Snapshot, call: &Call) -> (Snapshot, Reply) {
+    let mut s = before.clone();
+    let reply = match call {
+        Call::Enqueue { payload } => Reply::Id(enqueue(&mut s, payload)),
+        Call::Batch { n, payload } => {
+            for _ in 0..*n {
+                enqueue(&mut s, payload);
+            }
+            Reply::Count(*n)
+        }
+        Call::Claim { lease_ms } => {
+            let first = s
+                .jobs
+                .iter_mut()
+                .find(|(_, j)| j.set == Set::Pending)
+                .map(|(id, j)| {
+                    j.set = Set::Active;
+                    j.attempts += 1;
+                    j.due = *lease_ms == 0;
+                    Claimed {
+                        id: id.clone(),
+                        payload: j.payload.clone(),
+                        attempts: j.attempts,
+                    }
+                });
+            Reply::Claim(first)
+        }
+        Call::Complete { id, attempts } => {
+            let held = s
+                .jobs
+                .get(id)
+                .is_some_and(|j| j.set == Set::Active && j.attempts == *attempts);
+            if held {
+                s.jobs.remove(id);
+            }
+            Reply::Done(held)
+        }
+        Call::Retry {
+            id,
+            attempts,
+            backoff_ms,
+            max_attempts,
+        } => match s.jobs.get_mut(id) {
+            Some(j) if j.set == Set::Active && j.attempts == *attempts => {
+                if j.attempts >= *max_attempts {
+                    j.set = Set::Dead;
+                    j.due = false;
+                    Reply::Retry(RetryOutcome::Dead)
+                } else {
+                    j.set = Set::Delayed;
+                    j.due = *backoff_ms == 0;
+                    Reply::Retry(RetryOutcome::Delayed)
+                }
+            }
+            _ => Reply::Retry(RetryOutcome::Stale),
+        },
+        Call::Promote { limit } => {
+            Reply::Count(move_due(&mut s, Set::Delayed, *limit, |_| Set::Pending))
+        }
+        Call::Reap {
+            max_attempts,
+            limit,
+        } => Reply::Count(move_due(&mut s, Set::Active, *limit, |j| {
+            if j.attempts >= *max_attempts {
+                Set::Dead
+            } else {
+                Set::Pending
+            }
+        })),
+    };
+    (s, reply)
+}
+
+/// One world the history allows, and the successful replies it cannot explain.
+#[derive(Debug, Clone)]
+struct World {
+    snap: Snapshot,
+    wrong_replies: Vec<String>,
+}
+
+fn worlds(pre: &Snapshot, records: &[Record]) -> Vec<World> {
+    let mut all = vec![World {
+        snap: pre.clone(),
+        wrong_replies: Vec::new(),
+    }];
+    for r in records {
+        let mut next = Vec::new();
+        for w in all {
+            match &r.outcome {
+                Outcome::Ok(got) => {
+                    let (snap, want) = apply(&w.snap, &r.call);
+                    let mut wrong = w.wrong_replies.clone();
+                    if *got != want {
+                        wrong.push(format!(
+                            "{} answered {}, but the scripts would have answered {} (a reply the engine never gave)",
+                            r.label,
+                            show(got),
+                            show(&want)
+                        ));
+                    }
+                    next.push(World {
+                        snap,
+                        wrong_replies: wrong,
+                    });
+                }
+                Outcome::Failed(_) => {
+                    if let Call::Batch { n, payload } = &r.call {
+                        let mut s = w.snap.clone();
+                        next.push(World {
+                            snap: s.clone(),
+                            wrong_replies: w.wrong_replies.clone(),
+                        });
+                        for _ in 0..*n {
+                            enqueue(&mut s, payload);
+                            next.push(World {
+                                snap: s.clone(),
+                                wrong_replies: w.wrong_replies.clone(),
+                            });
+                        }
+                    } else {
+                        next.push(w.clone());
+                        next.push(World {
+                            snap: apply(&w.snap, &r.call).0,
+                            wrong_replies: w.wrong_replies.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        all = next;
+    }
+    all
+}
+
+fn describe(j: &Job) -> String {
+    format!("{} with attempts {}", j.set, j.attempts)
+}
+
+/// How `post` differs from the world `want`, job by job.
+fn diff(pre: &Snapshot, want: &Snapshot, post: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    let ids: std::collections::BTreeSet<&String> =
+        want.jobs.keys().chain(post.jobs.keys()).collect();
+    for id in ids {
+        match (want.jobs.get(id), post.jobs.get(id)) {
+            (Some(w), None) => out.push(format!("job {id} should be {} but is gone", describe(w))),
+            (None, Some(p)) if pre.jobs.contains_key(id) => {
+                out.push(format!("job {id} should be gone but is {}", describe(p)))
+            }
+            (None, Some(p)) => out.push(format!(
+                "job {id} ({}, payload {:?}) is explained by no call",
+                describe(p),
+                p.payload
+            )),
+            (Some(w), Some(p)) if (w.set, w.attempts) != (p.set, p.attempts) => out.push(format!(
+                "job {id} should be {} but is {}",
+                describe(w),
+                describe(p)
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every breach of the rules above by `post`, the state after `records` ran from `pre`; empty
+/// when some world the history allows is exactly `post`.
+pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<String> {
+    let all = worlds(pre, records);
+    let same = |a: &Snapshot, b: &Snapshot| {
+        a.jobs.len() == b.jobs.len()
+            && a.jobs.iter().zip(&b.jobs).all(|((ia, ja), (ib, jb))| {
+                ia == ib && (ja.set, ja.attempts, &ja.payload) == (jb.set, jb.attempts, &jb.payload)
+            })
+    };
+    if all
+        .iter()
+        .any(|w| w.wrong_replies.is_empty() && same(&w.snap, post))
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+
+    // Attribution by token: who made each new job.
+    let mut made: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+    for (id, j) in &post.jobs {
+        if !pre.jobs.contains_key(id) {
+            made.entry(j.payload.as_str()).or_default().push(id);
+        }
+    }
+    for r in records {
+        let Some((token, n)) = r.call.token() else {
+            continue;
+        };
+        let ids = made.remove(token).unwrap_or_default();
+        let max = n as usize;
+        if ids.len() > max {
+            // The job a successful enqueue named is explained; the others are not.
+            let named = match &r.outcome {
+                Outcome::Ok(Reply::Id(id)) => Some(id),
+                _ => None,
+            };
+            let mut extra: Vec<&String> =
+                ids.iter().copied().filter(|i| Some(*i) != named).collect();
+            if named.is_none() || !ids.contains(&named.expect("checked")) {
+                extra = ids[max..].to_vec();
+            }
+            let extra = &extra[extra.len().saturating_sub(ids.len() - max)..];
+            out.push(format!(
+                "duplicate: {} ({}) made {} jobs carrying its token, at most {max} explainable; extra {extra:?}",
+                r.label,
+                match &r.outcome {
+                    Outcome::Ok(reply) => format!("answered {}", show(reply)),
+                    Outcome::Failed(kind) => format!("failed with kind {kind}"),
+                },
+                ids.len()
+            ));
+        }
+        if let Outcome::Ok(reply) = &r.outcome {
+            let completed = |id: &str| {
+                records.iter().any(|c| {
+                    matches!(&c.call, Call::Complete { id: cid, .. } if cid == id)
+                        && matches!(
+                            c.outcome,
+                            Outcome::Ok(Reply::Done(true)) | Outcome::Failed(_)
+                        )
+                })
+            };
+            let acked = match reply {
+                Reply::Id(id) => vec![id.clone()],
+                _ => Vec::new(),
+            };
+            for id in acked {
+                if !post.jobs.contains_key(&id) && !completed(&id) {
+                    out.push(format!(
+                        "lost: {} was acknowledged with {id}, but job {id} is gone with no complete sent",
+                        r.label
+                    ));
+                }
+            }
+            if let (Call::Batch { n, .. }, Reply::Count(c)) = (&r.call, reply)
+                && (ids.len() as i64) < *n
+            {
+                out.push(format!(
+                    "lost: {} was acknowledged with {c}, but only {} jobs carry its token",
+                    r.label,
+                    ids.len()
+                ));
+            }
+        }
+    }
+    for (token, ids) in made {
+        out.push(format!(
+            "job {ids:?} (payload {token:?}) was made by no call"
+        ));
+    }
+
+    // The closest world, and what tells the state apart from it.
+    let best = all
+        .iter()
+        .min_by_key(|w| diff(pre, &w.snap, post).len() + w.wrong_replies.len())
+        .expect("at least one world");
+    let attributed = !out.is_empty();
+    out.extend(best.wrong_replies.iter().cloned());
+    if !attributed && best.wrong_replies.is_empty() {
+        for d in diff(pre, &best.snap, post) {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push("the state after the calls matches no world the history allows".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(payload: &str, set: Set, attempts: i64, due: bool) -> Job {
+        Job {
+            payload: payload.into(),
+            set,
+            attempts,
+            due,
+        }
+    }
+
+    /// Two pending jobs, j1 and j2.
+    fn two_pending() -> Snapshot {
+        let mut s = Snapshot::default();
+        enqueue(&mut s, "a");
+        enqueue(&mut s, "b");
+        s
+    }
+
+    fn rec(call: Call, outcome: Outcome) -> Record {
+        Record {
+            label: format!("{} (test)", call.verb()),
+            call,
+            outcome,
+        }
+    }
+
+    fn failed() -> Outcome {
+        Outcome::Failed("engine".into())
+    }
+
+    #[test]
+    fn an_indeterminate_enqueue_may_or_may_not_have_happened() {
+        let pre = Snapshot::default();
+        let call = Call::Enqueue {
+            payload: "t1".into(),
+        };
+        let r = [rec(call.clone(), failed())];
+        assert!(account(&pre, &r, &pre).is_empty());
+        let (ran, _) = apply(&pre, &call);
+        assert!(account(&pre, &r, &ran).is_empty());
+        // Twice is once too many, and the breach names the call and the extra job.
+        let (twice, _) = apply(&ran, &call);
+        let b = account(&pre, &r, &twice);
+        assert!(
+            b[0].starts_with("duplicate: enqueue (test) (failed with kind engine) made 2 jobs"),
+            "{b:?}"
+        );
+        assert!(b[0].contains("j0000000000000002"), "{b:?}");
+    }
+
+    #[test]
+    fn a_successful_enqueue_happened_exactly_once() {
+        let pre = Snapshot::default();
+        let call = Call::Enqueue {
+            payload: "t1".into(),
+        };
+        let (once, _) = apply(&pre, &call);
+        let (twice, _) = apply(&once, &call);
+        let ok2 = [rec(call.clone(), Outcome::Ok(Reply::Id(job_id(2))))];
+        // A re-send after a lost reply: the reply names j2, so j1 is the extra job.
+        let b = account(&pre, &ok2, &twice);
+        assert!(
+            b[0].contains("made 2 jobs") && b[0].contains("extra [\"j0000000000000001\"]"),
+            "{b:?}"
+        );
+        // Acknowledged, yet no job: lost.
+        let ok1 = [rec(call, Outcome::Ok(Reply::Id(job_id(1))))];
+        let b = account(&pre, &ok1, &pre);
+        assert!(
+            b.iter()
+                .any(|l| l
+                    .starts_with("lost: enqueue (test) was acknowledged with j0000000000000001")),
+            "{b:?}"
+        );
+        assert!(account(&pre, &ok1, &once).is_empty());
+    }
+
+    #[test]
+    fn a_fabricated_id_is_a_reply_the_engine_never_gave() {
+        let pre = two_pending();
+        let call = Call::Enqueue {
+            payload: "t".into(),
+        };
+        let r = [rec(call, Outcome::Ok(Reply::Id(job_id(0))))];
+        let b = account(&pre, &r, &pre);
+        assert!(
+            b.iter().any(|l| l.contains(
+                "answered j0000000000000000, but the scripts would have answered j0000000000000003"
+            )),
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn claims_are_explained_by_calls() {
+        let pre = two_pending();
+        let call = Call::Claim { lease_ms: 60_000 };
+        let (one, reply) = apply(&pre, &call);
+        assert!(account(&pre, &[rec(call.clone(), Outcome::Ok(reply.clone()))], &one).is_empty());
+        assert!(account(&pre, &[rec(call.clone(), failed())], &one).is_empty());
+        assert!(account(&pre, &[rec(call.clone(), failed())], &pre).is_empty());
+        // Re-sent: two claims ran, the caller saw the second.
+        let (two, second) = apply(&one, &call);
+        let b = account(&pre, &[rec(call.clone(), Outcome::Ok(second))], &two);
+        assert!(!b.is_empty());
+        assert!(
+            b.iter()
+                .any(|l| l.contains("answered j0000000000000002 (attempts 1)")),
+            "{b:?}"
+        );
+        // Swallowed: null while a job was pending (whether or not the claim ran).
+        for post in [&pre, &one] {
+            let b = account(
+                &pre,
+                &[rec(call.clone(), Outcome::Ok(Reply::Claim(None)))],
+                post,
+            );
+            assert!(b.iter().any(|l| l.contains("answered null")), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn a_complete_reported_true_must_have_run() {
+        let mut pre = two_pending();
+        let j1 = job_id(1);
+        pre.jobs.insert(j1.clone(), job("a", Set::Active, 1, false));
+        let call = Call::Complete {
+            id: j1.clone(),
+            attempts: 1,
+        };
+        let (done, _) = apply(&pre, &call);
+        assert!(!done.jobs.contains_key(&j1));
+        let t = |o| [rec(call.clone(), o)];
+        assert!(account(&pre, &t(Outcome::Ok(Reply::Done(true))), &done).is_empty());
+        assert!(account(&pre, &t(failed()), &done).is_empty());
+        assert!(account(&pre, &t(failed()), &pre).is_empty());
+        // Never reached the engine, yet reported done.
+        let b = account(&pre, &t(Outcome::Ok(Reply::Done(true))), &pre);
+        assert!(
+            b.iter()
+                .any(|l| l.contains("should be") || l.contains("answered true")),
+            "{b:?}"
+        );
+        // Ran twice (the second saw nothing to complete): reported false, yet gone.
+        let b = account(&pre, &t(Outcome::Ok(Reply::Done(false))), &done);
+        assert!(
+            b.iter()
+                .any(|l| l.contains("answered false, but the scripts would have answered true")),
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn retry_promote_and_reap_follow_the_scripts() {
+        let mut pre = Snapshot::default();
+        enqueue(&mut pre, "a");
+        enqueue(&mut pre, "b");
+        enqueue(&mut pre, "c");
+        pre.jobs.insert(job_id(1), job("a", Set::Active, 1, true));
+        pre.jobs.insert(job_id(2), job("b", Set::Active, 5, true));
+        pre.jobs.insert(job_id(3), job("c", Set::Delayed, 1, true));
+        let (s, r) = apply(
+            &pre,
+            &Call::Reap {
+                max_attempts: 5,
+                limit: 10,
+            },
+        );
+        assert_eq!(r, Reply::Count(2));
+        assert_eq!(s.jobs[&job_id(1)].set, Set::Pending);
+        assert_eq!(s.jobs[&job_id(2)].set, Set::Dead);
+        let (s, r) = apply(&pre, &Call::Promote { limit: 10 });
+        assert_eq!(r, Reply::Count(1));
+        assert_eq!(s.jobs[&job_id(3)].set, Set::Pending);
+        let retry = Call::Retry {
+            id: job_id(1),
+            attempts: 1,
+            backoff_ms: 0,
+            max_attempts: 5,
+        };
+        let (s, r) = apply(&pre, &retry);
+        assert_eq!(r, Reply::Retry(RetryOutcome::Delayed));
+        // Re-sent retry answers stale, yet the job moved.
+        let b = account(
+            &pre,
+            &[rec(
+                retry.clone(),
+                Outcome::Ok(Reply::Retry(RetryOutcome::Stale)),
+            )],
+            &s,
+        );
+        assert!(b.iter().any(|l| l.contains("answered stale")), "{b:?}");
+        let (_, r) = apply(&s, &retry);
+        assert_eq!(r, Reply::Retry(RetryOutcome::Stale));
+    }
+
+    #[test]
+    fn an_indeterminate_batch_may_have_made_any_prefix() {
+        let pre = Snapshot::default();
+        let call = Call::Batch {
+            n: 10,
+            payload: "b1".into(),
+        };
+        let mut s = pre.clone();
+        for k in 0..=10 {
+            assert!(
+                account(&pre, &[rec(call.clone(), failed())], &s).is_empty(),
+                "{k}"
+            );
+            enqueue(&mut s, "b1");
+        }
+        // 11 made: one too many, whether the batch failed or answered 10.
+        for o in [failed(), Outcome::Ok(Reply::Count(10))] {
+            let b = account(&pre, &[rec(call.clone(), o)], &s);
+            assert!(b[0].contains("made 11 jobs carrying its token, at most 10 explainable; extra [\"j0000000000000011\"]"), "{b:?}");
+        }
+        // Acknowledged 10, made 9.
+        let mut nine = pre.clone();
+        for _ in 0..9 {
+            enqueue(&mut nine, "b1");
+        }
+        let b = account(&pre, &[rec(call, Outcome::Ok(Reply::Count(10)))], &nine);
+        assert!(
+            b.iter()
+                .any(|l| l.starts_with("lost: batch (test) was acknowledged with 10, but only 9")),
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_with_no_caller_is_named() {
+        let pre = Snapshot::default();
+        let mut post = pre.clone();
+        enqueue(&mut post, "nobody");
+        let b = account(&pre, &[], &post);
+        assert!(b.iter().any(|l| l.contains("made by no call")), "{b:?}");
+    }
+}

@@ -1,0 +1,441 @@
+//! G8's fault phase: every mutating verb, under every fault of the harness's proxy, judged by the
+//! accounting of indeterminate calls ([`super::accounting`]).
+//!
+//! The connector is handed the url of a [`Proxy`] in front of the engine. Each trial has a queue
+//! of its own: a setup through the proxy with no fault armed (a few jobs enqueued, claimed,
+//! retried or leased out, as the verb needs), the state read, one call with one fault armed on
+//! that verb's `EVALSHA` (for a batch, on a seeded one of its enqueues), the state read again, and
+//! the accounting. The connection is then reopened (every fourth trial, a fresh connector). The
+//! schedule is [`schedule`]: every verb × every fault × [`ROUNDS`], in a seeded order, plus a reset
+//! on connect. Nothing depends on timing: the proxy acts on one exact command and the engine's state
+//! is settled when the call returns, so a breakage fails on every run and with every seed.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use super::accounting::{Call, Job, Outcome, Record, Snapshot, account};
+use super::{MAX_ATTEMPTS, SESSION, fresh};
+use crate::connector::{Connector, Request, Verbs};
+use crate::engine::Admin;
+use crate::error::{ConnectorError, ErrorKind};
+use crate::faults::{Fault, Matcher, Proxy, Rule};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::observe::stable;
+use crate::protocol::grammar::Set;
+
+/// How many times each (verb, fault) pair is hit.
+pub const ROUNDS: usize = 2;
+/// The delay fault holds a reply this long.
+pub const DELAY: Duration = Duration::from_millis(150);
+/// A faulted batch: `BATCH_N` enqueues, `BATCH_DEPTH` per pipeline.
+const BATCH_N: i64 = 8;
+const BATCH_DEPTH: i64 = 4;
+/// The mutating verbs, in the order evidence lists them.
+pub const VERBS: [&str; 7] = [
+    "enqueue", "claim", "complete", "retry", "promote", "reap", "batch",
+];
+/// The faults every verb meets.
+pub const FAULTS: [Fault; 4] = [
+    Fault::LostReply,
+    Fault::DropBefore,
+    Fault::CutReply,
+    Fault::Delay(DELAY),
+];
+/// Breaches shown in evidence; the rest are counted.
+const SHOWN: usize = 12;
+
+/// One trial: a verb and the fault its call meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trial {
+    pub verb: &'static str,
+    pub fault: Fault,
+}
+
+/// The seeded schedule: every verb × every fault, [`ROUNDS`] times, shuffled by `seed`.
+pub fn schedule(seed: u64) -> Vec<Trial> {
+    let mut all: Vec<Trial> = (0..ROUNDS)
+        .flat_map(|_| {
+            VERBS
+                .iter()
+                .flat_map(|v| FAULTS.iter().map(move |f| Trial { verb: v, fault: *f }))
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6738_fa17);
+    for i in (1..all.len()).rev() {
+        let j = rng.random_range(0..=i);
+        all.swap(i, j);
+    }
+    all
+}
+
+/// The state of queue `q`, with `due` from the server's clock; and every §3 violation seen.
+fn snapshot(admin: &mut Admin, q: &str) -> Result<(Snapshot, Vec<String>), GateError> {
+    let ks = admin.keyspace()?;
+    let now = admin.time_ms()?;
+    let st = ks.queues.get(q).cloned().unwrap_or_default();
+    let mut snap = Snapshot {
+        seq: st.seq.unwrap_or(0),
+        ..Snapshot::default()
+    };
+    for set in Set::ALL {
+        for (id, score) in st.set(set) {
+            let h = st.jobs.get(id);
+            let field = |f: &str| h.and_then(|h| h.get(f)).cloned().unwrap_or_default();
+            snap.jobs.insert(
+                id.clone(),
+                Job {
+                    payload: field("payload"),
+                    set,
+                    attempts: field("attempts").parse().unwrap_or(-1),
+                    due: matches!(set, Set::Active | Set::Delayed) && *score <= now,
+                },
+            );
+        }
+    }
+    Ok((snap, ks.violations()))
+}
+
+/// Readies queue `q` for `verb` with no fault armed; returns the call to fault.
+fn setup(
+    c: &mut (dyn Connector + Send),
+    q: &str,
+    verb: &str,
+    pending: usize,
+    token: &str,
+) -> Result<Call, ConnectorError> {
+    for j in 0..pending {
+        c.enqueue(SESSION, q, &format!("{token}.setup{j}"), 0)?;
+    }
+    let claimed = |c: &mut (dyn Connector + Send), lease| {
+        c.claim(SESSION, q, lease)?
+            .ok_or_else(|| ConnectorError::internal("setup: claim found nothing"))
+    };
+    Ok(match verb {
+        "enqueue" => Call::Enqueue {
+            payload: token.into(),
+        },
+        "batch" => Call::Batch {
+            n: BATCH_N,
+            payload: token.into(),
+        },
+        "claim" => Call::Claim { lease_ms: 60_000 },
+        "complete" => {
+            let j = claimed(c, 60_000)?;
+            Call::Complete {
+                id: j.id,
+                attempts: j.attempts,
+            }
+        }
+        "retry" => {
+            let j = claimed(c, 60_000)?;
+            Call::Retry {
+                id: j.id,
+                attempts: j.attempts,
+                backoff_ms: 0,
+                max_attempts: MAX_ATTEMPTS,
+            }
+        }
+        "promote" => {
+            for _ in 0..2 {
+                let j = claimed(c, 60_000)?;
+                c.retry(SESSION, q, &j.id, j.attempts, 0, MAX_ATTEMPTS)?;
+            }
+            Call::Promote { limit: 100 }
+        }
+        "reap" => {
+            claimed(c, 0)?;
+            claimed(c, 0)?;
+            Call::Reap {
+                max_attempts: MAX_ATTEMPTS,
+                limit: 100,
+            }
+        }
+        other => unreachable!("no verb {other}"),
+    })
+}
+
+fn request(q: &str, call: &Call) -> Request {
+    let (session, queue) = (SESSION.to_string(), q.to_string());
+    match call.clone() {
+        Call::Enqueue { payload } => Request::Enqueue {
+            session,
+            queue,
+            payload,
+            delay_ms: 0,
+        },
+        Call::Claim { lease_ms } => Request::Claim {
+            session,
+            queue,
+            lease_ms,
+        },
+        Call::Complete { id, attempts } => Request::Complete {
+            session,
+            queue,
+            id,
+            attempts,
+        },
+        Call::Retry {
+            id,
+            attempts,
+            backoff_ms,
+            max_attempts,
+        } => Request::Retry {
+            session,
+            queue,
+            id,
+            attempts,
+            backoff_ms,
+            max_attempts,
+        },
+        Call::Promote { limit } => Request::Promote {
+            session,
+            queue,
+            limit,
+        },
+        Call::Reap {
+            max_attempts,
+            limit,
+        } => Request::Reap {
+            session,
+            queue,
+            max_attempts,
+            limit,
+        },
+        Call::Batch { n, payload } => Request::Batch {
+            session,
+            queue,
+            n,
+            depth: BATCH_DEPTH,
+            payload,
+        },
+    }
+}
+
+fn fault_name(f: Fault) -> String {
+    match f {
+        Fault::Delay(d) => format!("reply delayed {} ms", d.as_millis()),
+        other => other.name().into(),
+    }
+}
+
+/// The phase: runs the schedule and records one verdict line (and the breaches, if any).
+pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+    // Every script cached first, so a NOSCRIPT reply never takes the place of a faulted one.
+    for s in &ctx.bundle.scripts {
+        admin.script_load(&s.source)?;
+    }
+    let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
+        .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
+    let purl = proxy.url_for(&url, &ctx.engine.host, ctx.engine.port);
+    let sha = |verb: &str| {
+        let script = if verb == "batch" { "enqueue" } else { verb };
+        ctx.bundle.script(script).entry.sha1.clone()
+    };
+    let trials = schedule(ctx.seed);
+    let mut rng = StdRng::seed_from_u64(ctx.seed);
+    let reset_at = rng.random_range(0..trials.len());
+    (ctx.progress)(&format!(
+        "G8: fault phase, {} faulted calls through the proxy",
+        trials.len()
+    ));
+    let t0 = Instant::now();
+    let mut c = fresh(ctx, &purl)?;
+    let mut breaches: Vec<String> = Vec::new();
+    let mut violations: std::collections::BTreeSet<String> = Default::default();
+    let (mut failed, mut answered) = (0u64, 0u64);
+    for (i, t) in trials.iter().enumerate() {
+        if i == reset_at {
+            reset_on_connect(&proxy, &mut *c, &purl, &mut breaches);
+        }
+        let q = format!("g8f{i}");
+        let label = format!("{} (trial {i}, {})", t.verb, fault_name(t.fault));
+        let token = format!("t{i}");
+        let call = match setup(&mut *c, &q, t.verb, rng.random_range(2..=4), &token) {
+            Ok(call) => call,
+            Err(e) => {
+                out.fail(format!(
+                    "{label}: the setup, with no fault armed, failed (kind {})",
+                    e.kind
+                ));
+                out.figure("fault_setup_error", e.message);
+                return Ok(());
+            }
+        };
+        let (pre, v) = snapshot(&mut admin, &q)?;
+        violations.extend(v.iter().map(|v| stable(v)));
+        let skip = if t.verb == "batch" {
+            rng.random_range(0..BATCH_N as u32)
+        } else {
+            0
+        };
+        proxy.arm(Rule {
+            matcher: Matcher::evalsha(&sha(t.verb)),
+            skip,
+            fault: t.fault,
+        });
+        let result = c.call(&request(&q, &call));
+        let unfired = proxy.disarm();
+        proxy.take_fired();
+        let (post, v) = snapshot(&mut admin, &q)?;
+        violations.extend(v.iter().map(|v| stable(v)));
+        let outcome = match result {
+            Ok(reply) => {
+                answered += 1;
+                Outcome::Ok(reply)
+            }
+            Err(e) => {
+                failed += 1;
+                if e.kind != ErrorKind::Engine {
+                    breaches.push(format!("{label}: failed with kind {}, not engine", e.kind));
+                }
+                Outcome::Failed(e.kind.as_str().to_string())
+            }
+        };
+        if !unfired.is_empty() {
+            breaches.push(format!(
+                "{label}: the call sent no EVALSHA of the {} script, so the fault never fired",
+                if t.verb == "batch" { "enqueue" } else { t.verb }
+            ));
+        }
+        let record = Record {
+            label: label.clone(),
+            call,
+            outcome,
+        };
+        breaches.extend(account(&pre, &[record], &post));
+        // Reopen the session: the connector's own way, and every fourth trial a fresh instance.
+        let _ = c.disconnect(SESSION);
+        if i % 4 == 3 || c.connect(SESSION, &purl).is_err() {
+            c = fresh(ctx, &purl)?;
+        }
+    }
+    let (conns, commands) = proxy.counts();
+    out.figure("fault_phase_ms", t0.elapsed().as_millis() as u64);
+    out.figure("fault_calls", trials.len() as u64);
+    out.figure("fault_calls_failed", failed);
+    out.figure("fault_calls_answered", answered);
+    out.figure("fault_proxy_connections", conns);
+    out.figure("fault_proxy_commands", commands);
+    out.pass(format!(
+        "fault phase (seed {}): {} calls through the harness's proxy, each meeting one fault on its own \
+         EVALSHA: every mutating verb ({}) × {{{}}}, {ROUNDS} times each; and a reset on connect",
+        ctx.seed,
+        trials.len(),
+        VERBS.join(", "),
+        FAULTS.map(fault_name).join(", "),
+    ));
+    let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
+                succeeded ran exactly once and answered what the scripts answer; no job duplicated, lost or made by no call";
+    if breaches.is_empty() {
+        out.pass(rule);
+    } else {
+        out.fail(format!("{rule}; {} breaches", breaches.len()));
+        let more = breaches.len().saturating_sub(SHOWN);
+        for b in breaches.into_iter().take(SHOWN) {
+            out.fail(b);
+        }
+        if more > 0 {
+            out.fail(format!("… and {more} more breaches"));
+        }
+    }
+    let violations: Vec<String> = violations.into_iter().take(5).collect();
+    out.none_of(
+        &violations,
+        "keyspace before and after every faulted call: no violation of §3",
+        "",
+    );
+    Ok(())
+}
+
+/// Connect while the proxy closes the connection it is opening: kind engine (or a success of
+/// the connector's own retry), then a plain connect works.
+fn reset_on_connect(
+    proxy: &Proxy,
+    c: &mut (dyn Connector + Send),
+    url: &str,
+    breaches: &mut Vec<String>,
+) {
+    let _ = c.disconnect(SESSION);
+    proxy.arm(Rule {
+        matcher: Matcher::default(),
+        skip: 0,
+        fault: Fault::ResetOnConnect,
+    });
+    let r = c.connect(SESSION, url);
+    let unfired = proxy.disarm();
+    proxy.take_fired();
+    if !unfired.is_empty() {
+        breaches.push("connect (reset on connect): the connect opened no connection".into());
+    }
+    match r {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::Engine => {
+            if let Err(e) = c.connect(SESSION, url) {
+                breaches.push(format!(
+                    "connect (reset on connect): the next connect, with no fault, failed (kind {})",
+                    e.kind
+                ));
+            }
+        }
+        Err(e) => breaches.push(format!(
+            "connect (reset on connect): failed with kind {}, not engine",
+            e.kind
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_hits_every_verb_with_every_fault_and_is_seeded() {
+        for seed in [1, 7, 42] {
+            let s = schedule(seed);
+            assert_eq!(s.len(), VERBS.len() * FAULTS.len() * ROUNDS);
+            for v in VERBS {
+                for f in FAULTS {
+                    let n = s.iter().filter(|t| t.verb == v && t.fault == f).count();
+                    assert_eq!(n, ROUNDS, "{v} {f:?}");
+                }
+            }
+            assert_eq!(s, schedule(seed));
+        }
+        assert_ne!(schedule(1), schedule(7));
+    }
+
+    #[test]
+    fn every_verb_has_a_request() {
+        for (v, call) in VERBS.iter().zip([
+            Call::Enqueue {
+                payload: "t".into(),
+            },
+            Call::Claim { lease_ms: 1 },
+            Call::Complete {
+                id: "j0000000000000001".into(),
+                attempts: 1,
+            },
+            Call::Retry {
+                id: "j0000000000000001".into(),
+                attempts: 1,
+                backoff_ms: 0,
+                max_attempts: 5,
+            },
+            Call::Promote { limit: 1 },
+            Call::Reap {
+                max_attempts: 5,
+                limit: 1,
+            },
+            Call::Batch {
+                n: 2,
+                payload: "t".into(),
+            },
+        ]) {
+            assert_eq!(call.verb(), *v);
+            assert_eq!(request("q", &call).cmd(), *v);
+        }
+    }
+}
