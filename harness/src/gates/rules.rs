@@ -367,6 +367,7 @@ pub const CATALOGUE: &[Rule] = &[
         gates: &["G8"],
         doubles: &[
             "ResendAfterLostReply",
+            "PythonRetryOnError",
             "AckUnsent",
             "SwallowConnectionErrors",
         ],
