@@ -20,6 +20,7 @@
 
 pub mod broken;
 pub mod rewrite;
+pub mod time;
 pub mod wire;
 
 use std::sync::Arc;

@@ -290,7 +290,10 @@ mod tests {
         assert!(score_matches(&json!("$now+30000"), 1_030_000, Some(&w)).is_ok());
         assert!(score_matches(&json!("$now+30000"), 1_030_002, Some(&w)).is_ok());
         let late = score_matches(&json!("$now+30000"), 1_030_003, Some(&w)).unwrap_err();
-        assert!(late.contains("wants [1030000, 1030002]: 1 ms late"), "{late}");
+        assert!(
+            late.contains("wants [1030000, 1030002]: 1 ms late"),
+            "{late}"
+        );
         assert!(late.contains("step 2 (claim at x.yaml:4)"), "{late}");
         assert!(late.contains("(2 ms wide)"), "{late}");
         let early = score_matches(&json!("$now"), 999_999, Some(&w)).unwrap_err();

@@ -203,9 +203,17 @@ pub fn run_case(
 ) -> CaseResult {
     let mut observed_steps = vec![None; case.steps.len()];
     let mut widest = None;
-    let failure = run_steps(case, engine, db, connector, mode, &mut observed_steps, &mut widest)
-        .err()
-        .map(|b| *b);
+    let failure = run_steps(
+        case,
+        engine,
+        db,
+        connector,
+        mode,
+        &mut observed_steps,
+        &mut widest,
+    )
+    .err()
+    .map(|b| *b);
     for s in &case.sessions {
         let _ = connector.call(&Request::Disconnect { session: s.clone() });
     }
@@ -274,7 +282,8 @@ fn run_steps(
         timing: None,
     };
     if asserts_scores(case) {
-        let scores = time_scores(&mut run.admin).map_err(|e| Box::new(setup_fail(e.to_string())))?;
+        let scores =
+            time_scores(&mut run.admin).map_err(|e| Box::new(setup_fail(e.to_string())))?;
         run.timing = Some(Timing {
             scores,
             ..Timing::default()
