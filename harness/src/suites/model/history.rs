@@ -443,3 +443,22 @@ pub fn expected(
 pub fn queues_of(h: &History) -> &'static [&'static str] {
     &QUEUES[..usize::from(h.queues.clamp(1, 3))]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_read_old_and_new_spellings() {
+        let v: Verb = serde_json::from_str(r#"{"claim":{"later":true}}"#).unwrap();
+        assert_eq!(v, Verb::Claim { wait: Wait::Later });
+        let v: Verb = serde_json::from_str(r#"{"claim":{"later":false}}"#).unwrap();
+        assert_eq!(v, Verb::Claim { wait: Wait::Now });
+        let v: Verb = serde_json::from_str(r#"{"claim":{"wait":"soon"}}"#).unwrap();
+        assert_eq!(v, Verb::Claim { wait: Wait::Soon });
+        let back = serde_json::to_string(&Verb::Claim { wait: Wait::Soon }).unwrap();
+        assert_eq!(back, r#"{"claim":{"wait":"soon"}}"#);
+        assert_eq!((Wait::Now.ms(), Wait::Soon.ms()), (0, SOON_MS));
+        assert!(SOON_MS < 1000 && SOON_MS % 1000 != 0);
+    }
+}
