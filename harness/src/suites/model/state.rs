@@ -383,11 +383,7 @@ impl Model {
                 let buries = due
                     .iter()
                     .any(|id| self.queues[queue.as_str()].jobs[id].attempts >= *max_attempts);
-                let stamp = if buries {
-                    Some(self.stamp(0))
-                } else {
-                    None
-                };
+                let stamp = if buries { Some(self.stamp(0)) } else { None };
                 let qs = self.queue(queue);
                 let mut buried = Vec::new();
                 for id in &due {
