@@ -20,6 +20,9 @@ pub const LATER_MS: i64 = 3_600_000;
 /// either.
 pub const SOON_MS: i64 = 750;
 
+// Below one second (a backoff read as seconds changes it) and not whole seconds (rounding does).
+const _: () = assert!(SOON_MS > 0 && SOON_MS < 1000);
+
 /// How long a lease, backoff or delay is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", from = "WaitRepr")]
@@ -459,6 +462,5 @@ mod tests {
         let back = serde_json::to_string(&Verb::Claim { wait: Wait::Soon }).unwrap();
         assert_eq!(back, r#"{"claim":{"wait":"soon"}}"#);
         assert_eq!((Wait::Now.ms(), Wait::Soon.ms()), (0, SOON_MS));
-        assert!(SOON_MS < 1000 && SOON_MS % 1000 != 0);
     }
 }
