@@ -106,13 +106,23 @@ pub fn run_history(env: &Env<'_>, admin: &mut Admin, h: &History) -> Result<u64,
     run_history_on(env, admin, &mut None, h)
 }
 
-/// [`run_history_on`], also keeping the widest bracket of a time-writing call in `widest`.
+/// What a run read of the engine's clock, over many histories.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockStats {
+    /// The widest engine-time bracket of a time-writing call, ms.
+    pub widest_bracket_ms: i64,
+    /// Histories run again because they lasted until a positive lease, backoff or delay could
+    /// have come due ([`Breach::Void`]).
+    pub void_reruns: u64,
+}
+
+/// [`run_history_on`], also keeping what it read of the engine's clock in `clock`.
 pub fn run_history_timed(
     env: &Env<'_>,
     admin: &mut Admin,
     slot: &mut Option<Box<dyn Connector + Send>>,
     h: &History,
-    widest: &mut i64,
+    clock: &mut ClockStats,
 ) -> Result<u64, Breach> {
     let mut tries = 0;
     loop {
@@ -123,10 +133,11 @@ pub fn run_history_timed(
         };
         let mut timing = Timing::default();
         let result = judge(env, admin, &mut *con, h, &mut timing);
-        *widest = (*widest).max(timing.widest_ms);
+        clock.widest_bracket_ms = clock.widest_bracket_ms.max(timing.widest_ms);
         let calls = match result {
             Err(Breach::Void(why)) => {
                 tries += 1;
+                clock.void_reruns += 1;
                 if tries >= VOID_TRIES {
                     return Err(Breach::Harness(HarnessError::Engine(format!(
                         "{why}, in {VOID_TRIES} runs of one history: too slow to judge"
@@ -155,7 +166,7 @@ pub fn run_history_on(
     slot: &mut Option<Box<dyn Connector + Send>>,
     h: &History,
 ) -> Result<u64, Breach> {
-    run_history_timed(env, admin, slot, h, &mut 0)
+    run_history_timed(env, admin, slot, h, &mut ClockStats::default())
 }
 
 /// `Err(Void)` when the engine's clock (`now`) has reached the earliest time a positive lease,
@@ -431,9 +442,10 @@ pub struct Report {
     pub calls: u64,
     pub elapsed: Duration,
     pub failure: Option<Failure>,
-    /// The widest engine-time bracket of a time-writing call, ms (regressions, drawn histories
-    /// and proptest's shrinking; not the final [`minimize`] pass).
-    pub widest_bracket_ms: i64,
+    /// The widest engine-time bracket of a time-writing call, and the histories re-run because
+    /// they lasted too long to judge (regressions, drawn histories and proptest's shrinking; not
+    /// the final [`minimize`] pass).
+    pub clock: ClockStats,
 }
 
 impl Report {
@@ -475,11 +487,11 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let mut admin = env.engine.prepare_db(env.db)?;
     let mut report = Report::default();
     let mut slot = None;
-    let mut widest = 0;
+    let mut clock = ClockStats::default();
     for h in &opts.regressions {
         report.runs += 1;
-        let result = run_history_timed(env, &mut admin, &mut slot, h, &mut widest);
-        report.widest_bracket_ms = widest;
+        let result = run_history_timed(env, &mut admin, &mut slot, h, &mut clock);
+        report.clock = clock;
         match result {
             Ok(calls) => {
                 report.calls += calls;
@@ -510,13 +522,13 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let shrinking = Cell::new(false);
     let harness_error: RefCell<Option<HarnessError>> = RefCell::new(None);
     let (agreed, runs, calls) = (Cell::new(0u64), Cell::new(0u64), Cell::new(0u64));
-    let widest = Cell::new(widest);
+    let clock = Cell::new(clock);
     let result = runner.run(&histories(), |h| {
         if harness_error.borrow().is_some() {
             return Ok(());
         }
         runs.set(runs.get() + 1);
-        let mut w = widest.get();
+        let mut w = clock.get();
         let result = if shrinking.get() {
             run_history_timed(env, &mut admin.borrow_mut(), &mut None, &h, &mut w)
         } else {
@@ -528,7 +540,7 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
                 &mut w,
             )
         };
-        widest.set(w);
+        clock.set(w);
         match result {
             Ok(n) => {
                 calls.set(calls.get() + n);
@@ -556,7 +568,7 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     report.agreed += agreed.get();
     report.runs += runs.get();
     report.calls += calls.get();
-    report.widest_bracket_ms = widest.get();
+    report.clock = clock.get();
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, h)) => {
@@ -673,4 +685,52 @@ pub fn parse_regressions(text: &str) -> Result<Vec<History>, HarnessError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        let mut t = Timing::default();
+        t.calls.insert(
+            7,
+            CallTime {
+                before: 1_000,
+                after: 1_002,
+                step: 3,
+                call: r#"{"cmd":"claim"}"#.into(),
+            },
+        );
+        t
+    }
+
+    #[test]
+    fn scores_are_judged_by_the_bracket_of_the_call_that_wrote_them() {
+        let t = timing();
+        let s = Stamp { ms: 750, tick: 7 };
+        assert_eq!(judge_score(1_750, s, &t), None);
+        assert_eq!(judge_score(1_752, s, &t), None);
+        let late = judge_score(1_753, s, &t).unwrap();
+        assert!(
+            late.contains(r#"step 3 {"cmd":"claim"} ran at engine ms [1000, 1002] (2 ms wide)"#),
+            "{late}"
+        );
+        assert!(
+            late.ends_with("now+750 wants [1750, 1752]: 1 ms late"),
+            "{late}"
+        );
+        let early = judge_score(1_749, s, &t).unwrap();
+        assert!(early.ends_with("1 ms early"), "{early}");
+        assert!(judge_score(1_000, Stamp { ms: 0, tick: 8 }, &t).is_some());
+    }
+
+    #[test]
+    fn a_history_that_reached_a_due_time_is_void() {
+        let mut t = timing();
+        assert!(check_not_void(&t, i64::MAX).is_ok());
+        t.earliest_due = Some(1_750);
+        assert!(check_not_void(&t, 1_749).is_ok());
+        assert!(matches!(check_not_void(&t, 1_750), Err(Breach::Void(_))));
+    }
 }
