@@ -97,8 +97,10 @@ fn asserts_scores(case: &Case) -> bool {
 fn time_scores(admin: &mut Admin) -> Result<BTreeMap<(String, Set, String), i64>, HarnessError> {
     let mut out = BTreeMap::new();
     for k in admin.keys()? {
+        // A set key of another type (a case's setup can plant one) holds no score.
         if let Some(ParsedKey::Set { queue, set }) = parse_key(&k)
             && set != Set::Pending
+            && admin.key_type(&k)? == "zset"
         {
             for (id, score) in admin.zrange_withscores(&k)? {
                 out.insert((queue.clone(), set, id), score);
