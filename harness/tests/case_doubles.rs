@@ -81,3 +81,83 @@ fn each_double_fails_exactly_its_cases() {
         problems.join("\n")
     );
 }
+
+/// Each time double (`emq::doubles::time`) fails exactly the cases of its list, each calling a verb
+/// whose time it skews, and is caught by an exact score: some failure names the writing step, its
+/// engine-time bracket, the interval wanted and the score found.
+#[test]
+fn each_time_double_fails_exactly_its_cases() {
+    use emq::doubles::time::{TimeSkew, factory};
+    use emq::suites::cases::format::Action;
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
+    .expect("binary engine (run ci/provision)");
+    let bundle = Arc::new(Bundle::load_default().unwrap());
+    let cases = load_dir(&default_dir()).unwrap();
+    let bless = std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1");
+    let mut problems = Vec::new();
+    for skew in TimeSkew::ALL {
+        let name = format!("{skew:?}");
+        let make = factory(&bundle, skew);
+        let mut failed = std::collections::BTreeMap::new();
+        for (i, case) in cases.iter().enumerate() {
+            let mut c = make().unwrap();
+            if let Some(f) = run_case(case, &engine, 1 + i as u32, c.as_mut(), Mode::Check).failure
+            {
+                failed.insert(case.id.clone(), f.to_string());
+            }
+        }
+        assert!(!failed.is_empty(), "{name}: no case catches it");
+        for id in failed.keys() {
+            let case = cases.iter().find(|c| &c.id == id).unwrap();
+            let uses = case.steps.iter().any(|s| {
+                matches!(&s.action, Action::Call { verb, .. } if skew.verbs().contains(&verb.as_str()))
+            });
+            assert!(
+                uses,
+                "{name} failed {id}, which never calls {:?}",
+                skew.verbs()
+            );
+        }
+        let evidence = failed.values().find(|m| {
+            let first = m.lines().next().unwrap_or_default();
+            [
+                "keyspace differs",
+                ": score ",
+                "ran at engine ms [",
+                " ms wide), so $now",
+                "wants [",
+            ]
+            .iter()
+            .all(|part| first.contains(part))
+        });
+        let Some(evidence) = evidence else {
+            panic!("{name}: no failure names the bracket and the score: {failed:#?}");
+        };
+        eprintln!("{name}, e.g.: {}", evidence.lines().next().unwrap());
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/case_doubles/{name}.txt"));
+        let got: String = failed.keys().map(|id| format!("{id}\n")).collect();
+        if bless {
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if want != got {
+            problems.push(format!(
+                "{name}:\n{}",
+                similar::TextDiff::from_lines(&want, &got)
+                    .unified_diff()
+                    .header("expected", "actual")
+            ));
+        }
+        eprintln!("{name}: {} of {} cases fail", failed.len(), cases.len());
+    }
+    assert!(
+        problems.is_empty(),
+        "EMQ_BLESS=1 to accept:\n{}",
+        problems.join("\n")
+    );
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use emq::connector::Connector;
 use emq::connector::reference::Reference;
+use emq::doubles::time::{self as time_doubles, TimeSkew};
 use emq::doubles::{Double, TABLE};
 
 use emq::error::HarnessError;
@@ -89,7 +90,8 @@ fn every_interleavings_double_has_a_test() {
     let src = include_str!("interleavings.rs");
     for e in TABLE.iter().filter(|e| e.interleavings) {
         assert!(
-            src.contains(&format!("caught(Double::{:?})", e.double)),
+            src.contains(&format!("caught(Double::{:?})", e.double))
+                || src.contains(&format!("time_caught(TimeSkew::{:?})", e.double)),
             "{:?} has no test",
             e.double
         );
@@ -97,6 +99,11 @@ fn every_interleavings_double_has_a_test() {
 }
 
 fn caught_with(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) {
+    caught_with_message(breakage, broken, b);
+}
+
+/// Like [`caught_with`]; returns the shrunk counterexample's message.
+fn caught_with_message(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) -> String {
     let e = engine();
     let broken = || broken.make();
     let env = Env {
@@ -169,6 +176,40 @@ fn caught_with(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bundle>) {
         runner::parse_regressions(&line).unwrap(),
         vec![f.history.clone()]
     );
+    f.message
+}
+
+/// A time double is caught by the final keyspace, to the millisecond: the message names the call
+/// that wrote the score, its engine-time bracket, the interval wanted and the score found.
+fn time_caught(skew: TimeSkew) {
+    let b = bundle();
+    let name = format!("{skew:?}");
+    let message = caught_with_message(&name, &time_doubles::factory(&b, skew), &b);
+    eprintln!("{name}: {message}");
+    for part in [
+        "keyspace differs",
+        ": score ",
+        "ran at engine ms [",
+        " ms wide), so now+",
+        "wants [",
+    ] {
+        assert!(message.contains(part), "{name}: {part:?} not in {message}");
+    }
+}
+
+#[test]
+fn adding_grace_to_time_is_caught() {
+    time_caught(TimeSkew::AddsGrace);
+}
+
+#[test]
+fn rounding_time_up_to_seconds_is_caught() {
+    time_caught(TimeSkew::RoundsUpToSeconds);
+}
+
+#[test]
+fn backoff_read_as_seconds_is_caught() {
+    time_caught(TimeSkew::BackoffInSeconds);
 }
 
 #[test]

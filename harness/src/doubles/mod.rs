@@ -21,6 +21,7 @@
 pub mod broken;
 pub mod faults;
 pub mod rewrite;
+pub mod time;
 pub mod wire;
 
 use std::sync::Arc;
@@ -101,6 +102,12 @@ pub enum Double {
     AckUnsent,
     /// On an `engine` error, answers a made-up "nothing to do" (claim `null`, enqueue a fabricated id).
     SwallowConnectionErrors,
+    /// Adds 1 500 ms to every non-zero lease, delay and backoff (a "grace period").
+    AddsGrace,
+    /// Rounds leases, delays and backoffs up to whole seconds.
+    RoundsUpToSeconds,
+    /// Treats `backoff_ms` below 1 000 as seconds.
+    BackoffInSeconds,
 }
 
 /// A double, what it breaks, and where the gate must catch it.
@@ -386,6 +393,30 @@ pub const TABLE: &[Entry] = &[
         interleavings: false,
         why_also: "",
     },
+    Entry {
+        double: Double::AddsGrace,
+        breaks: "R1.6: a timed score is the engine's time of the call plus the given ms, exactly",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
+    Entry {
+        double: Double::RoundsUpToSeconds,
+        breaks: "R1.6: a timed score is the engine's time of the call plus the given ms, exactly",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
+    Entry {
+        double: Double::BackoffInSeconds,
+        breaks: "R1.6: a timed score is the engine's time of the call plus the given ms, exactly",
+        gates: &[],
+        cases: true,
+        interleavings: true,
+        why_also: "",
+    },
 ];
 
 impl Double {
@@ -477,6 +508,15 @@ impl Double {
                     "no Python connector (set EMQ_PYTHON_CONNECTOR)".into(),
                 )),
             },
+            Self::AddsGrace => Box::new(time::Skewed::new(reference(), time::TimeSkew::AddsGrace)),
+            Self::RoundsUpToSeconds => Box::new(time::Skewed::new(
+                reference(),
+                time::TimeSkew::RoundsUpToSeconds,
+            )),
+            Self::BackoffInSeconds => Box::new(time::Skewed::new(
+                reference(),
+                time::TimeSkew::BackoffInSeconds,
+            )),
         }
     }
 

@@ -22,6 +22,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     // gets a fresh one, so one broken case cannot spill into the next.
     let mut current = None;
     let mut setup_failures = 0;
+    let mut widest: Option<i64> = None;
     for (i, case) in cases.iter().enumerate() {
         if setup_failures >= GIVE_UP_AFTER {
             out.fail(format!(
@@ -50,7 +51,11 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         };
         let db = FIRST_DB + (i as u32 % 600);
         let t0 = std::time::Instant::now();
-        let failure = run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check).failure;
+        let result = run_case(case, ctx.engine, db, connector.as_mut(), Mode::Check);
+        if let Some(w) = result.widest_bracket_ms {
+            widest = Some(widest.map_or(w, |x| x.max(w)));
+        }
+        let failure = result.failure;
         out.cases.push(CaseOutcome {
             id: case.id.clone(),
             verdict: if failure.is_some() {
@@ -78,6 +83,9 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
                 }
             }
         }
+    }
+    if let Some(w) = widest {
+        out.figure("widest_bracket_ms", w);
     }
     out.check(
         failed == 0,

@@ -65,6 +65,8 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     out.figure("calls", report.calls);
     out.figure("histories_per_s", round(report.histories_per_s()));
     out.figure("calls_per_s", round(report.calls_per_s()));
+    out.figure("widest_bracket_ms", report.clock.widest_bracket_ms);
+    out.figure("void_reruns", report.clock.void_reruns);
     let n_reg = regressions().len();
     match &report.failure {
         None => {

@@ -100,13 +100,15 @@ pub const CATALOGUE: &[Rule] = &[
     },
     Rule {
         id: "R1.6",
-        summary: "time is the server's (TIME in the scripts); no client clock enters a score",
-        checks: &["G6: $now score matchers"],
+        summary: "time is the server's; a timed score is the engine's time of the call plus the given ms, exactly",
+        checks: &[
+            "G6: $now score matchers within the engine-TIME bracket of the writing step",
+            "G7: every active, delayed and dead score within its call's bracket",
+        ],
         cases: &["claim-default-lease", "enqueue-delayed-keyspace"],
-        gates: &[],
-        doubles: &[],
-        unbreakable: "the scripts read TIME and take only durations; a connector has no argument \
-                      that carries a clock, short of other scripts (R2.1)",
+        gates: &["G6", "G7"],
+        doubles: &["AddsGrace", "RoundsUpToSeconds", "BackoffInSeconds"],
+        unbreakable: "",
     },
     Rule {
         id: "R2.1",

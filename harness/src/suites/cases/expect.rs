@@ -6,8 +6,42 @@ use serde_json::{Map, Value};
 use crate::protocol::grammar::{Set, is_job_id};
 use crate::protocol::keyspace::Keyspace;
 
-/// Tolerance of the `$now` score matchers, in ms.
-pub const NOW_TOLERANCE_MS: i64 = 2000;
+/// The engine's clock read just before and just after one step (`TIME`, in ms, the formula of the
+/// scripts): a score the step wrote at engine time `t` plus `ms` has `t` in `[before, after]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bracket {
+    pub before: i64,
+    pub after: i64,
+    /// 1-based step number.
+    pub step: usize,
+    pub verb: String,
+    /// `file:line` of the step.
+    pub location: String,
+}
+
+impl Bracket {
+    /// How many ms the bracket spans (0 when both reads fell in one millisecond).
+    pub fn width(&self) -> i64 {
+        self.after - self.before
+    }
+}
+
+/// Which step last wrote each time-scored member: (queue, set, id) → the bracket of that step.
+pub type Writers = std::collections::BTreeMap<(String, Set, String), Bracket>;
+
+/// The offset of a `$now`, `$now+<ms>` or `$now-<ms>` matcher; `None` for anything else.
+pub fn now_offset(s: &str) -> Option<i64> {
+    let rest = s.strip_prefix("$now")?;
+    if rest.is_empty() {
+        Some(0)
+    } else if let Some(n) = rest.strip_prefix('+') {
+        n.parse::<i64>().ok()
+    } else {
+        rest.strip_prefix('-')
+            .and_then(|n| n.parse::<i64>().ok())
+            .map(|n| -n)
+    }
+}
 
 /// Replaces `$name`, `$name.field` and `$repeat:text:n`; leaves matchers (`$any`, `$id`, `$now…`).
 pub fn resolve(v: &Value, vars: &Map<String, Value>) -> Value {
@@ -93,23 +127,43 @@ pub fn diff(expected: &Value, actual: &Value) -> String {
     out
 }
 
-fn score_matches(expected: &Value, actual: i64, now: i64) -> bool {
+/// Judges one score against its expectation. A `$now±ms` matcher means "the engine's time of the
+/// step that wrote this member, plus ms, exactly": `score - ms` must lie in that step's bracket.
+/// `Err` explains a miss: the step, its bracket and the score found.
+fn score_matches(expected: &Value, actual: i64, writer: Option<&Bracket>) -> Result<(), String> {
     match expected {
-        Value::String(s) if s == "$any" => true,
+        Value::String(s) if s == "$any" => Ok(()),
         Value::String(s) if s.starts_with("$now") => {
-            let rest = &s[4..];
-            let offset = if rest.is_empty() {
-                Some(0)
-            } else if let Some(n) = rest.strip_prefix('+') {
-                n.parse::<i64>().ok()
-            } else {
-                rest.strip_prefix('-')
-                    .and_then(|n| n.parse::<i64>().ok())
-                    .map(|n| -n)
+            let Some(o) = now_offset(s) else {
+                return Err(format!("{s} is not a score matcher"));
             };
-            offset.is_some_and(|o| (actual - (now + o)).abs() <= NOW_TOLERANCE_MS)
+            let Some(w) = writer else {
+                return Err(format!(
+                    "score {actual}, but no step of this case wrote it, so {s} has no time"
+                ));
+            };
+            let (lo, hi) = (w.before + o, w.after + o);
+            if (lo..=hi).contains(&actual) {
+                return Ok(());
+            }
+            let off = if actual < lo {
+                format!("{} ms early", lo - actual)
+            } else {
+                format!("{} ms late", actual - hi)
+            };
+            Err(format!(
+                "score {actual}, but step {} ({} at {}) ran at engine ms [{}, {}] ({} ms wide), so \
+                 {s} wants [{lo}, {hi}]: {off}",
+                w.step,
+                w.verb,
+                w.location,
+                w.before,
+                w.after,
+                w.width()
+            ))
         }
-        other => other.as_i64() == Some(actual),
+        other if other.as_i64() == Some(actual) => Ok(()),
+        other => Err(format!("score {actual}, not {other}")),
     }
 }
 
@@ -128,13 +182,23 @@ fn text_map(v: &Value) -> Value {
     }
 }
 
-/// Compares a `keyspace` assertion with the engine's keyspace at time `now` (ms).
-/// Returns `(expected, actual)` views of the asserted parts when they differ.
+/// Why a keyspace assertion failed: `(expected, actual)` views of the asserted parts, and one line
+/// per score that missed its matcher (`queue set id: why`).
+#[derive(Debug, Clone)]
+pub struct KeyspaceMismatch {
+    pub expected: Value,
+    pub actual: Value,
+    pub scores: Vec<String>,
+}
+
+/// Compares a `keyspace` assertion with the engine's keyspace; `writers` says which step last
+/// wrote each time-scored member (the bracket a `$now` matcher is judged by).
 pub fn check_keyspace(
     spec: &Map<String, Value>,
     ks: &Keyspace,
-    now: i64,
-) -> Result<(), (Value, Value)> {
+    writers: &Writers,
+) -> Result<(), KeyspaceMismatch> {
+    let mut scores = Vec::new();
     let mut exp = Map::new();
     let mut act = Map::new();
     if let Some(f) = spec.get("fence") {
@@ -153,9 +217,14 @@ pub fn check_keyspace(
         };
         let mut got = Map::new();
         for (id, score) in st.set(set) {
-            let shown = match want.get(id) {
-                Some(w) if score_matches(w, *score, now) => w.clone(),
-                _ => Value::from(*score),
+            let writer = queue.and_then(|q| writers.get(&(q.to_string(), set, id.clone())));
+            let shown = match want.get(id).map(|w| (w, score_matches(w, *score, writer))) {
+                Some((w, Ok(()))) => w.clone(),
+                Some((_, Err(why))) => {
+                    scores.push(format!("{} {set} {id}: {why}", queue.unwrap_or("?")));
+                    Value::from(*score)
+                }
+                None => Value::from(*score),
             };
             got.insert(id.clone(), shown);
         }
@@ -185,7 +254,11 @@ pub fn check_keyspace(
     if matches(&exp, &act) {
         Ok(())
     } else {
-        Err((exp, act))
+        Err(KeyspaceMismatch {
+            expected: exp,
+            actual: act,
+            scores,
+        })
     }
 }
 
@@ -207,9 +280,32 @@ mod tests {
         ));
         assert!(!matches(&json!({"id": "$id"}), &json!({"id": "x"})));
         assert!(!matches(&json!([1, 2]), &json!([1, 2, 3])));
-        assert!(score_matches(&json!("$now+30000"), 1_030_500, 1_000_000));
-        assert!(!score_matches(&json!("$now+30000"), 1_040_000, 1_000_000));
-        assert!(score_matches(&json!("$now-5"), 999_995, 1_000_000));
+        let w = Bracket {
+            before: 1_000_000,
+            after: 1_000_002,
+            step: 2,
+            verb: "claim".into(),
+            location: "x.yaml:4".into(),
+        };
+        assert!(score_matches(&json!("$now+30000"), 1_030_000, Some(&w)).is_ok());
+        assert!(score_matches(&json!("$now+30000"), 1_030_002, Some(&w)).is_ok());
+        let late = score_matches(&json!("$now+30000"), 1_030_003, Some(&w)).unwrap_err();
+        assert!(
+            late.contains("wants [1030000, 1030002]: 1 ms late"),
+            "{late}"
+        );
+        assert!(late.contains("step 2 (claim at x.yaml:4)"), "{late}");
+        assert!(late.contains("(2 ms wide)"), "{late}");
+        let early = score_matches(&json!("$now"), 999_999, Some(&w)).unwrap_err();
+        assert!(early.ends_with("1 ms early"), "{early}");
+        assert!(score_matches(&json!("$now-5"), 999_995, Some(&w)).is_ok());
+        assert!(score_matches(&json!("$now"), 1_000_000, None).is_err());
+        assert!(score_matches(&json!("$any"), 7, None).is_ok());
+        assert!(score_matches(&json!(0), 0, None).is_ok());
+        assert!(score_matches(&json!(0), 1, None).is_err());
+        assert_eq!(now_offset("$now+1500"), Some(1500));
+        assert_eq!(now_offset("$now-2"), Some(-2));
+        assert_eq!(now_offset("$nowx"), None);
         assert!(diff(&json!({"a": 1}), &json!({"a": 2})).contains("-  \"a\": 1"));
     }
 }

@@ -321,7 +321,10 @@ fn check_refs(v: &Value, captured: &BTreeSet<String>, matchers: bool) -> Result<
             let root = name.split('.').next().unwrap_or(name);
             let known = captured.contains(root)
                 || name.starts_with("repeat:")
-                || (matchers && (name == "any" || name == "id" || name.starts_with("now")));
+                || (matchers
+                    && (name == "any"
+                        || name == "id"
+                        || crate::suites::cases::expect::now_offset(s).is_some()));
             if known {
                 Ok(())
             } else {

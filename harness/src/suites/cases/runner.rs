@@ -1,11 +1,14 @@
 //! Replays one case against a connector on a live engine, in a database of its own.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use crate::connector::{Connector, Reply, Request};
 use crate::engine::{Admin, Engine};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
-use crate::suites::cases::expect::{check_keyspace, diff, matches, resolve};
+use crate::protocol::grammar::{ParsedKey, Set, parse_key};
+use crate::suites::cases::expect::{Bracket, Writers, check_keyspace, diff, matches, resolve};
 use crate::suites::cases::format::{Action, Case, Expect};
 
 /// Why a case failed: where, what, and the `(-expected|+actual)` diff.
@@ -46,6 +49,9 @@ pub struct CaseResult {
     pub failure: Option<CaseFailure>,
     /// Per step, what the connector answered (`None` for keyspace steps and steps not reached).
     pub observed: Vec<Option<Observed>>,
+    /// The widest bracket (engine ms between `TIME` before and after) of a step that wrote a
+    /// time score, when the case asserts scores (`None` otherwise).
+    pub widest_bracket_ms: Option<i64>,
 }
 
 /// How the runner treats a mismatch.
@@ -64,6 +70,44 @@ struct Run<'a> {
     admin: Admin,
     admin_id: u64,
     vars: Map<String, Value>,
+    /// Set when the case asserts a time-scored set: every call step is then bracketed.
+    timing: Option<Timing>,
+}
+
+/// What the runner tracks to judge `$now` matchers exactly: every time score the engine holds,
+/// and which step last wrote each one.
+#[derive(Default)]
+struct Timing {
+    scores: BTreeMap<(String, Set, String), i64>,
+    writers: Writers,
+    widest: Option<i64>,
+}
+
+/// True when a keyspace step of `case` asserts an active, delayed or dead set.
+fn asserts_scores(case: &Case) -> bool {
+    case.steps.iter().any(|s| match &s.action {
+        Action::Keyspace(spec) => [Set::Active, Set::Delayed, Set::Dead]
+            .iter()
+            .any(|set| spec.contains_key(set.name())),
+        Action::Call { .. } => false,
+    })
+}
+
+/// Every member of every active, delayed and dead set of the database, with its score.
+fn time_scores(admin: &mut Admin) -> Result<BTreeMap<(String, Set, String), i64>, HarnessError> {
+    let mut out = BTreeMap::new();
+    for k in admin.keys()? {
+        // A set key of another type (a case's setup can plant one) holds no score.
+        if let Some(ParsedKey::Set { queue, set }) = parse_key(&k)
+            && set != Set::Pending
+            && admin.key_type(&k)? == "zset"
+        {
+            for (id, score) in admin.zrange_withscores(&k)? {
+                out.insert((queue.clone(), set, id), score);
+            }
+        }
+    }
+    Ok(out)
 }
 
 impl Run<'_> {
@@ -82,6 +126,34 @@ impl Run<'_> {
             message: message.into(),
             diff,
         })
+    }
+
+    /// After call step `i` (begun at engine ms `before`): reads the clock and every time score,
+    /// and makes step `i` the writer of each member it added or changed.
+    fn note_writes(&mut self, i: usize, verb: &str, before: i64) -> Result<(), HarnessError> {
+        let after = self.admin.time_ms()?;
+        let now = time_scores(&mut self.admin)?;
+        let bracket = Bracket {
+            before,
+            after,
+            step: i + 1,
+            verb: verb.to_string(),
+            location: self.case.location(i),
+        };
+        let t = self.timing.as_mut().expect("timing is on");
+        t.writers.retain(|k, _| now.contains_key(k));
+        let mut wrote = false;
+        for (k, score) in &now {
+            if t.scores.get(k) != Some(score) {
+                t.writers.insert(k.clone(), bracket.clone());
+                wrote = true;
+            }
+        }
+        if wrote {
+            t.widest = Some(t.widest.map_or(bracket.width(), |w| w.max(bracket.width())));
+        }
+        t.scores = now;
+        Ok(())
     }
 
     /// Bytes the engine has received so far from each of this case's connections (not the
@@ -133,15 +205,25 @@ pub fn run_case(
     mode: Mode,
 ) -> CaseResult {
     let mut observed_steps = vec![None; case.steps.len()];
-    let failure = run_steps(case, engine, db, connector, mode, &mut observed_steps)
-        .err()
-        .map(|b| *b);
+    let mut widest = None;
+    let failure = run_steps(
+        case,
+        engine,
+        db,
+        connector,
+        mode,
+        &mut observed_steps,
+        &mut widest,
+    )
+    .err()
+    .map(|b| *b);
     for s in &case.sessions {
         let _ = connector.call(&Request::Disconnect { session: s.clone() });
     }
     CaseResult {
         failure,
         observed: observed_steps,
+        widest_bracket_ms: widest,
     }
 }
 
@@ -152,6 +234,7 @@ fn run_steps(
     connector: &mut dyn Connector,
     mode: Mode,
     observed_steps: &mut [Option<Observed>],
+    widest: &mut Option<i64>,
 ) -> Result<(), Box<CaseFailure>> {
     let setup_fail = |message: String| CaseFailure {
         location: format!("{}:1", case.file.display()),
@@ -199,25 +282,49 @@ fn run_steps(
         admin,
         admin_id,
         vars: Map::new(),
+        timing: None,
     };
+    if asserts_scores(case) {
+        let scores =
+            time_scores(&mut run.admin).map_err(|e| Box::new(setup_fail(e.to_string())))?;
+        run.timing = Some(Timing {
+            scores,
+            ..Timing::default()
+        });
+    }
+    let result = replay(&mut run, connector, mode, observed_steps);
+    *widest = run.timing.and_then(|t| t.widest);
+    result
+}
+
+fn replay(
+    run: &mut Run<'_>,
+    connector: &mut dyn Connector,
+    mode: Mode,
+    observed_steps: &mut [Option<Observed>],
+) -> Result<(), Box<CaseFailure>> {
+    let case = run.case;
     for (i, step) in case.steps.iter().enumerate() {
         match &step.action {
             Action::Keyspace(spec) => {
-                let now = run
-                    .admin
-                    .time_ms()
-                    .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
                 let ks = run
                     .admin
                     .keyspace()
                     .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
                 let spec = resolve(&Value::Object(spec.clone()), &run.vars);
-                if let Err((exp, act)) = check_keyspace(spec.as_object().expect("map"), &ks, now) {
+                let empty = Writers::new();
+                let writers = run.timing.as_ref().map_or(&empty, |t| &t.writers);
+                if let Err(m) = check_keyspace(spec.as_object().expect("map"), &ks, writers) {
+                    let message = if m.scores.is_empty() {
+                        "keyspace differs".to_string()
+                    } else {
+                        format!("keyspace differs: {}", m.scores.join("; "))
+                    };
                     return Err(run.fail(
                         i,
                         "keyspace",
-                        "keyspace differs",
-                        Some(diff(&exp, &act)),
+                        message,
+                        Some(diff(&m.expected, &m.actual)),
                     ));
                 }
             }
@@ -234,7 +341,19 @@ fn run_steps(
                 } else {
                     None
                 };
+                let t_before = match run.timing {
+                    Some(_) => Some(
+                        run.admin
+                            .time_ms()
+                            .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
+                    ),
+                    None => None,
+                };
                 let result = connector.call(&req);
+                if let Some(before) = t_before {
+                    run.note_writes(i, verb, before)
+                        .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
+                }
                 observed_steps[i] = Some(observed(&result));
                 if let Some(before) = before {
                     let after = run

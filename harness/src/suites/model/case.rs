@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::connector::Request;
-use crate::suites::model::history::{GHOST, History, LATER_MS, expected, queues_of};
+use crate::suites::model::history::{GHOST, History, expected, queues_of};
 use crate::suites::model::state::{Stamp, ordered};
 
 fn j(v: &impl serde::Serialize) -> String {
@@ -43,7 +43,7 @@ fn verb_args(req: &Request) -> (String, &str) {
 fn score(s: Option<Stamp>) -> String {
     match s {
         None => "0".into(),
-        Some(s) if s.later => j(&format!("$now+{LATER_MS}")),
+        Some(s) if s.ms > 0 => j(&format!("$now+{}", s.ms)),
         Some(_) => j(&"$now"),
     }
 }

@@ -11,8 +11,75 @@ use crate::connector::Request;
 use crate::protocol::grammar::job_id;
 use crate::suites::model::state::Model;
 
-/// A lease, backoff or delay that never comes due while a history runs.
+/// A lease, backoff or delay that never comes due while a history runs: one hour.
 pub const LATER_MS: i64 = 3_600_000;
+
+/// A short lease, backoff or delay: below one second and not whole seconds, so a connector that
+/// rounds to seconds or reads a backoff as seconds writes a different score. A history must end
+/// within it (the runner checks, and re-runs a history that took longer): it never comes due
+/// either.
+pub const SOON_MS: i64 = 750;
+
+// Below one second (a backoff read as seconds changes it) and not whole seconds (rounding does).
+const _: () = assert!(SOON_MS > 0 && SOON_MS < 1000);
+
+/// How long a lease, backoff or delay is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", from = "WaitRepr")]
+pub enum Wait {
+    /// 0 ms: due at once.
+    Now,
+    /// [`LATER_MS`].
+    Later,
+    /// [`SOON_MS`].
+    Soon,
+}
+
+/// What a history file may say: a [`Wait`] by name, or the older `later: true/false`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WaitRepr {
+    Later(bool),
+    Named(WaitName),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum WaitName {
+    Now,
+    Later,
+    Soon,
+}
+
+impl From<WaitRepr> for Wait {
+    fn from(r: WaitRepr) -> Self {
+        match r {
+            WaitRepr::Later(false) | WaitRepr::Named(WaitName::Now) => Wait::Now,
+            WaitRepr::Later(true) | WaitRepr::Named(WaitName::Later) => Wait::Later,
+            WaitRepr::Named(WaitName::Soon) => Wait::Soon,
+        }
+    }
+}
+
+impl Wait {
+    /// The milliseconds it stands for.
+    pub fn ms(self) -> i64 {
+        match self {
+            Wait::Now => 0,
+            Wait::Later => LATER_MS,
+            Wait::Soon => SOON_MS,
+        }
+    }
+}
+
+/// Waits drawn with weights (now, later, soon); shrinks towards now, then later.
+fn wait(now: u32, later: u32, soon: u32) -> impl Strategy<Value = Wait> {
+    prop_oneof![
+        now => Just(Wait::Now),
+        later => Just(Wait::Later),
+        soon => Just(Wait::Soon),
+    ]
+}
 
 /// Queue names histories use (the charset of §3: letters, digits, `.`, `_`, `-`).
 pub const QUEUES: [&str; 3] = ["orders", "mail.v2", "Q_3-x"];
@@ -54,7 +121,8 @@ pub enum Token {
 #[serde(rename_all = "snake_case")]
 pub enum Verb {
     Enqueue {
-        later: bool,
+        #[serde(alias = "later")]
+        wait: Wait,
         payload: u8,
     },
     Browse {
@@ -63,14 +131,16 @@ pub enum Verb {
     },
     PendingSize,
     Claim {
-        later: bool,
+        #[serde(alias = "later")]
+        wait: Wait,
     },
     Complete {
         target: Target,
     },
     Retry {
         target: Target,
-        later: bool,
+        #[serde(alias = "later")]
+        wait: Wait,
         max_attempts: u8,
     },
     Promote {
@@ -131,15 +201,15 @@ fn target() -> impl Strategy<Value = Target> {
 
 fn verb() -> impl Strategy<Value = Verb> {
     prop_oneof![
-        6 => (prop::bool::weighted(0.15), 0u8..4)
-            .prop_map(|(later, payload)| Verb::Enqueue { later, payload }),
+        6 => (wait(17, 2, 1), 0u8..4)
+            .prop_map(|(wait, payload)| Verb::Enqueue { wait, payload }),
         1 => (0u8..3, 0u8..3).prop_map(|(offset, limit)| Verb::Browse { offset, limit }),
         1 => Just(Verb::PendingSize),
-        6 => any::<bool>().prop_map(|later| Verb::Claim { later }),
+        6 => wait(5, 4, 1).prop_map(|wait| Verb::Claim { wait }),
         4 => target().prop_map(|target| Verb::Complete { target }),
-        4 => (target(), any::<bool>(), 1u8..4).prop_map(|(target, later, max_attempts)| Verb::Retry {
+        4 => (target(), wait(5, 3, 2), 1u8..4).prop_map(|(target, wait, max_attempts)| Verb::Retry {
             target,
-            later,
+            wait,
             max_attempts
         }),
         2 => (0u8..3).prop_map(|limit| Verb::Promote { limit }),
@@ -168,10 +238,6 @@ pub fn histories() -> impl Strategy<Value = History> {
         queues,
         calls,
     })
-}
-
-fn ms(later: bool) -> i64 {
-    if later { LATER_MS } else { 0 }
 }
 
 /// Turns one abstract call into a concrete request, naming claims and ids the model has seen.
@@ -211,11 +277,11 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
         }
     };
     match &call.verb {
-        Verb::Enqueue { later, payload } => Request::Enqueue {
+        Verb::Enqueue { wait, payload } => Request::Enqueue {
             session,
             queue,
             payload: PAYLOADS[usize::from(*payload) % PAYLOADS.len()].to_string(),
-            delay_ms: ms(*later),
+            delay_ms: wait.ms(),
         },
         Verb::Browse { offset, limit } => Request::Browse {
             session,
@@ -224,10 +290,10 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
             limit: i64::from(*limit),
         },
         Verb::PendingSize => Request::PendingSize { session, queue },
-        Verb::Claim { later } => Request::Claim {
+        Verb::Claim { wait } => Request::Claim {
             session,
             queue,
-            lease_ms: ms(*later),
+            lease_ms: wait.ms(),
         },
         Verb::Complete { target } => {
             let (queue, id, attempts) = pick(target);
@@ -240,7 +306,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
         }
         Verb::Retry {
             target,
-            later,
+            wait,
             max_attempts,
         } => {
             let (queue, id, attempts) = pick(target);
@@ -249,7 +315,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
                 queue,
                 id,
                 attempts,
-                backoff_ms: ms(*later),
+                backoff_ms: wait.ms(),
                 max_attempts: i64::from(*max_attempts),
             }
         }
@@ -379,4 +445,22 @@ pub fn expected(
 /// The queue names a history can touch.
 pub fn queues_of(h: &History) -> &'static [&'static str] {
     &QUEUES[..usize::from(h.queues.clamp(1, 3))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_read_old_and_new_spellings() {
+        let v: Verb = serde_json::from_str(r#"{"claim":{"later":true}}"#).unwrap();
+        assert_eq!(v, Verb::Claim { wait: Wait::Later });
+        let v: Verb = serde_json::from_str(r#"{"claim":{"later":false}}"#).unwrap();
+        assert_eq!(v, Verb::Claim { wait: Wait::Now });
+        let v: Verb = serde_json::from_str(r#"{"claim":{"wait":"soon"}}"#).unwrap();
+        assert_eq!(v, Verb::Claim { wait: Wait::Soon });
+        let back = serde_json::to_string(&Verb::Claim { wait: Wait::Soon }).unwrap();
+        assert_eq!(back, r#"{"claim":{"wait":"soon"}}"#);
+        assert_eq!((Wait::Now.ms(), Wait::Soon.ms()), (0, SOON_MS));
+    }
 }

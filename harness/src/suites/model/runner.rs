@@ -3,6 +3,7 @@
 //! [`TestRunner`], seeded from the gate's seed so a run is reproducible.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
@@ -31,6 +32,36 @@ pub enum Breach {
     Mismatch(String),
     /// The harness or the engine failed (no verdict: ERROR).
     Harness(HarnessError),
+    /// The history ran so long that a positive lease, backoff or delay could have come due, so the
+    /// model (which holds them not due) cannot judge it. Never leaves [`run_history_timed`]: the
+    /// history is re-run, and after [`VOID_TRIES`] such runs it is an ERROR.
+    Void(String),
+}
+
+/// How often a history is re-run when it lasted too long to be judged.
+pub const VOID_TRIES: u32 = 3;
+
+/// The engine-time bracket of one call that wrote a time score: `TIME` (ms, the scripts' formula)
+/// read by the harness just before the call and just after its reply, so the script's `now` lies
+/// in `[before, after]` and every score it wrote with `ms` in `[before + ms, after + ms]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallTime {
+    pub before: i64,
+    pub after: i64,
+    /// 1-based step of the history.
+    pub step: usize,
+    /// The request, as JSON.
+    pub call: String,
+}
+
+/// The brackets of one history's time-writing calls, by the model's tick.
+#[derive(Debug, Clone, Default)]
+pub struct Timing {
+    pub calls: BTreeMap<u64, CallTime>,
+    /// The widest bracket, ms.
+    pub widest_ms: i64,
+    /// The earliest engine time a positive lease, backoff or delay written so far could come due.
+    earliest_due: Option<i64>,
 }
 
 impl From<HarnessError> for Breach {
@@ -75,6 +106,56 @@ pub fn run_history(env: &Env<'_>, admin: &mut Admin, h: &History) -> Result<u64,
     run_history_on(env, admin, &mut None, h)
 }
 
+/// What a run read of the engine's clock, over many histories.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockStats {
+    /// The widest engine-time bracket of a time-writing call, ms.
+    pub widest_bracket_ms: i64,
+    /// Histories run again because they lasted until a positive lease, backoff or delay could
+    /// have come due ([`Breach::Void`]).
+    pub void_reruns: u64,
+}
+
+/// [`run_history_on`], also keeping what it read of the engine's clock in `clock`.
+pub fn run_history_timed(
+    env: &Env<'_>,
+    admin: &mut Admin,
+    slot: &mut Option<Box<dyn Connector + Send>>,
+    h: &History,
+    clock: &mut ClockStats,
+) -> Result<u64, Breach> {
+    let mut tries = 0;
+    loop {
+        admin.flushdb()?;
+        let mut con = match slot.take() {
+            Some(c) => c,
+            None => env.factory.make()?,
+        };
+        let mut timing = Timing::default();
+        let result = judge(env, admin, &mut *con, h, &mut timing);
+        clock.widest_bracket_ms = clock.widest_bracket_ms.max(timing.widest_ms);
+        let calls = match result {
+            Err(Breach::Void(why)) => {
+                tries += 1;
+                clock.void_reruns += 1;
+                if tries >= VOID_TRIES {
+                    return Err(Breach::Harness(HarnessError::Engine(format!(
+                        "{why}, in {VOID_TRIES} runs of one history: too slow to judge"
+                    ))));
+                }
+                continue;
+            }
+            other => other?,
+        };
+        for s in h.session_names() {
+            con.disconnect(&s)
+                .map_err(|e| Breach::Mismatch(format!("disconnect of session {s} failed: {e}")))?;
+        }
+        *slot = Some(con);
+        return Ok(calls);
+    }
+}
+
 /// Runs one history on the connector in `slot` (a fresh one when empty) and a flushed database.
 /// On agreement the history's sessions are disconnected and the connector goes back into the slot
 /// for the next history (a child process is not restarted per history); on any failure it is
@@ -85,18 +166,19 @@ pub fn run_history_on(
     slot: &mut Option<Box<dyn Connector + Send>>,
     h: &History,
 ) -> Result<u64, Breach> {
-    admin.flushdb()?;
-    let mut con = match slot.take() {
-        Some(c) => c,
-        None => env.factory.make()?,
-    };
-    let calls = judge(env, admin, &mut *con, h)?;
-    for s in h.session_names() {
-        con.disconnect(&s)
-            .map_err(|e| Breach::Mismatch(format!("disconnect of session {s} failed: {e}")))?;
+    run_history_timed(env, admin, slot, h, &mut ClockStats::default())
+}
+
+/// `Err(Void)` when the engine's clock (`now`) has reached the earliest time a positive lease,
+/// backoff or delay of this history could come due.
+fn check_not_void(timing: &Timing, now: i64) -> Result<(), Breach> {
+    match timing.earliest_due {
+        Some(due) if now >= due => Err(Breach::Void(format!(
+            "the history reached engine ms {now}, when a lease, backoff or delay it wrote could \
+             come due ({due}), and the model holds every positive one not due"
+        ))),
+        _ => Ok(()),
     }
-    *slot = Some(con);
-    Ok(calls)
 }
 
 fn judge(
@@ -104,6 +186,7 @@ fn judge(
     admin: &mut Admin,
     con: &mut (dyn Connector + Send),
     h: &History,
+    timing: &mut Timing,
 ) -> Result<u64, Breach> {
     let url = env.engine.url(env.db);
     let mut model = Model::new();
@@ -121,14 +204,34 @@ fn judge(
     for (i, call) in h.calls.iter().enumerate() {
         let req = resolve(h, call, &model);
         let want = model.apply(&req);
-        if model.wrote_time() {
+        let timed = model.wrote_time();
+        if timed {
             space_out(&model, &mut recent);
         }
+        let before = if timed { Some(admin.time_ms()?) } else { None };
         let got = con.call(&req);
-        if model.wrote_time() {
+        if let Some(before) = before {
             recent.push((model.tick(), Instant::now()));
+            let after = admin.time_ms()?;
+            timing.widest_ms = timing.widest_ms.max(after - before);
+            for (q, set, id) in model.written() {
+                if let Some(s) = model.stamp_of(q, *set, id).filter(|s| s.ms > 0) {
+                    let due = before + s.ms;
+                    timing.earliest_due = Some(timing.earliest_due.map_or(due, |d| d.min(due)));
+                }
+            }
+            timing.calls.insert(
+                model.tick(),
+                CallTime {
+                    before,
+                    after,
+                    step: i + 1,
+                    call: show_req(&req),
+                },
+            );
         }
         if !agrees(&want, &got) {
+            check_not_void(timing, admin.time_ms()?)?;
             return Err(Breach::Mismatch(format!(
                 "step {} of {n}: {}: the model says {}, the connector said {}",
                 i + 1,
@@ -139,8 +242,8 @@ fn judge(
         }
     }
     let ks = admin.keyspace()?;
-    let now = admin.time_ms()?;
-    let diffs = diff_keyspace(&model, &ks, now);
+    check_not_void(timing, admin.time_ms()?)?;
+    let diffs = diff_keyspace(&model, &ks, timing);
     if !diffs.is_empty() {
         return Err(Breach::Mismatch(format!(
             "after all {n} steps the keyspace differs from the model: {}",
@@ -176,12 +279,40 @@ fn space_out(model: &Model, recent: &mut Vec<(u64, Instant)>) {
     }
 }
 
-fn due_word(later: bool) -> &'static str {
-    if later { "not due" } else { "due" }
+/// Why `score`, written with `stamp`, is not the engine time of the call that wrote it plus the
+/// stamp's ms (`None` when it is, exactly).
+fn judge_score(score: i64, stamp: Stamp, timing: &Timing) -> Option<String> {
+    let Some(c) = timing.calls.get(&stamp.tick) else {
+        return Some(format!(
+            "score {score}, but no bracket was read for the call that wrote it (tick {})",
+            stamp.tick
+        ));
+    };
+    let (lo, hi) = (c.before + stamp.ms, c.after + stamp.ms);
+    if (lo..=hi).contains(&score) {
+        return None;
+    }
+    let off = if score < lo {
+        format!("{} ms early", lo - score)
+    } else {
+        format!("{} ms late", score - hi)
+    };
+    Some(format!(
+        "score {score}, but step {} {} ran at engine ms [{}, {}] ({} ms wide), so now+{} wants \
+         [{lo}, {hi}]: {off}",
+        c.step,
+        c.call,
+        c.before,
+        c.after,
+        c.after - c.before,
+        stamp.ms
+    ))
 }
 
-/// Every difference between the model's state and the engine's keyspace (`now`: engine ms).
-pub fn diff_keyspace(model: &Model, ks: &Keyspace, now: i64) -> Vec<String> {
+/// Every difference between the model's state and the engine's keyspace. Each active, delayed and
+/// dead score must be exactly the engine time of the call that wrote it (within its bracket in
+/// `timing`) plus its lease, backoff or delay.
+pub fn diff_keyspace(model: &Model, ks: &Keyspace, timing: &Timing) -> Vec<String> {
     let mut out: Vec<String> = ks
         .foreign
         .iter()
@@ -232,12 +363,12 @@ pub fn diff_keyspace(model: &Model, ks: &Keyspace, now: i64) -> Vec<String> {
                     None if *score != 0 => {
                         out.push(format!("{q} pending {id}: score {score}, not 0"))
                     }
-                    Some(s) if (*score > now) != s.later => out.push(format!(
-                        "{q} {set} {id}: the model says {}, the score {score} is {} (engine now {now})",
-                        due_word(s.later),
-                        due_word(*score > now)
-                    )),
-                    _ => {}
+                    Some(s) => {
+                        if let Some(why) = judge_score(*score, s, timing) {
+                            out.push(format!("{q} {set} {id}: {why}"));
+                        }
+                    }
+                    None => {}
                 }
             }
         }
@@ -311,6 +442,10 @@ pub struct Report {
     pub calls: u64,
     pub elapsed: Duration,
     pub failure: Option<Failure>,
+    /// The widest engine-time bracket of a time-writing call, and the histories re-run because
+    /// they lasted too long to judge (regressions, drawn histories and proptest's shrinking; not
+    /// the final [`minimize`] pass).
+    pub clock: ClockStats,
 }
 
 impl Report {
@@ -352,14 +487,18 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let mut admin = env.engine.prepare_db(env.db)?;
     let mut report = Report::default();
     let mut slot = None;
+    let mut clock = ClockStats::default();
     for h in &opts.regressions {
         report.runs += 1;
-        match run_history_on(env, &mut admin, &mut slot, h) {
+        let result = run_history_timed(env, &mut admin, &mut slot, h, &mut clock);
+        report.clock = clock;
+        match result {
             Ok(calls) => {
                 report.calls += calls;
                 report.agreed += 1;
             }
             Err(Breach::Harness(e)) => return Err(e),
+            Err(Breach::Void(why)) => return Err(HarnessError::Engine(why)),
             Err(Breach::Mismatch(m)) => {
                 report.calls += h.calls.len() as u64;
                 report.failure = Some(failure(h, m, true));
@@ -383,16 +522,25 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let shrinking = Cell::new(false);
     let harness_error: RefCell<Option<HarnessError>> = RefCell::new(None);
     let (agreed, runs, calls) = (Cell::new(0u64), Cell::new(0u64), Cell::new(0u64));
+    let clock = Cell::new(clock);
     let result = runner.run(&histories(), |h| {
         if harness_error.borrow().is_some() {
             return Ok(());
         }
         runs.set(runs.get() + 1);
+        let mut w = clock.get();
         let result = if shrinking.get() {
-            run_history(env, &mut admin.borrow_mut(), &h)
+            run_history_timed(env, &mut admin.borrow_mut(), &mut None, &h, &mut w)
         } else {
-            run_history_on(env, &mut admin.borrow_mut(), &mut slot.borrow_mut(), &h)
+            run_history_timed(
+                env,
+                &mut admin.borrow_mut(),
+                &mut slot.borrow_mut(),
+                &h,
+                &mut w,
+            )
         };
+        clock.set(w);
         match result {
             Ok(n) => {
                 calls.set(calls.get() + n);
@@ -408,6 +556,10 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
                 *harness_error.borrow_mut() = Some(e);
                 Ok(())
             }
+            Err(Breach::Void(why)) => {
+                *harness_error.borrow_mut() = Some(HarnessError::Engine(why));
+                Ok(())
+            }
         }
     });
     if let Some(e) = harness_error.into_inner() {
@@ -416,6 +568,7 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     report.agreed += agreed.get();
     report.runs += runs.get();
     report.calls += calls.get();
+    report.clock = clock.get();
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, h)) => {
@@ -461,7 +614,7 @@ pub fn minimize(
                 *message = m;
                 Some(true)
             }
-            Err(Breach::Harness(_)) => None,
+            Err(Breach::Harness(_) | Breach::Void(_)) => None,
         }
     };
     // Confirm on a fresh connector first: a drawn history ran on one reused across histories.
@@ -532,4 +685,52 @@ pub fn parse_regressions(text: &str) -> Result<Vec<History>, HarnessError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        let mut t = Timing::default();
+        t.calls.insert(
+            7,
+            CallTime {
+                before: 1_000,
+                after: 1_002,
+                step: 3,
+                call: r#"{"cmd":"claim"}"#.into(),
+            },
+        );
+        t
+    }
+
+    #[test]
+    fn scores_are_judged_by_the_bracket_of_the_call_that_wrote_them() {
+        let t = timing();
+        let s = Stamp { ms: 750, tick: 7 };
+        assert_eq!(judge_score(1_750, s, &t), None);
+        assert_eq!(judge_score(1_752, s, &t), None);
+        let late = judge_score(1_753, s, &t).unwrap();
+        assert!(
+            late.contains(r#"step 3 {"cmd":"claim"} ran at engine ms [1000, 1002] (2 ms wide)"#),
+            "{late}"
+        );
+        assert!(
+            late.ends_with("now+750 wants [1750, 1752]: 1 ms late"),
+            "{late}"
+        );
+        let early = judge_score(1_749, s, &t).unwrap();
+        assert!(early.ends_with("1 ms early"), "{early}");
+        assert!(judge_score(1_000, Stamp { ms: 0, tick: 8 }, &t).is_some());
+    }
+
+    #[test]
+    fn a_history_that_reached_a_due_time_is_void() {
+        let mut t = timing();
+        assert!(check_not_void(&t, i64::MAX).is_ok());
+        t.earliest_due = Some(1_750);
+        assert!(check_not_void(&t, 1_749).is_ok());
+        assert!(matches!(check_not_void(&t, 1_750), Err(Breach::Void(_))));
+    }
 }

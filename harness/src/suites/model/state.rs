@@ -1,11 +1,14 @@
 //! The pure reference model of EchoMQ (SPEC §1, §2): per queue the four sets, the three-field
 //! job hashes and the id counter, with every verb's reply predicted — `invalid` errors included.
 //!
-//! Time is abstracted. A score is a [`Stamp`]: the logical tick of the call that wrote it and
-//! whether it is *due* (lease, backoff or delay of 0) or *not due* (any positive ms: histories use
-//! one hour, which never comes due while a history runs). A runner that keeps time-writing calls at
-//! least one server millisecond apart makes the engine's score order equal the model's
-//! `(not_due, tick, id)` order, so reap and promote pick exactly the jobs the model picks.
+//! Time is abstracted. A score is a [`Stamp`]: the lease, backoff or delay it was written with
+//! (`ms`) and the logical tick of the call that wrote it; the engine's score is that call's `TIME`
+//! plus `ms`, exactly (SPEC §1), and the runner judges it against the engine-time bracket it read
+//! around that call. A stamp is *due* when `ms` is 0 and *not due* for any positive ms (histories
+//! use 750 ms and one hour, and the runner re-runs a history that lasted long enough for a positive
+//! ms to come due). A runner that keeps time-writing calls at least one server millisecond apart
+//! makes the engine's score order equal the model's `(ms, tick, id)` order, so reap and promote
+//! pick exactly the jobs the model picks.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,10 +20,17 @@ use crate::protocol::grammar::{Set, job_id};
 /// The abstract score of a time-scored set member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Stamp {
-    /// True when the score lies in the future for the whole history (not due).
-    pub later: bool,
+    /// The lease, backoff or delay added to the engine's time (0 for due, and for death).
+    pub ms: i64,
     /// The logical time of the call that wrote it.
     pub tick: u64,
+}
+
+impl Stamp {
+    /// True when the score lies in the future for the whole history (not due).
+    pub fn later(&self) -> bool {
+        self.ms > 0
+    }
 }
 
 /// One job hash.
@@ -74,7 +84,7 @@ impl Queue {
     fn due(set: &BTreeMap<String, Stamp>) -> Vec<String> {
         ordered(set)
             .into_iter()
-            .filter(|(_, s)| !s.later)
+            .filter(|(_, s)| !s.later())
             .map(|(k, _)| k)
             .collect()
     }
@@ -139,7 +149,7 @@ impl Model {
             return Vec::new();
         };
         m.range::<str, _>((std::ops::Bound::Excluded(id), std::ops::Bound::Unbounded))
-            .filter(|(_, s)| s.later == mine.later && s.tick != mine.tick)
+            .filter(|(_, s)| s.ms == mine.ms && s.tick != mine.tick)
             .map(|(_, s)| s.tick)
             .collect()
     }
@@ -160,11 +170,22 @@ impl Model {
         self.queues.entry(q.to_string()).or_default()
     }
 
-    fn stamp(&mut self, later: bool) -> Stamp {
+    fn stamp(&mut self, ms: i64) -> Stamp {
         self.wrote_time = true;
         Stamp {
-            later,
+            ms,
             tick: self.tick,
+        }
+    }
+
+    /// The stamp of `id` in time-scored `set` of `queue`.
+    pub fn stamp_of(&self, queue: &str, set: Set, id: &str) -> Option<Stamp> {
+        let q = self.queues.get(queue)?;
+        match set {
+            Set::Active => q.active.get(id).copied(),
+            Set::Delayed => q.delayed.get(id).copied(),
+            Set::Dead => q.dead.get(id).copied(),
+            Set::Pending => None,
         }
     }
 
@@ -193,7 +214,7 @@ impl Model {
                 delay_ms,
             } => {
                 self.session(session)?;
-                let stamp = (*delay_ms > 0).then(|| self.stamp(true));
+                let stamp = (*delay_ms > 0).then(|| self.stamp(*delay_ms));
                 let qs = self.queue(queue);
                 let n = qs.seq.unwrap_or(0) + 1;
                 qs.seq = Some(n);
@@ -261,7 +282,7 @@ impl Model {
                 else {
                     return Ok(Reply::Claim(None));
                 };
-                let stamp = self.stamp(*lease_ms > 0);
+                let stamp = self.stamp(*lease_ms);
                 let qs = self.queue(queue);
                 qs.pending.remove(&id);
                 qs.active.insert(id.clone(), stamp);
@@ -310,7 +331,7 @@ impl Model {
                     return Ok(Reply::Retry(RetryOutcome::Stale));
                 }
                 let dead = *attempts >= *max_attempts;
-                let stamp = self.stamp(!dead && *backoff_ms > 0);
+                let stamp = self.stamp(if dead { 0 } else { *backoff_ms });
                 let qs = self.queue(queue);
                 qs.active.remove(id);
                 let job = qs.jobs.get_mut(id).expect("active ids have a hash");
@@ -362,11 +383,7 @@ impl Model {
                 let buries = due
                     .iter()
                     .any(|id| self.queues[queue.as_str()].jobs[id].attempts >= *max_attempts);
-                let stamp = if buries {
-                    Some(self.stamp(false))
-                } else {
-                    None
-                };
+                let stamp = if buries { Some(self.stamp(0)) } else { None };
                 let qs = self.queue(queue);
                 let mut buried = Vec::new();
                 for id in &due {
