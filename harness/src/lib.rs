@@ -141,6 +141,28 @@ mod layers {
         assert!(wrong.is_empty(), "{wrong:#?}");
     }
 
+    /// A file past 600 lines wants splitting by concept.
+    #[test]
+    fn no_source_file_passes_600_lines() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut long = Vec::new();
+        let mut stack = vec![root];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    let n = text.lines().count();
+                    if n > 600 {
+                        long.push(format!("{}: {n} lines", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(long.is_empty(), "{long:#?}");
+    }
+
     #[test]
     fn no_two_modules_import_each_other() {
         let all = imports();

@@ -3,6 +3,7 @@
 //! the concurrent soak. (Broken connectors live in `crate::doubles`.)
 
 pub mod case;
+pub mod diff;
 pub mod history;
 pub mod runner;
 pub mod soak;
