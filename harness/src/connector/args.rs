@@ -110,3 +110,189 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
         }
     }
 }
+
+/// SPEC §4 states every bound this module enforces (R4.1–R4.6), and this module enforces every
+/// bound SPEC states: each range is read from SPEC's text and tried at both ends and one past.
+#[cfg(test)]
+mod spec_bounds {
+    use super::validate;
+    use crate::connector::Request;
+    use crate::error::ErrorKind;
+
+    /// The `nth` range `lo..=hi` after `` `field` `` in rule `rule`'s text.
+    fn bounds(spec: &str, rule: &str, field: &str, nth: usize) -> (i64, i64) {
+        let start = spec
+            .find(&format!("**{rule}**"))
+            .unwrap_or_else(|| panic!("SPEC has no {rule}"));
+        let text = &spec[start + 2..];
+        let end = text.find("**R").unwrap_or(text.len());
+        let text = &text[..end];
+        let tick = format!("`{field}`");
+        let at = text
+            .match_indices(&tick)
+            .nth(nth)
+            .unwrap_or_else(|| panic!("{rule} names no `{field}` (#{nth})"))
+            .0;
+        let after = &text[at..];
+        let dots = after.find("..=").expect("a range");
+        let num = |s: &str| -> i64 {
+            s.chars()
+                .filter(|c| c.is_ascii_digit())
+                .collect::<String>()
+                .parse()
+                .unwrap()
+        };
+        let lo_start = after[..dots]
+            .rfind(|c: char| !(c.is_ascii_digit() || c == ' '))
+            .map_or(0, |i| i + 1);
+        let lo = num(&after[lo_start..dots]);
+        let hi_text: String = after[dots + 3..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ' ')
+            .collect();
+        (lo, num(hi_text.trim_end()))
+    }
+
+    fn ok(r: &Request) -> bool {
+        match validate(r) {
+            Ok(()) => true,
+            Err(e) => {
+                assert_eq!(e.kind, ErrorKind::Invalid, "{r:?}");
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn spec_states_every_bound_the_code_enforces() {
+        let spec = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle/SPEC.md"),
+        )
+        .unwrap();
+        let (s, q) = (|| "s".to_string(), || "q".to_string());
+        let id = || "j0000000000000001".to_string();
+        type Make = Box<dyn Fn(i64) -> Request>;
+        let cases: Vec<(&str, &str, usize, Make)> = vec![
+            (
+                "R4.1",
+                "delay_ms",
+                0,
+                Box::new(move |v| Request::Enqueue {
+                    session: s(),
+                    queue: q(),
+                    payload: String::new(),
+                    delay_ms: v,
+                }),
+            ),
+            (
+                "R4.1",
+                "lease_ms",
+                0,
+                Box::new(move |v| Request::Claim {
+                    session: s(),
+                    queue: q(),
+                    lease_ms: v,
+                }),
+            ),
+            (
+                "R4.1",
+                "backoff_ms",
+                0,
+                Box::new(move |v| Request::Retry {
+                    session: s(),
+                    queue: q(),
+                    id: id(),
+                    attempts: 1,
+                    backoff_ms: v,
+                    max_attempts: 3,
+                }),
+            ),
+            (
+                "R4.2",
+                "attempts",
+                0,
+                Box::new(move |v| Request::Complete {
+                    session: s(),
+                    queue: q(),
+                    id: id(),
+                    attempts: v,
+                }),
+            ),
+            (
+                "R4.3",
+                "max_attempts",
+                0,
+                Box::new(move |v| Request::Reap {
+                    session: s(),
+                    queue: q(),
+                    max_attempts: v,
+                    limit: 1,
+                }),
+            ),
+            (
+                "R4.4",
+                "limit",
+                0,
+                Box::new(move |v| Request::Promote {
+                    session: s(),
+                    queue: q(),
+                    limit: v,
+                }),
+            ),
+            (
+                "R4.4",
+                "offset",
+                0,
+                Box::new(move |v| Request::Browse {
+                    session: s(),
+                    queue: q(),
+                    offset: v,
+                    limit: 1,
+                }),
+            ),
+            (
+                "R4.6",
+                "n",
+                0,
+                Box::new(move |v| Request::PipelineProbe {
+                    session: s(),
+                    key: "k".into(),
+                    n: v,
+                }),
+            ),
+            (
+                "R4.6",
+                "n",
+                1,
+                Box::new(move |v| Request::Batch {
+                    session: s(),
+                    queue: q(),
+                    n: v,
+                    depth: 1,
+                    payload: String::new(),
+                }),
+            ),
+            (
+                "R4.6",
+                "depth",
+                0,
+                Box::new(move |v| Request::Batch {
+                    session: s(),
+                    queue: q(),
+                    n: 1,
+                    depth: v,
+                    payload: String::new(),
+                }),
+            ),
+        ];
+        for (rule, field, nth, make) in cases {
+            let (lo, hi) = bounds(&spec, rule, field, nth);
+            let what = format!("{rule} {field} in {lo}..={hi}");
+            assert!(ok(&make(lo)) && ok(&make(hi)), "{what}: an end is refused");
+            assert!(
+                !ok(&make(lo - 1)) && !ok(&make(hi + 1)),
+                "{what}: one past is accepted"
+            );
+        }
+    }
+}
