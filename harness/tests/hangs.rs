@@ -22,21 +22,8 @@ use emq::gates::{ConnectorFactory, GateContext, GateOutcome, Verdict};
 use emq::protocol::bundle::Bundle;
 use emq::report::output::{Progress, set_quiet};
 
-const VERBS: [&str; 13] = [
-    "hello",
-    "connect",
-    "disconnect",
-    "enqueue",
-    "browse",
-    "pending_size",
-    "claim",
-    "complete",
-    "retry",
-    "promote",
-    "reap",
-    "pipeline_probe",
-    "batch",
-];
+/// Every verb with a reply: the schema's list, so a new verb is judged here too.
+const VERBS: [&str; 13] = emq::connector::schema::CMDS;
 
 /// The verbs judged on every run.
 const CI_VERBS: [&str; 4] = ["hello", "claim", "pipeline_probe", "batch"];

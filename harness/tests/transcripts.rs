@@ -22,20 +22,8 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bundle/transcripts")
 }
 
-const FILES: [&str; 18] = [
-    "hello",
-    "connect",
-    "disconnect",
-    "enqueue",
-    "browse",
-    "pending_size",
-    "claim",
-    "complete",
-    "retry",
-    "promote",
-    "reap",
-    "pipeline_probe",
-    "batch",
+/// One transcript per verb (the schema's list) and per error kind.
+const ERROR_FILES: [&str; 5] = [
     "error-fence",
     "error-invalid",
     "error-engine",
@@ -43,9 +31,16 @@ const FILES: [&str; 18] = [
     "error-internal",
 ];
 
+fn files() -> Vec<&'static str> {
+    emq::connector::schema::CMDS
+        .into_iter()
+        .chain(ERROR_FILES)
+        .collect()
+}
+
 #[test]
 fn every_transcript_line_validates() {
-    for name in FILES {
+    for name in files() {
         let path = dir().join(format!("{name}.jsonl"));
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{}: {e} (record with EMQ_BLESS=1)", path.display()));
@@ -261,7 +256,7 @@ fn record_transcripts_when_blessing() {
     let engine = common::binary_engine();
     let bundle = common::bundle();
     std::fs::create_dir_all(dir()).unwrap();
-    for (i, name) in FILES.iter().enumerate() {
+    for (i, name) in files().iter().enumerate() {
         let db = 100 + i as u32;
         let mut admin = engine.prepare_db(db).unwrap();
         if *name == "error-fence" {

@@ -159,10 +159,11 @@ pub fn diff_keyspace(model: &Model, ks: &Keyspace, timing: &Timing) -> Vec<Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn timing() -> Timing {
+    /// One bracketed claim at tick 7, `[1000, 1002]`; the runner's tests use it too.
+    pub(crate) fn timing() -> Timing {
         let mut t = Timing::default();
         t.calls.insert(
             7,

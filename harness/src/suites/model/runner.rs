@@ -537,20 +537,7 @@ pub fn parse_regressions(text: &str) -> Result<Vec<History>, HarnessError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn timing() -> Timing {
-        let mut t = Timing::default();
-        t.calls.insert(
-            7,
-            CallTime {
-                before: 1_000,
-                after: 1_002,
-                step: 3,
-                call: r#"{"cmd":"claim"}"#.into(),
-            },
-        );
-        t
-    }
+    use crate::suites::model::diff::tests::timing;
 
     #[test]
     fn a_history_that_reached_a_due_time_is_void() {
