@@ -50,7 +50,7 @@ fn noscript_recovery_costs_one_load_per_script() {
     let bundle = Bundle::load_default().unwrap();
     let mut admin = e.prepare_db(2).unwrap();
     let mut c = Reference::new(&bundle);
-    c.connect("s", &e.url(2)).unwrap();
+    c.connect("s", e.url(2)).unwrap();
     for round in 0..2 {
         admin.script_flush().unwrap();
         admin.config_resetstat().unwrap();

@@ -137,6 +137,7 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
     let connect = Request::Connect {
         session: s(),
         url: url.into(),
+        cluster: false,
     };
     match name {
         "hello" | "error-internal" => {}
@@ -145,6 +146,7 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
         "error-engine" => r.push(Request::Connect {
             session: s(),
             url: bad_url.into(),
+            cluster: false,
         }),
         _ => r.push(connect),
     }
@@ -227,6 +229,7 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
             n: 10,
             depth: 4,
             payload: "x".into(),
+            queues: None,
         }],
         "error-invalid" => vec![
             claim(-1),

@@ -102,9 +102,24 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
             range("n", *n, 1, 1_000_000)
         }
         Batch {
-            queue, n, depth, ..
+            queue,
+            n,
+            depth,
+            queues,
+            ..
         } => {
             validate_queue(queue)?;
+            if let Some(qs) = queues {
+                if qs.is_empty() || qs.len() > 64 {
+                    return Err(ConnectorError::invalid(format!(
+                        "queues must name 1 to 64 queues, not {}",
+                        qs.len()
+                    )));
+                }
+                for q in qs {
+                    validate_queue(q)?;
+                }
+            }
             range("n", *n, 1, 10_000_000)?;
             range("depth", *depth, 1, 100_000)
         }
@@ -270,6 +285,7 @@ mod spec_bounds {
                     n: v,
                     depth: 1,
                     payload: String::new(),
+                    queues: None,
                 }),
             ),
             (
@@ -282,6 +298,7 @@ mod spec_bounds {
                     n: 1,
                     depth: v,
                     payload: String::new(),
+                    queues: None,
                 }),
             ),
         ];

@@ -60,6 +60,9 @@ pub enum Request {
     Connect {
         session: String,
         url: String,
+        /// The url names a cluster's seed node (SPEC R8.1); absent on a single engine.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cluster: bool,
     },
     Disconnect {
         session: String,
@@ -121,6 +124,9 @@ pub enum Request {
         n: i64,
         depth: i64,
         payload: String,
+        /// Enqueue `i` goes to `queues[i % len]` (SPEC R4.12); absent: all to `queue`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queues: Option<Vec<String>>,
     },
 }
 
@@ -316,9 +322,24 @@ pub trait Verbs: Connector {
     typed!(
         /// `hello` with protocol 1.
         hello() -> Identity, Hello { protocol: 1 }, Reply::Hello(i) => i);
-    typed!(
-        /// Opens `session` on `url` (the connector reads the fence first).
-        connect(session: &str, url: &str) -> (), Connect { session: session.into(), url: url.into() }, Reply::Unit => ());
+    /// Opens `session` on `target` (the connector reads the fence first): a url for a single
+    /// engine, or an [`crate::engine::Target`] that may name a cluster.
+    fn connect(
+        &mut self,
+        session: &str,
+        target: impl Into<crate::engine::Target>,
+    ) -> Result<(), ConnectorError> {
+        let t = target.into();
+        let req = Request::Connect {
+            session: session.into(),
+            url: t.url,
+            cluster: t.cluster,
+        };
+        match self.call(&req)? {
+            Reply::Unit => Ok(()),
+            other => Err(mismatch(req.cmd(), &other)),
+        }
+    }
     typed!(
         /// Closes `session`.
         disconnect(session: &str) -> (), Disconnect { session: session.into() }, Reply::Unit => ());
@@ -367,8 +388,30 @@ pub trait Verbs: Connector {
     typed!(
         /// `n` enqueues in pipelines of `depth`.
         batch(session: &str, queue: &str, n: i64, depth: i64, payload: &str) -> i64,
-        Batch { session: session.into(), queue: queue.into(), n: n, depth: depth, payload: payload.into() },
+        Batch { session: session.into(), queue: queue.into(), n: n, depth: depth, payload: payload.into(), queues: None },
         Reply::Count(n) => n);
+    /// `n` enqueues spread over `queues` (enqueue `i` to `queues[i % len]`), in pipelines of `depth`.
+    fn batch_over(
+        &mut self,
+        session: &str,
+        queues: &[String],
+        n: i64,
+        depth: i64,
+        payload: &str,
+    ) -> Result<i64, ConnectorError> {
+        let req = Request::Batch {
+            session: session.into(),
+            queue: queues.first().cloned().unwrap_or_default(),
+            n,
+            depth,
+            payload: payload.into(),
+            queues: Some(queues.to_vec()),
+        };
+        match self.call(&req)? {
+            Reply::Count(n) => Ok(n),
+            other => Err(mismatch(req.cmd(), &other)),
+        }
+    }
 }
 
 impl<C: Connector + ?Sized> Verbs for C {}

@@ -236,11 +236,16 @@ pub struct FenceHset {
 
 impl Connector for FenceHset {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        let Request::Connect { session, url } = request else {
+        let Request::Connect {
+            session,
+            url,
+            cluster,
+        } = request
+        else {
             return self.inner.call(request);
         };
         validate(request)?;
-        self.inner.connect_unfenced(session, url)?;
+        self.inner.connect_unfenced(session, url, *cluster)?;
         let mut fence = fence_fields(&mut self.inner, session, &["protocol", "bundle"])?;
         if fence.is_empty() {
             self.inner.raw(
@@ -309,8 +314,15 @@ pub struct FenceIgnoresProtocol(pub Reference);
 impl Connector for FenceIgnoresProtocol {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         match (request, self.0.call(request)) {
-            (Request::Connect { session, url }, Err(e)) if e.kind == ErrorKind::Fence => {
-                self.0.connect_unfenced(session, url)?;
+            (
+                Request::Connect {
+                    session,
+                    url,
+                    cluster,
+                },
+                Err(e),
+            ) if e.kind == ErrorKind::Fence => {
+                self.0.connect_unfenced(session, url, *cluster)?;
                 Ok(Reply::Unit)
             }
             (_, r) => r,

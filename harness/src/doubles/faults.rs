@@ -38,7 +38,7 @@ fn session_of(r: &Request) -> Option<&str> {
 /// sends the same request once more: after a lost reply, the call runs twice.
 pub struct ResendAfterError<C> {
     pub inner: C,
-    urls: HashMap<String, String>,
+    urls: HashMap<String, Request>,
 }
 
 impl<C> ResendAfterError<C> {
@@ -52,19 +52,19 @@ impl<C> ResendAfterError<C> {
 
 impl<C: Connector> Connector for ResendAfterError<C> {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        if let Request::Connect { session, url } = request {
-            self.urls.insert(session.clone(), url.clone());
+        if let Request::Connect { session, .. } = request {
+            self.urls.insert(session.clone(), request.clone());
         }
         match self.inner.call(request) {
             Err(e) if e.kind == ErrorKind::Engine && scripted(request) => {
                 let session = session_of(request).unwrap_or_default().to_string();
-                let Some(url) = self.urls.get(&session).cloned() else {
+                let Some(connect) = self.urls.get(&session).cloned() else {
                     return Err(e);
                 };
                 let _ = self.inner.call(&Request::Disconnect {
                     session: session.clone(),
                 });
-                self.inner.call(&Request::Connect { session, url })?;
+                self.inner.call(&connect)?;
                 self.inner.call(request)
             }
             other => other,

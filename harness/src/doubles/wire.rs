@@ -13,8 +13,12 @@ pub struct SkipFence(pub Reference);
 impl Connector for SkipFence {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         match request {
-            Request::Connect { session, url } => {
-                self.0.connect_unfenced(session, url)?;
+            Request::Connect {
+                session,
+                url,
+                cluster,
+            } => {
+                self.0.connect_unfenced(session, url, *cluster)?;
                 Ok(Reply::Unit)
             }
             other => self.0.call(other),
@@ -28,16 +32,16 @@ pub struct LoadEveryCall(pub Reference);
 impl Connector for LoadEveryCall {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         let script = match request {
-            Request::Enqueue { session, .. }
-            | Request::Claim { session, .. }
-            | Request::Complete { session, .. }
-            | Request::Retry { session, .. }
-            | Request::Promote { session, .. }
-            | Request::Reap { session, .. } => Some((session, request.cmd())),
+            Request::Enqueue { session, queue, .. }
+            | Request::Claim { session, queue, .. }
+            | Request::Complete { session, queue, .. }
+            | Request::Retry { session, queue, .. }
+            | Request::Promote { session, queue, .. }
+            | Request::Reap { session, queue, .. } => Some((session, queue, request.cmd())),
             _ => None,
         };
-        if let Some((session, name)) = script {
-            self.0.script_load(session, name)?;
+        if let Some((session, queue, name)) = script {
+            self.0.script_load(session, name, &key(queue, "pending"))?;
         }
         self.0.call(request)
     }

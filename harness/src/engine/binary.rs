@@ -53,7 +53,7 @@ pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
     })
 }
 
-fn free_port() -> Result<u16, HarnessError> {
+pub(crate) fn free_port() -> Result<u16, HarnessError> {
     let l =
         TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::io("bind a free port", e))?;
     Ok(l.local_addr()
@@ -63,6 +63,11 @@ fn free_port() -> Result<u16, HarnessError> {
 
 /// Starts the server and waits until it answers.
 pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
+    start_with(path, password, &[])
+}
+
+/// [`start`] with further server flags (a cluster node's).
+pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
     let dir = tempfile::Builder::new()
         .prefix("emq-valkey-")
         .tempdir()
@@ -77,6 +82,7 @@ pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
             "--logfile",
             "valkey.log",
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -127,5 +133,10 @@ impl Running {
     /// The server's pid.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The server's working directory (its log, a cluster node's config).
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
     }
 }

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod binary;
 pub mod cleanup;
+pub mod cluster;
 pub mod container;
 pub mod named;
 
@@ -60,6 +61,8 @@ pub enum EngineChoice {
     Container,
     Binary,
     Url,
+    /// A Valkey Cluster of binary nodes: three primaries, three replicas (SPEC §8).
+    Cluster,
 }
 
 /// Everything needed to pick and boot an engine.
@@ -97,7 +100,7 @@ impl EngineOptions {
         if let Some(kind) = var("EMQ_ENGINE") {
             o.choice = <EngineChoice as clap::ValueEnum>::from_str(&kind, true).map_err(|_| {
                 HarnessError::BadInput(format!(
-                    "EMQ_ENGINE={kind}: expected auto, container, binary or url"
+                    "EMQ_ENGINE={kind}: expected auto, container, binary, url or cluster"
                 ))
             })?;
         }
@@ -126,12 +129,56 @@ pub enum EngineKind {
     Container,
     Binary,
     Url,
+    Cluster,
 }
 
 enum Handle {
     Container(Box<container::Running>),
     Binary(binary::Running),
+    Cluster(cluster::Running),
     Url,
+}
+
+/// Where a connector connects: the url of `connect`, and whether it names a cluster's seed node
+/// (wire v1's optional `cluster`, SPEC R8.1). From a plain url it is a single engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub url: String,
+    pub cluster: bool,
+}
+
+impl Target {
+    /// A single engine at `url`.
+    pub fn single(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            cluster: false,
+        }
+    }
+}
+
+impl From<&str> for Target {
+    fn from(url: &str) -> Self {
+        Self::single(url)
+    }
+}
+
+impl From<&String> for Target {
+    fn from(url: &String) -> Self {
+        Self::single(url.as_str())
+    }
+}
+
+impl From<String> for Target {
+    fn from(url: String) -> Self {
+        Self::single(url)
+    }
+}
+
+impl From<&Target> for Target {
+    fn from(t: &Target) -> Self {
+        t.clone()
+    }
 }
 
 /// A live engine. Dropping it stops what the harness started.
@@ -186,6 +233,7 @@ impl Engine {
             }
             (EngineChoice::Container, _) => Self::container(&opts.image)?,
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
+            (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref())?,
             (EngineChoice::Auto, None) => {
                 if docker {
                     Self::container(&opts.image)?
@@ -206,7 +254,9 @@ impl Engine {
         engine.product = product;
         engine.valkey_version = version;
         engine.provenance = match engine.kind {
-            EngineKind::Binary => named::binary_source(std::path::Path::new(&engine.source)),
+            EngineKind::Binary | EngineKind::Cluster => {
+                named::binary_source(std::path::Path::new(&engine.source))
+            }
             EngineKind::Container => named::image_source(&engine.source),
             EngineKind::Url => None,
         }
@@ -242,6 +292,21 @@ impl Engine {
             port,
             password,
             Handle::Binary(running),
+        ))
+    }
+
+    fn cluster(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+        let path = binary::locate(path)?;
+        let password = random_password();
+        let running = cluster::start(&path, &password)?;
+        let port = running.nodes[0].port;
+        Ok(Self::booted(
+            EngineKind::Cluster,
+            path.display().to_string(),
+            "127.0.0.1".into(),
+            port,
+            password,
+            Handle::Cluster(running),
         ))
     }
 
@@ -306,12 +371,13 @@ impl Engine {
         })
     }
 
-    /// The `redis://` url of database `db` (booted engines), with the password.
+    /// The `redis://` url of database `db` (booted engines), with the password. A url engine
+    /// has its one database; a cluster has database 0 only, and the url names its seed node.
     pub fn url(&self, db: u32) -> String {
-        let db = if self.kind == EngineKind::Url {
-            self.base_db
-        } else {
-            db
+        let db = match self.kind {
+            EngineKind::Url => self.base_db,
+            EngineKind::Cluster => 0,
+            _ => db,
         };
         match &self.password {
             Some(p) => format!("redis://:{p}@{}:{}/{db}", self.host, self.port),
@@ -319,14 +385,51 @@ impl Engine {
         }
     }
 
-    /// True when every case can own a database of its own.
+    /// Where a connector connects for database `db`: [`Engine::url`], flagged on a cluster.
+    pub fn target(&self, db: u32) -> Target {
+        Target {
+            url: self.url(db),
+            cluster: self.is_cluster(),
+        }
+    }
+
+    /// True on a Valkey Cluster (SPEC §8).
+    pub fn is_cluster(&self) -> bool {
+        self.kind == EngineKind::Cluster
+    }
+
+    /// True when every case can own a database of its own (so cases may run in parallel).
     pub fn has_databases(&self) -> bool {
-        self.kind != EngineKind::Url
+        !matches!(self.kind, EngineKind::Url | EngineKind::Cluster)
+    }
+
+    /// The password every node was booted with (a cluster's nodes share it).
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// The ports of a cluster's nodes (empty on a single engine).
+    pub fn node_ports(&self) -> Vec<u16> {
+        match &self.handle {
+            Handle::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// An admin connection (the harness's instrument) on database `db`.
     pub fn admin(&self, db: u32) -> Result<Admin, HarnessError> {
+        if self.is_cluster() {
+            return Admin::connect_cluster(&self.url(db), &|port| self.node_url(port));
+        }
         Admin::connect(&self.url(db))
+    }
+
+    /// The url of a cluster's node at `port` (database 0, the shared password).
+    pub fn node_url(&self, port: u16) -> String {
+        match &self.password {
+            Some(p) => format!("redis://:{p}@{}:{port}/0", self.host),
+            None => format!("redis://{}:{port}/0", self.host),
+        }
     }
 
     /// Readies database `db` for a run: flushes it when the harness may; refuses otherwise.
@@ -343,6 +446,16 @@ impl Engine {
     }
 
     pub fn describe(&self) -> String {
+        if self.is_cluster() {
+            return format!(
+                "cluster ({} primaries, {} replicas) {} ({} {})",
+                cluster::PRIMARIES,
+                cluster::PRIMARIES * cluster::REPLICAS_PER_PRIMARY,
+                self.source,
+                self.product,
+                self.valkey_version
+            );
+        }
         format!(
             "{} {} ({} {})",
             format!("{:?}", self.kind).to_lowercase(),
@@ -358,6 +471,7 @@ impl Drop for Engine {
         match &mut self.handle {
             Handle::Container(c) => c.stop(),
             Handle::Binary(b) => b.stop(),
+            Handle::Cluster(c) => c.stop(),
             Handle::Url => {}
         }
     }

@@ -157,6 +157,10 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         return Err("MONITOR saw nothing".into());
     }
     judge_install(&obs, out);
+    if ctx.engine.is_cluster() {
+        judge_order_on_cluster(&obs, out);
+        return refusal(ctx, out, &mut admin, db, &url);
+    }
     let firsts = first_actions(&obs);
     let good = firsts.iter().filter(|(_, ok)| *ok).count();
     let mut bad: Vec<String> = firsts
@@ -176,7 +180,55 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         ),
     );
 
-    // 2. A fence of another protocol: refused, kind fence, both versions named, nothing sent.
+    refusal(ctx, out, &mut admin, db, &url)
+}
+
+/// On a cluster a session is a connection per node and the fence lives on one of them, so
+/// "first" is judged in engine time across every node's `MONITOR`: at least one fence read per
+/// connect, and no connection's first script before the connector's first fence read.
+fn judge_order_on_cluster(obs: &Observed, out: &mut GateOutcome) {
+    let mut reads = 0;
+    let mut began: std::collections::BTreeSet<&str> = Default::default();
+    let mut early = Vec::new();
+    for l in &obs.all {
+        if !obs.commands.contains_key(&l.addr) {
+            continue;
+        }
+        if is_fence_read(&l.args) {
+            reads += 1;
+        }
+        if (is_script_cmd(&l.args) || names_emq_key(&l.args))
+            && began.insert(l.addr.as_str())
+            && reads == 0
+            && !is_fence_read(&l.args)
+        {
+            early.push(l.args[0].to_uppercase());
+        }
+    }
+    out.figure("connector_connections", obs.commands.len());
+    out.none_of(
+        &early,
+        "on a cluster, in engine time over every node: no connection sent a script or touched an EchoMQ key before the connector's first fence read",
+        "sent first",
+    );
+    out.check(
+        reads >= 5,
+        format!(
+            "on a cluster: {} fence reads for 5 connects (3 sessions, a reconnect, a second instance)",
+            if reads >= 5 { "enough" } else { "too few" }
+        ),
+    );
+}
+
+/// Part 2: a fence of another protocol is refused, kind fence, both versions named, nothing sent.
+fn refusal(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    admin: &mut crate::engine::Admin,
+    db: u32,
+    url: &crate::engine::Target,
+) -> Result<(), GateError> {
+    let m = &ctx.bundle.manifest;
     (ctx.progress)("G1: a fence of protocol 2");
     let theirs = (m.protocol + 1).to_string();
     let their_bundle = format!("{theirs}.0.0");
@@ -184,9 +236,9 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         FENCE_KEY,
         &[("protocol", &theirs), ("bundle", &their_bundle)],
     )?;
-    let watch = Watch::start(&mut admin, db, &[])?;
+    let watch = Watch::start(admin, db, &[])?;
     let mut c = ctx.factory.make()?;
-    let refused = c.connect("x", &url);
+    let refused = c.connect("x", url);
     let after = c.enqueue("x", QUEUE, "after", 0);
     let obs = watch.stop()?;
     match refused {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::gates::{GateContext, GateOutcome, gate_db};
+use crate::gates::{GateContext, GateOutcome};
 use crate::suites::model::history::History;
 use crate::suites::model::runner::{self, Env, Options, Report, parse_regressions};
 use crate::suites::model::soak::{SoakOptions, soak};
@@ -34,7 +34,7 @@ pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessE
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
-        db: gate_db("G7"),
+        db: ctx.db_of("G7"),
     };
     runner::run(
         &env,
@@ -105,7 +105,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
-        db: gate_db("G7"),
+        db: ctx.db_of("G7"),
     };
     let opts = SoakOptions {
         workers: SOAK_WORKERS,

@@ -180,18 +180,28 @@ pub struct GateContext<'a> {
 /// A gate's own database: flushed, with the harness's admin connection on it.
 pub struct GateDb {
     pub db: u32,
-    /// The url a connector is handed for this database.
-    pub url: String,
+    /// Where a connector connects for this database (a cluster's seed, flagged, SPEC R8.1).
+    pub url: crate::engine::Target,
     pub admin: Admin,
 }
 
 impl GateContext<'_> {
+    /// The database gate `id` owns: its own on a single engine; on a cluster, database 0 (the
+    /// only one, SPEC §8), flushed by each gate.
+    pub fn db_of(&self, id: &str) -> u32 {
+        if self.engine.is_cluster() {
+            0
+        } else {
+            gate_db(id)
+        }
+    }
+
     /// The database gate `id` owns, flushed, with an admin on it: every gate's first step.
     pub fn database(&self, id: &str) -> Result<GateDb, GateError> {
-        let db = gate_db(id);
+        let db = self.db_of(id);
         Ok(GateDb {
             db,
-            url: self.engine.url(db),
+            url: self.engine.target(db),
             admin: self.engine.prepare_db(db)?,
         })
     }
@@ -201,7 +211,7 @@ impl GateContext<'_> {
     pub fn connected(
         &self,
         session: &str,
-        url: &str,
+        url: &crate::engine::Target,
         out: &mut GateOutcome,
     ) -> Result<Option<Box<dyn Connector + Send>>, GateError> {
         let mut c = self.factory.make()?;

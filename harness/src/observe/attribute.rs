@@ -45,6 +45,32 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// What several nodes' watches saw, as one: commands and script calls of every node, every
+    /// line in engine time order (client addresses are distinct across nodes, so nothing mixes).
+    pub fn merge(parts: Vec<Observed>) -> Observed {
+        let mut out = Observed::default();
+        for p in parts {
+            out.commands.extend(p.commands);
+            out.scripts.extend(p.scripts);
+            out.unparsed.extend(p.unparsed);
+            out.stray_lua += p.stray_lua;
+            out.all.extend(p.all);
+        }
+        out.all.sort_by_key(|l| l.at_us);
+        out
+    }
+
+    /// When each connector connection began: the time of its first line.
+    pub fn first_seen(&self) -> BTreeMap<&str, u64> {
+        let mut first = BTreeMap::new();
+        for l in &self.all {
+            if self.commands.contains_key(&l.addr) {
+                first.entry(l.addr.as_str()).or_insert(l.at_us);
+            }
+        }
+        first
+    }
+
     /// Client addresses of the connector, in address order.
     pub fn clients(&self) -> Vec<&str> {
         self.commands.keys().map(String::as_str).collect()

@@ -4,6 +4,9 @@
 /// One parsed `MONITOR` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
+    /// When the engine ran it, in µs since the epoch (the line's leading timestamp): orders the
+    /// lines of several nodes' monitors on one clock (they share the machine's).
+    pub at_us: u64,
     pub db: u32,
     /// `ip:port`, `unix:...`, or `lua` for a command run by a script.
     pub addr: String,
@@ -30,6 +33,7 @@ impl Line {
 pub fn parse_line(line: &str) -> Option<Line> {
     let line = line.trim_end_matches(['\r', '\n']);
     let open = line.find(" [")?;
+    let at_us = parse_stamp(&line[..open])?;
     let rest = &line[open + 2..];
     let quote = rest.find('"').unwrap_or(rest.len());
     let head = rest[..quote].trim_end();
@@ -38,10 +42,18 @@ pub fn parse_line(line: &str) -> Option<Line> {
     let db = db.parse().ok()?;
     let args = parse_args(&rest[quote..])?;
     Some(Line {
+        at_us,
         db,
         addr: addr.to_string(),
         args,
     })
+}
+
+/// `1700000000.123456` as µs.
+fn parse_stamp(s: &str) -> Option<u64> {
+    let (secs, frac) = s.trim().split_once('.').unwrap_or((s.trim(), "0"));
+    let frac = format!("{frac:0<6}");
+    Some(secs.parse::<u64>().ok()? * 1_000_000 + frac.get(..6)?.parse::<u64>().ok()?)
 }
 
 /// Unquotes `"a" "b\"c" "\x01"`: the escapes of `sdscatrepr`.

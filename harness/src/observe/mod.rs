@@ -24,59 +24,68 @@ pub mod line;
 pub use attribute::{Event, Observed, ScriptCall, attribute};
 pub use line::{Line, is_script_cmd, keys_of, names_emq_key, parse_line, stable};
 
-/// A `MONITOR` on one gate database, knowing the harness's own connections.
+/// A `MONITOR` on one gate database (on every primary of a cluster), knowing the harness's own
+/// connections.
 ///
 /// [`Monitor::stop`] ends on a marker it sends itself, so a watch either sees every line sent
 /// before `stop` or errors: a gate must not judge a partial view.
 pub struct Watch {
-    monitor: Monitor,
+    monitors: Vec<Monitor>,
     db: u32,
     harness: BTreeSet<String>,
 }
 
 impl Watch {
     /// Starts monitoring database `db` of `engine`; `admin` is the gate's admin connection
-    /// (excluded from attribution), `extra` any further harness client ids.
+    /// (excluded from attribution), `extra` any further harness client ids (on the seed node).
     pub fn start(admin: &mut Admin, db: u32, extra: &[u64]) -> Result<Self, HarnessError> {
-        let monitor = admin.monitor()?;
-        let mut ids = vec![admin.client_id()?, monitor.client_id];
-        ids.extend_from_slice(extra);
-        let harness = admin
-            .client_list()?
-            .into_iter()
-            .filter(|c| ids.contains(&c.id))
-            .map(|c| c.addr)
-            .collect::<BTreeSet<_>>();
-        if harness.len() < 2 {
+        let monitors = admin.monitors()?;
+        let mut harness: BTreeSet<String> = admin.own_addrs()?.into_iter().collect();
+        harness.extend(monitors.iter().map(|m| m.addr.clone()));
+        if !extra.is_empty() {
+            harness.extend(
+                admin
+                    .client_list()?
+                    .into_iter()
+                    .filter(|c| extra.contains(&c.id))
+                    .map(|c| c.addr),
+            );
+        }
+        if harness.len() < 2 || harness.iter().any(String::is_empty) {
             return Err(HarnessError::Engine(
-                "CLIENT LIST does not show the harness's own connections".into(),
+                "CLIENT INFO does not show the harness's own connections".into(),
             ));
         }
         Ok(Self {
-            monitor,
+            monitors,
             db,
             harness,
         })
     }
 
-    /// Stops and attributes what was seen.
+    /// Stops and attributes what was seen: each node's lines on their own (a script's `lua`
+    /// lines follow its call on the node that ran it), then merged.
     pub fn stop(self) -> Result<Observed, HarnessError> {
-        let lines = self.monitor.stop()?;
-        Ok(attribute(&lines, self.db, &self.harness))
+        let mut seen = Vec::new();
+        for m in self.monitors {
+            let lines = m.stop()?;
+            seen.push(attribute(&lines, self.db, &self.harness));
+        }
+        Ok(Observed::merge(seen))
     }
 }
 
-/// Client ids of the connector on `db`: every client of that database but the `harness` ids.
+/// The connector's clients on `db`: every client of that database but the `harness` addresses
+/// (on a cluster, the clients of every primary).
 pub fn connector_clients(
     admin: &mut Admin,
     db: u32,
-    harness: &[u64],
-) -> Result<Vec<u64>, HarnessError> {
+    harness: &[String],
+) -> Result<Vec<crate::engine::admin::ClientInfo>, HarnessError> {
     Ok(admin
         .client_list()?
         .into_iter()
-        .filter(|c| c.db == db && !harness.contains(&c.id))
-        .map(|c| c.id)
+        .filter(|c| c.db == db && !harness.contains(&c.addr))
         .collect())
 }
 

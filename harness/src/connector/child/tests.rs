@@ -24,6 +24,7 @@ fn big_requests_get_time_per_command() {
         n,
         depth: 1,
         payload: "p".into(),
+        queues: None,
     };
     let probe = |n| Request::PipelineProbe {
         session: "s".into(),

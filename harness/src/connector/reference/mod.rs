@@ -12,10 +12,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod link;
 mod pipelined;
 mod resp;
 
-use redis::{ConnectionLike, ErrorKind as RedisKind, ServerErrorKind, Value};
+use link::Link;
+use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
 use crate::connector::args::validate;
 use crate::connector::{Claimed, Connector, Identity, Reply, Request, RetryOutcome};
@@ -35,10 +37,22 @@ pub struct Reference {
     bundle_version: String,
     protocol: u32,
     digest: String,
-    sessions: HashMap<String, redis::Connection>,
+    sessions: HashMap<String, Link>,
     /// Builds a queue's job root (`ARGV[1]`): always [`job_root`] except in a double.
     root: fn(&str) -> String,
+    /// What a cluster double does differently; always the default except in a double.
+    quirks: Quirks,
     log: Vec<String>,
+}
+
+/// Departures from SPEC §8 that only a double turns on (`crate::doubles`), the way `root` is
+/// swapped: the production connector has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quirks {
+    /// On `NOSCRIPT`, load on the seed node instead of the node that said it (breaks R8.2).
+    pub load_on_seed: bool,
+    /// Send a `batch` over several queues as one pipeline to one node (breaks R8.3).
+    pub ungrouped_batches: bool,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
@@ -91,6 +105,7 @@ impl Reference {
             digest: bundle.manifest.digest.clone(),
             sessions: HashMap::new(),
             root: job_root,
+            quirks: Quirks::default(),
             log: Vec::new(),
         }
     }
@@ -100,7 +115,7 @@ impl Reference {
         Box::new(Self::new(bundle))
     }
 
-    fn session(&mut self, name: &str) -> Result<&mut redis::Connection, ConnectorError> {
+    fn session(&mut self, name: &str) -> Result<&mut Link, ConnectorError> {
         self.sessions
             .get_mut(name)
             .ok_or_else(|| ConnectorError::invalid(format!("unknown session {name:?}")))
@@ -110,37 +125,33 @@ impl Reference {
         (self.root)(q)
     }
 
-    /// Opens a connection to `url` with the connector's timeouts; no command is sent.
-    fn open(url: &str) -> Result<redis::Connection, ConnectorError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| ConnectorError::invalid(format!("url {url:?}: {e}")))?;
-        let con = client
-            .get_connection_with_timeout(IO_TIMEOUT)
-            .map_err(engine_err)?;
-        con.set_read_timeout(Some(IO_TIMEOUT)).map_err(engine_err)?;
-        con.set_write_timeout(Some(IO_TIMEOUT))
-            .map_err(engine_err)?;
-        Ok(con)
+    /// Opens a link to `url` (a cluster's seed with `cluster`) with the connector's timeouts.
+    fn open(url: &str, cluster: bool) -> Result<Link, ConnectorError> {
+        Link::open(url, cluster, IO_TIMEOUT).map_err(|e| match e.kind() {
+            RedisKind::InvalidClientConfig => ConnectorError::invalid(format!("url {url:?}: {e}")),
+            _ => engine_err(e),
+        })
     }
 
-    /// SPEC §3: every connect reads the fence before its first verb.
-    fn connect(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
-        let mut con = Self::open(url)?;
-        self.check_fence(&mut con)?;
-        self.sessions.insert(session.to_string(), con);
+    /// SPEC §3: every connect reads the fence before its first verb (on a cluster, on the
+    /// fence's own node: the cluster client routes `emq:fence` by its slot, R8.1).
+    fn connect(&mut self, session: &str, url: &str, cluster: bool) -> Result<(), ConnectorError> {
+        let mut link = Self::open(url, cluster)?;
+        self.check_fence(&mut link)?;
+        self.sessions.insert(session.to_string(), link);
         Ok(())
     }
 
-    fn read_fence(con: &mut redis::Connection) -> Result<HashMap<String, String>, ConnectorError> {
-        redis::cmd("HGETALL")
-            .arg(FENCE_KEY)
-            .query(con)
-            .map_err(engine_err)
+    fn read_fence(link: &mut Link) -> Result<HashMap<String, String>, ConnectorError> {
+        let v = link
+            .send(redis::cmd("HGETALL").arg(FENCE_KEY))
+            .map_err(engine_err)?;
+        redis::from_redis_value(v).map_err(|e| ConnectorError::internal(e.to_string()))
     }
 
     /// SPEC §3: read; install with `HSETNX` in one `MULTI`/`EXEC` when absent; judge the protocol.
-    fn check_fence(&mut self, con: &mut redis::Connection) -> Result<(), ConnectorError> {
-        let mut fence = Self::read_fence(con)?;
+    fn check_fence(&mut self, link: &mut Link) -> Result<(), ConnectorError> {
+        let mut fence = Self::read_fence(link)?;
         if fence.is_empty() {
             let mut p = redis::pipe();
             p.atomic();
@@ -155,11 +166,10 @@ impl Reference {
                         .arg(field)
                         .arg(value)
                         .to_owned(),
-                )
-                .ignore();
+                );
             }
-            p.query::<()>(con).map_err(engine_err)?;
-            fence = Self::read_fence(con)?;
+            link.transaction(FENCE_KEY, &p, 3).map_err(engine_err)?;
+            fence = Self::read_fence(link)?;
         }
         let theirs = fence
             .get("protocol")
@@ -184,12 +194,20 @@ impl Reference {
         }
         Ok(())
     }
-    fn load(con: &mut redis::Connection, script: &Loaded) -> Result<(), ConnectorError> {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(&script.source[..])
-            .query(con)
-            .map_err(engine_err)?;
+
+    /// `SCRIPT LOAD` of `script` on the node that serves `key` (R4.9, R8.2).
+    fn load(
+        link: &mut Link,
+        key: &str,
+        script: &Loaded,
+        quirks: Quirks,
+    ) -> Result<(), ConnectorError> {
+        let reply = if quirks.load_on_seed {
+            link.load_on_seed(&script.source)
+        } else {
+            link.load_for(key, &script.source)
+        };
+        let sha = text(&reply.map_err(engine_err)?).unwrap_or_default();
         if sha != script.sha {
             return Err(ConnectorError::internal(format!(
                 "engine says sha {sha}, expected {}",
@@ -197,6 +215,24 @@ impl Reference {
             )));
         }
         Ok(())
+    }
+
+    /// The session's link, reconnected first (the fence read again, R3.1) when a followed
+    /// `MOVED` left its slot map stale.
+    fn live(&mut self, session: &str) -> Result<&mut Link, ConnectorError> {
+        let mut link = self
+            .sessions
+            .remove(session)
+            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
+        let fresh = if link.is_stale() {
+            link.reconnect()
+                .map_err(engine_err)
+                .and_then(|()| self.check_fence(&mut link))
+        } else {
+            Ok(())
+        };
+        let link = self.sessions.entry(session.to_string()).or_insert(link);
+        fresh.map(|()| link)
     }
 
     /// EVALSHA-first: one `SCRIPT LOAD` on a `NOSCRIPT` miss, then the same call again.
@@ -207,21 +243,22 @@ impl Reference {
         keys: &[String],
         args: &[&[u8]],
     ) -> Result<Value, ConnectorError> {
+        let quirks = self.quirks;
+        self.live(session)?;
         let script = &self.scripts[name];
-        let con = self
+        let link = self
             .sessions
             .get_mut(session)
-            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
-        let mut packed = Vec::with_capacity(256);
-        resp::encode_evalsha(&mut packed, &script.sha, keys, args);
-        let reply = |con: &mut redis::Connection| {
-            con.req_packed_command(&packed)
-                .and_then(Value::extract_error)
-        };
-        match reply(con) {
+            .expect("live() kept the session");
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&script.sha).arg(keys.len()).arg(keys);
+        for a in args {
+            cmd.arg(*a);
+        }
+        match link.send(&cmd) {
             Err(e) if is_noscript(&e) => {
-                Self::load(con, script)?;
-                reply(con).map_err(engine_err)
+                Self::load(link, &keys[0], script, quirks)?;
+                link.send(&cmd).map_err(engine_err)
             }
             other => other.map_err(engine_err),
         }
@@ -243,8 +280,12 @@ impl Reference {
                 }
                 Reply::Hello(self.identity())
             }
-            Connect { session, url } => {
-                self.connect(session, url)?;
+            Connect {
+                session,
+                url,
+                cluster,
+            } => {
+                self.connect(session, url, *cluster)?;
                 Reply::Unit
             }
             Disconnect { session } => {
@@ -275,12 +316,11 @@ impl Reference {
                 limit,
             } => Reply::Jobs(self.browse(session, queue, *offset, *limit)?),
             PendingSize { session, queue } => {
-                let con = self.session(session)?;
-                let n: i64 = redis::cmd("ZCARD")
-                    .arg(key(queue, "pending"))
-                    .query(con)
+                let v = self
+                    .live(session)?
+                    .send(redis::cmd("ZCARD").arg(key(queue, "pending")))
                     .map_err(engine_err)?;
-                Reply::Count(n)
+                Reply::Count(int(&v).ok_or_else(|| shape("pending_size", &v))?)
             }
             Claim {
                 session,
@@ -394,12 +434,22 @@ impl Reference {
                 Reply::Count(int(&v).ok_or_else(|| shape("reap", &v))?)
             }
             PipelineProbe { session, key, n } => {
-                let con = self.session(session)?;
                 let mut p = redis::pipe();
                 for _ in 0..*n {
                     p.add_command(redis::cmd("INCR").arg(key).to_owned());
                 }
-                Reply::Probe(p.query(con).map_err(engine_err)?)
+                let count = usize::try_from(*n).unwrap_or(0);
+                let replies = self
+                    .live(session)?
+                    .pipeline(key, &p, count)
+                    .map_err(engine_err)?;
+                if let Some(Value::ServerError(e)) =
+                    replies.iter().find(|v| matches!(v, Value::ServerError(_)))
+                {
+                    return Err(ConnectorError::engine(format!("{e:?}")));
+                }
+                let ints: Option<Vec<i64>> = replies.iter().map(int).collect();
+                Reply::Probe(ints.ok_or_else(|| shape("pipeline_probe", &Value::Array(replies)))?)
             }
             Batch {
                 session,
@@ -407,7 +457,11 @@ impl Reference {
                 n,
                 depth,
                 payload,
-            } => Reply::Count(self.batch(session, queue, *n, *depth, payload)?),
+                queues,
+            } => {
+                let queues = queues.clone().unwrap_or_else(|| vec![queue.clone()]);
+                Reply::Count(self.batch(session, &queues, *n, *depth, payload)?)
+            }
         })
     }
 
@@ -441,31 +495,48 @@ impl Reference {
         self.dispatch(request)
     }
 
+    /// Breaks SPEC §8 the way `quirks` says (a cluster double).
+    pub fn with_quirks(mut self, quirks: Quirks) -> Self {
+        self.quirks = quirks;
+        self
+    }
+
     /// Connects `session` without reading the fence.
-    pub fn connect_unfenced(&mut self, session: &str, url: &str) -> Result<(), ConnectorError> {
-        let con = Self::open(url)?;
-        self.sessions.insert(session.to_string(), con);
+    pub fn connect_unfenced(
+        &mut self,
+        session: &str,
+        url: &str,
+        cluster: bool,
+    ) -> Result<(), ConnectorError> {
+        let link = Self::open(url, cluster)?;
+        self.sessions.insert(session.to_string(), link);
         Ok(())
     }
 
-    /// `SCRIPT LOAD` of script `name` on `session`.
-    pub fn script_load(&mut self, session: &str, name: &str) -> Result<(), ConnectorError> {
+    /// `SCRIPT LOAD` of script `name` on `session` (on a cluster, on the node of `key`).
+    pub fn script_load(
+        &mut self,
+        session: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<(), ConnectorError> {
+        let quirks = self.quirks;
         let script = &self.scripts[name];
-        let con = self
+        let link = self
             .sessions
             .get_mut(session)
             .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
-        Self::load(con, script)
+        Self::load(link, key, script, quirks)
     }
 
     /// Any command on `session`; the reply as text (`None` for nil; an array's items one a line).
     pub fn raw(&mut self, session: &str, args: &[&str]) -> Result<Option<String>, ConnectorError> {
-        let con = self.session(session)?;
+        let link = self.session(session)?;
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {
             cmd.arg(*a);
         }
-        let v: Value = cmd.query(con).map_err(engine_err)?;
+        let v: Value = link.send(&cmd).map_err(engine_err)?;
         Ok(match v {
             Value::Nil => None,
             Value::Array(items) => Some(

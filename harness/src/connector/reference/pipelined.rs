@@ -1,8 +1,11 @@
 //! The reference connector's pipelined paths: `browse` (ZRANGE, then the payloads in one
-//! pipeline) and `batch` (EVALSHA enqueues repeated as bytes). Part of the seam: the raw client is
-//! allowed here by the `#[expect]` on the parent module.
+//! pipeline) and `batch` (EVALSHA enqueues repeated as bytes, over one queue or several). Part of
+//! the seam: the raw client is allowed here by the `#[expect]` on the parent module.
 
-use redis::{ConnectionLike, ServerErrorKind, Value};
+use std::collections::{BTreeMap, VecDeque};
+
+use redis::cluster_routing::Slot;
+use redis::{ServerErrorKind, Value};
 
 use super::{Reference, engine_err, resp};
 use crate::connector::BrowsedJob;
@@ -18,16 +21,20 @@ impl Reference {
         limit: i64,
     ) -> Result<Vec<BrowsedJob>, ConnectorError> {
         let root = self.root(q);
-        let con = self.session(session)?;
+        let link = self.live(session)?;
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(key(q, "pending"))
-            .arg(offset)
-            .arg(offset + limit - 1)
-            .query(con)
+        let ids = link
+            .send(
+                redis::cmd("ZRANGE")
+                    .arg(key(q, "pending"))
+                    .arg(offset)
+                    .arg(offset + limit - 1),
+            )
             .map_err(engine_err)?;
+        let ids: Vec<String> =
+            redis::from_redis_value(ids).map_err(|e| ConnectorError::internal(e.to_string()))?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -40,70 +47,152 @@ impl Reference {
                     .to_owned(),
             );
         }
-        let payloads: Vec<Option<String>> = p.query(con).map_err(engine_err)?;
-        Ok(ids
-            .into_iter()
-            .zip(payloads)
-            .filter_map(|(id, payload)| {
-                Some(BrowsedJob {
+        let replies = link
+            .pipeline(&key(q, "pending"), &p, ids.len())
+            .map_err(engine_err)?;
+        let mut out = Vec::new();
+        for (id, v) in ids.into_iter().zip(replies) {
+            match v {
+                Value::Nil => {}
+                Value::ServerError(e) => return Err(ConnectorError::engine(format!("{e:?}"))),
+                other => out.push(BrowsedJob {
                     id,
-                    payload: payload?,
-                })
-            })
-            .collect())
+                    payload: super::text(&other).unwrap_or_default(),
+                }),
+            }
+        }
+        Ok(out)
     }
 
-    /// `n` enqueues as pipelines of `depth` EVALSHA; a `NOSCRIPT` inside a pipeline reloads once
-    /// and resends exactly the calls that missed.
+    /// `n` enqueues as pipelines of `depth` EVALSHA, enqueue `i` to `queues[i % len]`. A
+    /// pipeline holds one slot's commands (on a cluster; on one engine, all of them), so each
+    /// goes whole to the node that serves it (R8.3). A `NOSCRIPT` or a redirect inside a
+    /// pipeline means those calls did not run: the script is loaded (or the slot map read
+    /// again) and exactly those calls are sent again.
     pub(super) fn batch(
         &mut self,
         session: &str,
-        q: &str,
+        queues: &[String],
         n: i64,
         depth: i64,
         payload: &str,
     ) -> Result<i64, ConnectorError> {
-        let keys = Self::enqueue_keys(q);
-        let root = self.root(q);
-        let script = &self.scripts["enqueue"];
-        let con = self
-            .sessions
-            .get_mut(session)
-            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
-        // One command encoded once, repeated `depth` times into one buffer: a pipeline is one
-        // write of a slice of it, with no per-command encoding or allocation.
-        let mut one = Vec::with_capacity(256);
-        resp::encode_evalsha(
-            &mut one,
-            &script.sha,
-            &keys,
-            &[root.as_bytes(), payload.as_bytes(), b"0"],
-        );
-        let per = one.len();
-        let full = usize::try_from(depth.clamp(1, n.max(1))).unwrap_or(1);
-        let packed = one.repeat(full);
+        let sha = self.scripts["enqueue"].sha.clone();
+        let ungrouped = self.quirks.ungrouped_batches;
+        // One command per queue, encoded once: a pipeline is a concatenation of these bytes,
+        // with no per-command encoding or allocation.
+        let encoded: Vec<Vec<u8>> = queues
+            .iter()
+            .map(|q| {
+                let mut one = Vec::with_capacity(256);
+                let root = self.root(q);
+                resp::encode_evalsha(
+                    &mut one,
+                    &sha,
+                    &Self::enqueue_keys(q),
+                    &[root.as_bytes(), payload.as_bytes(), b"0"],
+                );
+                one
+            })
+            .collect();
+        let cluster = self.live(session)?.is_cluster();
+        // The queues of each pipeline group: by slot on a cluster, all together on one engine.
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        let mut slots: Vec<Slot> = Vec::new();
+        for (qi, q) in queues.iter().enumerate() {
+            let g = if cluster && !ungrouped {
+                let s = Slot::for_key(key(q, "pending"));
+                slots.iter().position(|x| *x == s).unwrap_or_else(|| {
+                    slots.push(s);
+                    slots.len() - 1
+                })
+            } else {
+                0
+            };
+            groups.entry(g).or_default().push(qi);
+        }
+        let len = queues.len() as i64;
         let mut done = 0;
-        let mut left = n;
-        while left > 0 {
-            let chunk = left.min(depth);
-            let count = usize::try_from(chunk).unwrap_or(0);
-            let replies = con
-                .req_packed_commands(&packed[..per * count], 0, count)
+        for members in groups.values() {
+            // This group's enqueues, in order: `i` with `queues[i % len]` in the group.
+            let mine: Vec<usize> = (0..n)
+                .filter(|i| members.contains(&((i % len) as usize)))
+                .map(|i| (i % len) as usize)
+                .collect();
+            let anchor = key(&queues[members[0]], "pending");
+            done += self.batch_group(session, &encoded, &mine, depth, &anchor)?;
+        }
+        Ok(done)
+    }
+
+    /// Sends `calls` (indexes into `encoded`) in pipelines of `depth` on the node of `anchor`.
+    /// Calls that did not run (`NOSCRIPT`, a redirect) go first into the next pipeline; a
+    /// pipeline in which nothing ran twice in a row is an error, never a loop.
+    fn batch_group(
+        &mut self,
+        session: &str,
+        encoded: &[Vec<u8>],
+        calls: &[usize],
+        depth: i64,
+        anchor: &str,
+    ) -> Result<i64, ConnectorError> {
+        let quirks = self.quirks;
+        let depth = usize::try_from(depth.max(1)).unwrap_or(1);
+        let mut todo: VecDeque<usize> = calls.iter().copied().collect();
+        let mut done = 0;
+        let mut idle = 0;
+        let mut packed = Vec::new();
+        while !todo.is_empty() {
+            let chunk: Vec<usize> = todo.drain(..depth.min(todo.len())).collect();
+            packed.clear();
+            for &q in &chunk {
+                packed.extend_from_slice(&encoded[q]);
+            }
+            let link = self.live(session)?;
+            let replies = link
+                .packed(anchor, &packed, chunk.len())
                 .map_err(engine_err)?;
-            let mut missed = 0;
-            for v in &replies {
-                if let Value::ServerError(e) = v {
-                    if e.kind() == Some(ServerErrorKind::NoScript) {
-                        missed += 1;
-                    } else {
-                        return Err(ConnectorError::engine(format!("{e:?}")));
-                    }
+            let (mut again, mut missed_script, mut redirected) = (Vec::new(), false, false);
+            for (&q, v) in chunk.iter().zip(&replies) {
+                match v {
+                    Value::ServerError(e) => match e.kind() {
+                        Some(ServerErrorKind::NoScript) => {
+                            missed_script = true;
+                            again.push(q);
+                        }
+                        Some(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
+                            redirected = true;
+                            again.push(q);
+                        }
+                        _ => return Err(ConnectorError::engine(format!("{e:?}"))),
+                    },
+                    _ => done += 1,
                 }
             }
-            done += chunk - missed;
-            left -= chunk - missed;
-            if missed > 0 {
-                Self::load(con, script)?;
+            idle = if again.len() == chunk.len() {
+                idle + 1
+            } else {
+                0
+            };
+            if idle > 2 {
+                return Err(ConnectorError::engine(format!(
+                    "a pipeline of {} enqueues ran none of them three times in a row (NOSCRIPT or a redirect after the script was loaded and the slot map read)",
+                    chunk.len()
+                )));
+            }
+            for q in again.into_iter().rev() {
+                todo.push_front(q);
+            }
+            if missed_script {
+                let script = &self.scripts["enqueue"];
+                let link = self.sessions.get_mut(session).expect("live() kept it");
+                Self::load(link, anchor, script, quirks)?;
+            }
+            if redirected {
+                self.sessions
+                    .get_mut(session)
+                    .expect("live() kept it")
+                    .mark_stale();
             }
         }
         Ok(done)

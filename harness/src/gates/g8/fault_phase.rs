@@ -209,6 +209,7 @@ fn request(q: &str, call: &Call) -> Request {
             n,
             depth: BATCH_DEPTH,
             payload,
+            queues: None,
         },
     }
 }
@@ -229,7 +230,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     }
     let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
         .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
-    let purl = proxy.url_for(&url, &ctx.engine.host, ctx.engine.port);
+    let purl =
+        crate::engine::Target::single(proxy.url_for(&url.url, &ctx.engine.host, ctx.engine.port));
     let sha = |verb: &str| {
         let script = if verb == "batch" { "enqueue" } else { verb };
         ctx.bundle.script(script).entry.sha1.clone()
@@ -248,7 +250,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let (mut failed, mut answered) = (0u64, 0u64);
     for (i, t) in trials.iter().enumerate() {
         if i == reset_at {
-            reset_on_connect(&proxy, &mut *c, &purl, &mut breaches);
+            reset_on_connect(&proxy, &mut *c, &purl.url, &mut breaches);
         }
         let q = format!("g8f{i}");
         let label = format!("{} (trial {i}, {})", t.verb, fault_name(t.fault));

@@ -21,6 +21,7 @@
 //! survive, and the breakages the gate must catch, are the fault phase's, which does not vary.
 
 pub mod accounting;
+pub mod failover;
 pub mod fault_phase;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,7 +53,12 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         out.error(e.to_string());
         return;
     }
-    if let Err(e) = fault_phase::run(ctx, out) {
+    let phase = if ctx.engine.is_cluster() {
+        failover::run(ctx, out)
+    } else {
+        fault_phase::run(ctx, out)
+    };
+    if let Err(e) = phase {
         out.error(e.to_string());
         return;
     }
@@ -224,7 +230,10 @@ fn step(
 const KILLER_GONE: &str = "the killer thread is gone";
 
 /// A fresh connector with `SESSION` open (kills may land during the connect: try again).
-fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, GateError> {
+fn fresh(
+    ctx: &GateContext<'_>,
+    url: &crate::engine::Target,
+) -> Result<Box<dyn Connector + Send>, GateError> {
     let mut last = String::new();
     for _ in 0..50 {
         let mut c = ctx.factory.make()?;
@@ -247,7 +256,7 @@ fn fresh(ctx: &GateContext<'_>, url: &str) -> Result<Box<dyn Connector + Send>, 
 fn killer(
     mut admin: Admin,
     db: u32,
-    harness: Vec<u64>,
+    harness: Vec<String>,
     rx: mpsc::Receiver<u64>,
     ack: mpsc::Sender<Result<bool, GateError>>,
 ) {
@@ -258,7 +267,7 @@ fn killer(
         let r = connector_clients(&mut admin, db, &harness)
             .and_then(|ids| {
                 for id in &ids {
-                    admin.client_kill(*id)?;
+                    admin.client_kill(id)?;
                 }
                 Ok(!ids.is_empty())
             })
@@ -272,7 +281,7 @@ fn killer(
 fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { db, url, mut admin } = ctx.database("G8")?;
     let mut killer_admin = ctx.engine.admin(db)?;
-    let harness = vec![admin.client_id()?, killer_admin.client_id()?];
+    let harness = [admin.own_addrs()?, killer_admin.own_addrs()?].concat();
     let mut rng = StdRng::seed_from_u64(ctx.seed);
     let mut ledger = Ledger::default();
     (ctx.progress)(&format!(

@@ -183,6 +183,9 @@ impl Run<'_> {
         let given = map.get("url").and_then(Value::as_str).unwrap_or("");
         if verb == "connect" && given.is_empty() {
             map.insert("url".into(), Value::String(self.engine.url(self.db)));
+            if self.engine.is_cluster() {
+                map.insert("cluster".into(), Value::Bool(true));
+            }
         }
         serde_json::from_value(obj)
             .map_err(|e| format!("arguments do not form a {verb} request: {e}"))
@@ -271,6 +274,7 @@ fn run_steps(
                 .call(&Request::Connect {
                     session: s.clone(),
                     url: engine.url(db),
+                    cluster: engine.is_cluster(),
                 })
                 .map_err(|e| Box::new(setup_fail(format!("connect {s}: {e}"))))?;
         }

@@ -428,6 +428,7 @@ pub fn expected(
         let _ = model.apply(&Request::Connect {
             session: s,
             url: "redis://model".into(),
+            cluster: false,
         });
     }
     let steps = h

@@ -163,14 +163,15 @@ fn judge(
     h: &History,
     timing: &mut Timing,
 ) -> Result<u64, Breach> {
-    let url = env.engine.url(env.db);
+    let url = env.engine.target(env.db);
     let mut model = Model::new();
     for s in h.session_names() {
         con.connect(&s, &url)
             .map_err(|e| Breach::Mismatch(format!("connect of session {s} failed: {e}")))?;
         let _ = model.apply(&Request::Connect {
             session: s,
-            url: url.clone(),
+            url: url.url.clone(),
+            cluster: url.cluster,
         });
     }
     // Ticks of recent time-writing calls and when their replies arrived.

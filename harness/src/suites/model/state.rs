@@ -433,6 +433,7 @@ mod tests {
         m.apply(&Request::Connect {
             session: s(),
             url: "redis://x:1/0".into(),
+            cluster: false,
         })
         .unwrap();
         assert_eq!(m.apply(&enq("a", 0)), Ok(Reply::Id(job_id(1))));

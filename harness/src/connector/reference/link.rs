@@ -1,0 +1,320 @@
+//! A session's link to the engine: one connection to a single engine, or the redis crate's
+//! cluster client on a Valkey Cluster (SPEC §8). Part of the seam: the raw client is allowed here
+//! by the `#[expect]` on the parent module.
+//!
+//! The cluster client runs with `retries(0)`: its own retry loop re-sends a command after a
+//! connection error or a timeout (`RetryMethod::Reconnect`/`RetryImmediately` in its
+//! `request`), which may run a script twice (R4.16), and the same count bounds its redirects.
+//! So redirects are followed here instead, where a `MOVED` or `ASK` (the command did not run,
+//! R8.1) is the only reply that leads to a re-send.
+//!
+//! Its pipelines cannot serve a batch either: they turn one error reply anywhere into an error
+//! for the whole pipeline (`extract_error_vec`), so a `NOSCRIPT` or `MOVED` in the middle leaves
+//! no way to know which calls ran. Pipelines therefore go on a plain connection per node, to the
+//! node the slot map (read from the cluster client with `CLUSTER SLOTS`) names for their slot.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{
+    Cmd, ConnectionLike, ErrorKind as RedisKind, Pipeline, RedisResult, ServerErrorKind, Value,
+};
+
+/// How many redirects one command may follow before it fails (a slot migrating back and forth).
+const MAX_REDIRECTS: usize = 5;
+
+/// One session's connection(s).
+pub(super) enum Link {
+    One(redis::Connection),
+    Cluster(Box<Cluster>),
+}
+
+/// A session's cluster client and its per-node pipeline connections.
+pub(super) struct Cluster {
+    client: ClusterClient,
+    con: ClusterConnection,
+    /// The seed node's host and port (a double loads scripts there only).
+    seed: (String, u16),
+    /// The seed url: a node's url is this one with the node's address.
+    url: String,
+    timeout: Duration,
+    /// Each primary's port and slot ranges, from `CLUSTER SLOTS`.
+    slots: SlotMap,
+    /// The plain connection to each node a pipeline went to, by port.
+    pipes: HashMap<u16, redis::Connection>,
+    /// A `MOVED` was followed: the slot map is stale; the next call reconnects first.
+    stale: bool,
+}
+
+/// Each primary's port and slot ranges.
+type SlotMap = Vec<(u16, Vec<(u16, u16)>)>;
+
+/// Where a redirect sends a command.
+enum Redirect {
+    Moved(String, u16),
+    Ask(String, u16),
+}
+
+fn redirect_of(e: &redis::RedisError) -> Option<Redirect> {
+    let (addr, _) = e.redirect_node()?;
+    let (host, port) = addr.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    match e.kind() {
+        RedisKind::Server(ServerErrorKind::Moved) => Some(Redirect::Moved(host.to_string(), port)),
+        RedisKind::Server(ServerErrorKind::Ask) => Some(Redirect::Ask(host.to_string(), port)),
+        _ => None,
+    }
+}
+
+fn by_address(host: &str, port: u16) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+        host: host.to_string(),
+        port,
+    })
+}
+
+impl Link {
+    /// Opens a single-engine connection or, with `cluster`, the cluster client (it reads the slot
+    /// map from the seed `url` and uses its password on every node).
+    pub(super) fn open(url: &str, cluster: bool, timeout: Duration) -> RedisResult<Self> {
+        if !cluster {
+            let client = redis::Client::open(url)?;
+            let con = client.get_connection_with_timeout(timeout)?;
+            con.set_read_timeout(Some(timeout))?;
+            con.set_write_timeout(Some(timeout))?;
+            return Ok(Self::One(con));
+        }
+        let client = ClusterClient::builder([url])
+            .retries(0)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .build()?;
+        let mut con = client.get_connection()?;
+        let slots = read_slots(&mut con)?;
+        let info = redis::IntoConnectionInfo::into_connection_info(url)?;
+        let seed = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            other => {
+                return Err(redis::RedisError::from((
+                    RedisKind::InvalidClientConfig,
+                    "a cluster seed is a tcp address",
+                    format!("{other:?}"),
+                )));
+            }
+        };
+        Ok(Self::Cluster(Box::new(Cluster {
+            client,
+            con,
+            seed,
+            url: url.to_string(),
+            timeout,
+            slots,
+            pipes: HashMap::new(),
+            stale: false,
+        })))
+    }
+
+    /// True on a cluster.
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    /// True when a redirect was followed since the slot map was read.
+    pub(super) fn is_stale(&self) -> bool {
+        matches!(self, Self::Cluster(c) if c.stale)
+    }
+
+    /// Reads the slot map again before the next call (a pipeline met a redirect).
+    pub(super) fn mark_stale(&mut self) {
+        if let Self::Cluster(c) = self {
+            c.stale = true;
+        }
+    }
+
+    /// A fresh cluster connection (a fresh slot map); the caller reads the fence on it (R3.1).
+    pub(super) fn reconnect(&mut self) -> RedisResult<()> {
+        if let Self::Cluster(c) = self {
+            c.con = c.client.get_connection()?;
+            c.slots = read_slots(&mut c.con)?;
+            c.pipes.clear();
+            c.stale = false;
+        }
+        Ok(())
+    }
+
+    fn con(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Self::One(c) => c,
+            Self::Cluster(c) => &mut c.con,
+        }
+    }
+
+    /// One command, routed by its key on a cluster, following redirects; server errors as `Err`.
+    pub(super) fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let first = self.con().req_command(cmd).and_then(Value::extract_error);
+        self.follow(cmd, first)
+    }
+
+    /// Follows the redirects `reply` names (a cluster only), at most [`MAX_REDIRECTS`].
+    fn follow(&mut self, cmd: &Cmd, mut reply: RedisResult<Value>) -> RedisResult<Value> {
+        for _ in 0..MAX_REDIRECTS {
+            let Self::Cluster(c) = self else {
+                return reply;
+            };
+            let con = &mut c.con;
+            let redirect = match &reply {
+                Err(e) => redirect_of(e),
+                Ok(_) => None,
+            };
+            reply = match redirect {
+                None => return reply,
+                Some(Redirect::Moved(host, port)) => {
+                    c.stale = true;
+                    con.route_command(cmd, by_address(&host, port))
+                }
+                Some(Redirect::Ask(host, port)) => con
+                    .route_command(&redis::cmd("ASKING"), by_address(&host, port))
+                    .and_then(|_| con.route_command(cmd, by_address(&host, port))),
+            }
+            .and_then(Value::extract_error);
+        }
+        reply
+    }
+
+    /// `SCRIPT LOAD` on the node that serves `key` (the node that said `NOSCRIPT`, R8.2), or on
+    /// the one engine.
+    pub(super) fn load_for(&mut self, key: &str, source: &[u8]) -> RedisResult<Value> {
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).to_owned();
+        let first = match self {
+            Self::One(c) => return c.req_command(&load).and_then(Value::extract_error),
+            Self::Cluster(c) => {
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::with_key(key, SlotAddr::Master),
+                ));
+                c.con
+                    .route_command(&load, route)
+                    .and_then(Value::extract_error)
+            }
+        };
+        self.follow(&load, first)
+    }
+
+    /// `SCRIPT LOAD` on the seed node whatever the call's node (only a double does this).
+    pub(super) fn load_on_seed(&mut self, source: &[u8]) -> RedisResult<Value> {
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).to_owned();
+        match self {
+            Self::One(c) => c.req_command(&load).and_then(Value::extract_error),
+            Self::Cluster(c) => c
+                .con
+                .route_command(&load, by_address(&c.seed.0, c.seed.1))
+                .and_then(Value::extract_error),
+        }
+    }
+
+    /// The connection that pipelines commands on `key`'s slot: the one engine's, or a plain
+    /// connection to the primary the slot map names (opened on first use).
+    fn pipe_for(&mut self, key: &str) -> RedisResult<&mut redis::Connection> {
+        match self {
+            Self::One(c) => Ok(c),
+            Self::Cluster(c) => {
+                let slot = crate::engine::admin::shards::slot(key.as_bytes());
+                let port = c
+                    .slots
+                    .iter()
+                    .find(|(_, r)| r.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot)))
+                    .map(|(p, _)| *p)
+                    .ok_or_else(|| {
+                        redis::RedisError::from((
+                            RedisKind::Client,
+                            "no node serves the slot",
+                            format!("slot {slot} of {key}"),
+                        ))
+                    })?;
+                let con = match c.pipes.entry(port) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        let client = redis::Client::open(node_url(&c.url, port).as_str())?;
+                        let con = client.get_connection_with_timeout(c.timeout)?;
+                        con.set_read_timeout(Some(c.timeout))?;
+                        con.set_write_timeout(Some(c.timeout))?;
+                        e.insert(con)
+                    }
+                };
+                Ok(con)
+            }
+        }
+    }
+
+    /// Forgets every pipeline connection after a failure on one: a late reply must never be read
+    /// as the reply to a later command (R4.16).
+    fn drop_pipes_on_error<T>(&mut self, r: RedisResult<T>) -> RedisResult<T> {
+        if r.is_err()
+            && let Self::Cluster(c) = self
+        {
+            c.pipes.clear();
+        }
+        r
+    }
+
+    /// A pipeline of commands that all live on `key`'s node, in one write; the replies in
+    /// order, server errors as [`Value::ServerError`] items.
+    pub(super) fn pipeline(
+        &mut self,
+        key: &str,
+        p: &Pipeline,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.packed(key, &p.get_packed_pipeline(), count)
+    }
+
+    /// Pre-encoded commands of `key`'s node, as [`Link::pipeline`].
+    pub(super) fn packed(
+        &mut self,
+        key: &str,
+        bytes: &[u8],
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let r = self
+            .pipe_for(key)
+            .and_then(|c| c.req_packed_commands(bytes, 0, count));
+        self.drop_pipes_on_error(r)
+    }
+
+    /// A `MULTI`/`EXEC` transaction of `count` commands on `key`'s slot; errors inside as `Err`.
+    pub(super) fn transaction(&mut self, key: &str, p: &Pipeline, count: usize) -> RedisResult<()> {
+        let r = self
+            .pipe_for(key)
+            .and_then(|c| c.req_packed_commands(&p.get_packed_pipeline(), count + 1, 1));
+        for v in self.drop_pipes_on_error(r)? {
+            v.extract_error()?;
+        }
+        Ok(())
+    }
+}
+
+/// The primaries and their slots, from `CLUSTER SLOTS` through the cluster client.
+fn read_slots(con: &mut ClusterConnection) -> RedisResult<SlotMap> {
+    let v = con.route_command(
+        &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
+        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+    )?;
+    let map = crate::engine::admin::shards::parse_cluster_slots(&v)
+        .map_err(|e| redis::RedisError::from((RedisKind::Client, "bad CLUSTER SLOTS reply", e)))?;
+    Ok(map.into_iter().map(|(p, r, _)| (p, r)).collect())
+}
+
+/// `seed` (`redis://[:pw@]host:port[/db]`) with `port` in place of its port.
+fn node_url(seed: &str, port: u16) -> String {
+    let (scheme_auth, rest) = match seed.rsplit_once('@') {
+        Some((a, r)) => (format!("{a}@"), r),
+        None => (
+            "redis://".to_string(),
+            seed.strip_prefix("redis://").unwrap_or(seed),
+        ),
+    };
+    let (hostport, db) = rest.split_once('/').unwrap_or((rest, "0"));
+    let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h);
+    format!("{scheme_auth}{host}:{port}/{db}")
+}

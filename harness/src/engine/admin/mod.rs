@@ -1,0 +1,490 @@
+//! The harness's own instrument on the engine: setup, observation and fault injection. It is the
+//! second (and last) place the raw client may appear: it judges connectors, so it must not be one.
+#![expect(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the harness's observer needs raw commands (MONITOR, INFO, CLIENT KILL, SCAN) that no \
+              connector may send; keeping them here keeps them out of every connector"
+)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::HarnessError;
+pub use crate::protocol::keyspace::KeyData;
+use crate::protocol::keyspace::Keyspace;
+
+mod monitor;
+pub mod shards;
+
+pub use monitor::Monitor;
+use shards::{Shard, SlotRange};
+
+/// An admin connection to one database; on a cluster, to its seed node and to every primary,
+/// each key routed to the primary that owns its slot and node-wide commands sent to each.
+pub struct Admin {
+    con: redis::Connection,
+    url: String,
+    /// A cluster's primaries (empty on a single engine).
+    shards: Vec<Shard>,
+}
+
+/// One line of `CLIENT LIST`.
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    /// The node it is a client of (an index into [`Admin::nodes`]; 0 on a single engine).
+    pub node: usize,
+    pub id: u64,
+    pub addr: String,
+    pub db: u32,
+    pub name: String,
+    pub cmd: String,
+    pub tot_net_in: u64,
+}
+
+pub(crate) fn err(e: redis::RedisError) -> HarnessError {
+    HarnessError::Engine(e.to_string())
+}
+
+/// Opens one admin connection (5 s to connect, 120 s per reply) and proves it with `PING`.
+fn open(url: &str) -> Result<redis::Connection, HarnessError> {
+    let client =
+        redis::Client::open(url).map_err(|e| HarnessError::BadInput(format!("engine url: {e}")))?;
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .map_err(|e| HarnessError::Engine(format!("cannot reach the engine: {e}")))?;
+    con.set_read_timeout(Some(Duration::from_secs(120)))
+        .map_err(err)?;
+    redis::cmd("PING").query::<String>(&mut con).map_err(err)?;
+    Ok(con)
+}
+
+fn command(args: &[&str]) -> redis::Cmd {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c
+}
+
+/// Commands that name no key: on a cluster they go to the seed node, not by slot.
+const NODE_COMMANDS: [&str; 14] = [
+    "PING", "INFO", "CLIENT", "CONFIG", "SCRIPT", "FLUSHDB", "FLUSHALL", "DBSIZE", "TIME", "ECHO",
+    "SCAN", "CLUSTER", "DEBUG", "FUNCTION",
+];
+
+impl Admin {
+    /// Connects to a single engine.
+    pub fn connect(url: &str) -> Result<Self, HarnessError> {
+        Ok(Self {
+            con: open(url)?,
+            url: url.to_string(),
+            shards: Vec::new(),
+        })
+    }
+
+    /// Connects to a cluster through its seed node at `url`, and to every primary that
+    /// `CLUSTER SLOTS` names (`node_url` gives a node's url from its port).
+    pub fn connect_cluster(
+        url: &str,
+        node_url: &dyn Fn(u16) -> String,
+    ) -> Result<Self, HarnessError> {
+        let mut a = Self::connect(url)?;
+        a.shards = a.discover(node_url)?;
+        Ok(a)
+    }
+
+    /// Reads the slot map again (after a failover) and reconnects to the primaries it names.
+    pub fn refresh(&mut self, node_url: &dyn Fn(u16) -> String) -> Result<(), HarnessError> {
+        if !self.shards.is_empty() {
+            self.shards = self.discover(node_url)?;
+        }
+        Ok(())
+    }
+
+    fn discover(&mut self, node_url: &dyn Fn(u16) -> String) -> Result<Vec<Shard>, HarnessError> {
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut self.con)
+            .map_err(err)?;
+        let map = shards::parse_cluster_slots(&slots).map_err(HarnessError::Engine)?;
+        map.into_iter()
+            .map(|(port, ranges, replicas)| {
+                let url = node_url(port);
+                Ok(Shard {
+                    port,
+                    con: open(&url)?,
+                    url,
+                    ranges,
+                    replicas,
+                })
+            })
+            .collect()
+    }
+
+    /// True when this admin serves a cluster.
+    pub fn is_cluster(&self) -> bool {
+        !self.shards.is_empty()
+    }
+
+    /// The primaries' ports (a cluster), in slot order; empty on a single engine.
+    pub fn primaries(&self) -> Vec<u16> {
+        self.shards.iter().map(|s| s.port).collect()
+    }
+
+    /// Each primary's slot ranges and replica ports, in slot order (a cluster).
+    pub fn topology(&self) -> Vec<(u16, Vec<SlotRange>, Vec<u16>)> {
+        self.shards
+            .iter()
+            .map(|s| (s.port, s.ranges.clone(), s.replicas.clone()))
+            .collect()
+    }
+
+    /// The index of the primary that owns `key`'s slot (0 on a single engine).
+    pub fn shard_of(&self, key: &str) -> usize {
+        shards::owner(&self.shards, shards::slot(key.as_bytes()))
+    }
+
+    /// The connection that serves `key`.
+    fn for_key(&mut self, key: &str) -> &mut redis::Connection {
+        if self.shards.is_empty() {
+            return &mut self.con;
+        }
+        let i = self.shard_of(key);
+        &mut self.shards[i].con
+    }
+
+    /// Every node connection a node-wide command must reach: the primaries on a cluster, else
+    /// the one connection.
+    fn nodes_mut(&mut self) -> Vec<&mut redis::Connection> {
+        if self.shards.is_empty() {
+            vec![&mut self.con]
+        } else {
+            self.shards.iter_mut().map(|s| &mut s.con).collect()
+        }
+    }
+
+    /// Any command, typed reply: routed by its first argument's slot on a cluster unless it is a
+    /// node-wide command, which goes to the seed.
+    pub fn query<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> Result<T, HarnessError> {
+        let keyless = NODE_COMMANDS.contains(&args[0].to_ascii_uppercase().as_str());
+        let con = match args.get(1) {
+            Some(k) if !keyless => self.for_key(k),
+            _ => &mut self.con,
+        };
+        command(args).query(con).map_err(err)
+    }
+
+    /// A node-wide command on every node ([`Admin::query`] sends it to the seed only).
+    pub fn query_each<T: redis::FromRedisValue>(
+        &mut self,
+        args: &[&str],
+    ) -> Result<Vec<T>, HarnessError> {
+        let c = command(args);
+        self.nodes_mut()
+            .into_iter()
+            .map(|con| c.query(con).map_err(err))
+            .collect()
+    }
+
+    /// `INFO <section>` as key → value.
+    pub fn info(&mut self, section: &str) -> Result<BTreeMap<String, String>, HarnessError> {
+        let text: String = self.query(&["INFO", section])?;
+        Ok(parse_info(&text))
+    }
+
+    /// `INFO <section>` of every node (each primary of a cluster), in node order.
+    pub fn info_each(
+        &mut self,
+        section: &str,
+    ) -> Result<Vec<BTreeMap<String, String>>, HarnessError> {
+        let texts: Vec<String> = self.query_each(&["INFO", section])?;
+        Ok(texts.iter().map(|t| parse_info(t)).collect())
+    }
+
+    /// `valkey_version` from `INFO server`.
+    pub fn valkey_version(&mut self) -> Result<String, HarnessError> {
+        let info = self.info("server")?;
+        info.get("valkey_version")
+            .or_else(|| info.get("redis_version"))
+            .cloned()
+            .ok_or_else(|| HarnessError::Engine("INFO server has no valkey_version".into()))
+    }
+
+    /// Calls per command since the last `CONFIG RESETSTAT` (`script|load` style names), summed
+    /// over every node ([`Admin::commandstats_each`] keeps them apart).
+    pub fn commandstats(&mut self) -> Result<BTreeMap<String, u64>, HarnessError> {
+        let mut sum = BTreeMap::new();
+        for node in self.commandstats_each()? {
+            for (k, v) in node {
+                *sum.entry(k).or_default() += v;
+            }
+        }
+        Ok(sum)
+    }
+
+    /// Calls per command of each node (each primary of a cluster), in node order.
+    pub fn commandstats_each(&mut self) -> Result<Vec<BTreeMap<String, u64>>, HarnessError> {
+        Ok(self
+            .info_each("commandstats")?
+            .iter()
+            .map(|info| {
+                info.iter()
+                    .filter_map(|(k, v)| {
+                        let name = k.strip_prefix("cmdstat_")?;
+                        let calls = v
+                            .split(',')
+                            .find_map(|f| f.strip_prefix("calls="))?
+                            .parse()
+                            .ok()?;
+                        Some((name.to_string(), calls))
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Empties the database (every primary of a cluster).
+    pub fn flushdb(&mut self) -> Result<(), HarnessError> {
+        self.query_each::<()>(&["FLUSHDB"]).map(drop)
+    }
+
+    /// Keys in the database (summed over a cluster's primaries).
+    pub fn dbsize(&mut self) -> Result<u64, HarnessError> {
+        Ok(self.query_each::<u64>(&["DBSIZE"])?.into_iter().sum())
+    }
+
+    /// Every key of this database (SCAN on every node, so a big keyspace does not block it).
+    pub fn keys(&mut self) -> Result<Vec<String>, HarnessError> {
+        let mut out = Vec::new();
+        for con in self.nodes_mut() {
+            let mut cursor = "0".to_string();
+            loop {
+                let (next, batch): (String, Vec<String>) =
+                    command(&["SCAN", &cursor, "COUNT", "1000"])
+                        .query(con)
+                        .map_err(err)?;
+                out.extend(batch);
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// A snapshot of every EchoMQ key of this database (two pipelined round trips).
+    pub fn keyspace(&mut self) -> Result<Keyspace, HarnessError> {
+        let keys = self.keys()?;
+        let data = self.read_keys(&keys)?;
+        Ok(Keyspace::from_keys(keys.into_iter().zip(data)))
+    }
+
+    /// Reads many keys in two pipelined round trips per node (types, then contents), so a
+    /// snapshot of tens of thousands of keys costs two round trips, not two per key.
+    pub fn read_keys(&mut self, keys: &[String]) -> Result<Vec<KeyData>, HarnessError> {
+        if self.shards.is_empty() {
+            return read_keys_on(&mut self.con, keys);
+        }
+        let mut by_shard: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            by_shard.entry(self.shard_of(k)).or_default().push(i);
+        }
+        let mut out: Vec<Option<KeyData>> = vec![None; keys.len()];
+        for (shard, idx) in by_shard {
+            let mine: Vec<String> = idx.iter().map(|&i| keys[i].clone()).collect();
+            let data = read_keys_on(&mut self.shards[shard].con, &mine)?;
+            for (i, d) in idx.into_iter().zip(data) {
+                out[i] = Some(d);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    pub fn key_type(&mut self, key: &str) -> Result<String, HarnessError> {
+        self.query(&["TYPE", key])
+    }
+
+    /// Members with integer scores, in set order.
+    pub fn zrange_withscores(&mut self, key: &str) -> Result<Vec<(String, i64)>, HarnessError> {
+        let flat: Vec<(String, f64)> = self.query(&["ZRANGE", key, "0", "-1", "WITHSCORES"])?;
+        Ok(flat.into_iter().map(|(m, s)| (m, s as i64)).collect())
+    }
+
+    pub fn hgetall(&mut self, key: &str) -> Result<BTreeMap<String, String>, HarnessError> {
+        self.query(&["HGETALL", key])
+    }
+
+    pub fn get(&mut self, key: &str) -> Result<Option<String>, HarnessError> {
+        self.query(&["GET", key])
+    }
+
+    /// Sets hash fields (setup shortcuts such as a foreign fence; never queue state).
+    pub fn hset(&mut self, key: &str, fields: &[(&str, &str)]) -> Result<(), HarnessError> {
+        let mut args = vec!["HSET", key];
+        for (f, v) in fields {
+            args.push(f);
+            args.push(v);
+        }
+        self.query::<()>(&args)
+    }
+
+    /// The engine's clock in ms (what scripts read through `TIME`).
+    pub fn time_ms(&mut self) -> Result<i64, HarnessError> {
+        let (s, us): (i64, i64) = self.query(&["TIME"])?;
+        Ok(s * 1000 + us / 1000)
+    }
+
+    /// Empties the script cache (of every primary of a cluster).
+    pub fn script_flush(&mut self) -> Result<(), HarnessError> {
+        self.query_each::<()>(&["SCRIPT", "FLUSH"]).map(drop)
+    }
+
+    /// `SCRIPT LOAD` of exact bytes (on the seed node); returns the engine's SHA.
+    pub fn script_load(&mut self, source: &[u8]) -> Result<String, HarnessError> {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query(&mut self.con)
+            .map_err(err)
+    }
+
+    /// Zeroes the command statistics (of every primary of a cluster).
+    pub fn config_resetstat(&mut self) -> Result<(), HarnessError> {
+        self.query_each::<()>(&["CONFIG", "RESETSTAT"]).map(drop)
+    }
+
+    /// This connection's client id.
+    pub fn client_id(&mut self) -> Result<u64, HarnessError> {
+        self.query(&["CLIENT", "ID"])
+    }
+
+    /// The addresses (as the engine sees them) of this admin's own connections, every node's.
+    pub fn own_addrs(&mut self) -> Result<Vec<String>, HarnessError> {
+        let infos: Vec<String> = if self.shards.is_empty() {
+            vec![self.query(&["CLIENT", "INFO"])?]
+        } else {
+            let mut v: Vec<String> = vec![self.query(&["CLIENT", "INFO"])?];
+            v.extend(self.query_each::<String>(&["CLIENT", "INFO"])?);
+            v
+        };
+        Ok(infos.iter().map(|t| parse_client(t.trim()).addr).collect())
+    }
+
+    /// Every client of the engine (of every primary of a cluster, each tagged with its node).
+    pub fn client_list(&mut self) -> Result<Vec<ClientInfo>, HarnessError> {
+        let texts: Vec<String> = self.query_each(&["CLIENT", "LIST"])?;
+        Ok(texts
+            .iter()
+            .enumerate()
+            .flat_map(|(node, text)| {
+                text.lines().map(move |l| ClientInfo {
+                    node,
+                    ..parse_client(l)
+                })
+            })
+            .collect())
+    }
+
+    /// Kills one client connection (crash injection), on the node it is a client of.
+    pub fn client_kill(&mut self, client: &ClientInfo) -> Result<(), HarnessError> {
+        let c = command(&["CLIENT", "KILL", "ID", &client.id.to_string()]);
+        let con = match self.shards.get_mut(client.node) {
+            Some(s) => &mut s.con,
+            None => &mut self.con,
+        };
+        let _: Value = c.query(con).map_err(err)?;
+        Ok(())
+    }
+
+    /// Starts a `MONITOR` on a connection of its own (of the seed node on a cluster).
+    pub fn monitor(&self) -> Result<Monitor, HarnessError> {
+        Monitor::start(&self.url)
+    }
+
+    /// One `MONITOR` per node: every primary of a cluster, else the one engine.
+    pub fn monitors(&self) -> Result<Vec<Monitor>, HarnessError> {
+        if self.shards.is_empty() {
+            return Ok(vec![self.monitor()?]);
+        }
+        self.shards.iter().map(|s| Monitor::start(&s.url)).collect()
+    }
+}
+
+fn parse_info(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn parse_client(line: &str) -> ClientInfo {
+    let mut c = ClientInfo::default();
+    for field in line.split(' ') {
+        let Some((k, v)) = field.split_once('=') else {
+            continue;
+        };
+        match k {
+            "id" => c.id = v.parse().unwrap_or(0),
+            "addr" => c.addr = v.to_string(),
+            "db" => c.db = v.parse().unwrap_or(0),
+            "name" => c.name = v.to_string(),
+            "cmd" => c.cmd = v.to_string(),
+            "tot-net-in" => c.tot_net_in = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    c
+}
+
+/// [`Admin::read_keys`] on one node.
+fn read_keys_on(
+    con: &mut redis::Connection,
+    keys: &[String],
+) -> Result<Vec<KeyData>, HarnessError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut p = redis::pipe();
+    for k in keys {
+        p.add_command(redis::cmd("TYPE").arg(k).to_owned());
+    }
+    let types: Vec<String> = p.query(con).map_err(err)?;
+    let mut p = redis::pipe();
+    for (k, t) in keys.iter().zip(&types) {
+        let c = match t.as_str() {
+            "hash" => redis::cmd("HGETALL").arg(k).to_owned(),
+            "zset" => redis::cmd("ZRANGE")
+                .arg(k)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .to_owned(),
+            "string" => redis::cmd("GET").arg(k).to_owned(),
+            _ => redis::cmd("TYPE").arg(k).to_owned(),
+        };
+        p.add_command(c);
+    }
+    let values: Vec<Value> = p.query(con).map_err(err)?;
+    keys.iter()
+        .zip(types)
+        .zip(values)
+        .map(|((k, t), v)| {
+            let bad = |e: redis::ParsingError| HarnessError::Engine(format!("{k}: {e}"));
+            Ok(match t.as_str() {
+                "hash" => KeyData::Hash(redis::from_redis_value(v).map_err(bad)?),
+                "zset" => {
+                    let flat: Vec<(String, f64)> = redis::from_redis_value(v).map_err(bad)?;
+                    KeyData::ZSet(flat.into_iter().map(|(m, s)| (m, s as i64)).collect())
+                }
+                "string" => KeyData::String(redis::from_redis_value(v).map_err(bad)?),
+                _ => KeyData::Other(t),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! The cluster engine: a real Valkey Cluster of six `valkey-server` nodes on loopback (three
+//! primaries, three replicas), created with `valkey-cli --cluster create`, one password on every
+//! node (`requirepass` and `masterauth`). Each node is a binary engine with its own owner file, so
+//! the stale-engine sweep removes the nodes of a harness that is gone, as it does single servers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::engine::binary::{self, free_port};
+use crate::error::HarnessError;
+
+/// Primaries and replicas the harness boots.
+pub const PRIMARIES: usize = 3;
+pub const REPLICAS_PER_PRIMARY: usize = 1;
+/// Every slot of a cluster.
+pub const SLOTS: u32 = 16_384;
+
+/// How long creation may take before the boot is an error.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// A running cluster; every node is killed on drop.
+pub struct Running {
+    /// Every node, in creation order: the first [`PRIMARIES`] were created as primaries.
+    pub nodes: Vec<binary::Running>,
+}
+
+/// The flags that make a server a cluster node: cluster mode, its bus port, the password it
+/// gives its primary, and a node timeout short enough for a failover within a gate.
+fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
+    [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-port",
+        &bus.to_string(),
+        "--cluster-config-file",
+        &format!("nodes-{dir_hint}.conf"),
+        "--cluster-node-timeout",
+        "5000",
+        "--masterauth",
+        password,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// `valkey-cli` beside `valkey-server`, else on PATH.
+pub fn locate_cli(server: &Path) -> Result<PathBuf, HarnessError> {
+    let beside = server.with_file_name("valkey-cli");
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("valkey-cli"))
+            .find(|p| p.is_file())
+    });
+    on_path.ok_or_else(|| {
+        HarnessError::Engine(format!(
+            "no valkey-cli beside {} or on PATH: the cluster is created with it",
+            server.display()
+        ))
+    })
+}
+
+/// Boots six nodes, creates the cluster and waits until every node reports `cluster_state:ok`
+/// with all [`SLOTS`] slots assigned and every replica in sync with its primary.
+pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
+    let cli = locate_cli(server)?;
+    let mut running = Running { nodes: Vec::new() };
+    for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
+        let bus = free_port()?;
+        let flags = node_flags(password, &i.to_string(), bus);
+        running
+            .nodes
+            .push(binary::start_with(server, password, &flags)?);
+    }
+    let addrs: Vec<String> = running
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let out = Command::new(&cli)
+        .args(["-a", password, "--no-auth-warning", "--cluster", "create"])
+        .args(&addrs)
+        .args([
+            "--cluster-replicas",
+            &REPLICAS_PER_PRIMARY.to_string(),
+            "--cluster-yes",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| HarnessError::io(format!("run {}", cli.display()), e))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(HarnessError::Engine(format!(
+            "valkey-cli --cluster create failed ({}): {last}",
+            out.status
+        )));
+    }
+    wait_ready(&cli, password, &running)?;
+    Ok(running)
+}
+
+fn cli_query(cli: &Path, password: &str, port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new(cli)
+        .args(["-a", password, "--no-auth-warning", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// True when `CLUSTER INFO` text says the cluster serves every slot.
+pub fn info_ready(info: &str) -> bool {
+    let field = |k: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(k)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    field("cluster_state") == Some("ok")
+        && field("cluster_slots_ok") == Some(&SLOTS.to_string())
+        && field("cluster_known_nodes")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n == PRIMARIES * (1 + REPLICAS_PER_PRIMARY))
+}
+
+fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessError> {
+    let deadline = Instant::now() + READY_WITHIN;
+    loop {
+        let ready = running.nodes.iter().all(|n| {
+            let info = cli_query(cli, password, n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
+            let repl =
+                cli_query(cli, password, n.port, &["INFO", "replication"]).unwrap_or_default();
+            info_ready(&info)
+                && (repl.contains("role:master") || repl.contains("master_link_status:up"))
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(HarnessError::Engine(format!(
+                "the cluster did not reach cluster_state:ok with {SLOTS} slots and synced replicas within {} s",
+                READY_WITHIN.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl Running {
+    /// Kills every node.
+    pub fn stop(&mut self) {
+        for n in &mut self.nodes {
+            n.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::info_ready;
+
+    #[test]
+    fn ready_means_ok_every_slot_and_six_nodes() {
+        let ok = "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\ncluster_known_nodes:6\r\n";
+        assert!(info_ready(ok));
+        assert!(!info_ready(&ok.replace("state:ok", "state:fail")));
+        assert!(!info_ready(&ok.replace("slots_ok:16384", "slots_ok:16000")));
+        assert!(!info_ready(&ok.replace("nodes:6", "nodes:4")));
+        assert!(!info_ready(""));
+    }
+}

@@ -1,0 +1,228 @@
+//! G8 on a cluster (SPEC R8.4): a graceful `CLUSTER FAILOVER` of a seeded random shard while a
+//! worker loop runs over one queue per shard. Acknowledged writes survive a graceful failover,
+//! so the accounting is the crash phase's: no acknowledged job lost, none completed twice, none
+//! left behind. The connector must follow the old primary's `MOVED` (R8.1): after the failover
+//! its calls succeed again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::connector::Verbs;
+use crate::engine::Admin;
+use crate::error::ErrorKind;
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::protocol::grammar::key;
+
+const SESSION: &str = "w";
+/// Steps of the worker loop before the failover starts, and after it has finished.
+const BEFORE: u32 = 200;
+const AFTER: u32 = 300;
+/// A claim's lease: short, so the drain reaps what a failed call left claimed.
+const LEASE_MS: i64 = 1_000;
+const FAILOVER_WITHIN: Duration = Duration::from_secs(30);
+
+/// One queue name per primary, so the loop writes to every shard.
+fn queues_per_shard(admin: &Admin) -> Vec<String> {
+    let shards = admin.primaries().len().max(1);
+    let mut out: BTreeMap<usize, String> = BTreeMap::new();
+    for i in 0.. {
+        let q = format!("g8f-{i}");
+        out.entry(admin.shard_of(&key(&q, "pending"))).or_insert(q);
+        if out.len() == shards || i > 10_000 {
+            break;
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Fails over the shard at `index`: `CLUSTER FAILOVER` on its replica, then waits until the
+/// replica is a primary and every primary reports the cluster ok.
+fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateError> {
+    let admin = ctx.engine.admin(0)?;
+    let (old, _, replicas) = admin
+        .topology()
+        .get(index)
+        .cloned()
+        .ok_or("the cluster has no such shard")?;
+    let new = *replicas.first().ok_or("the shard has no replica")?;
+    let mut replica = Admin::connect(&ctx.engine.node_url(new))?;
+    replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
+    let deadline = Instant::now() + FAILOVER_WITHIN;
+    loop {
+        let role = replica.info("replication")?;
+        let state: String = replica.query(&["CLUSTER", "INFO"])?;
+        if role.get("role").map(String::as_str) == Some("master")
+            && crate::engine::cluster::info_ready(&state)
+        {
+            return Ok((old, new));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the failover of port {old} to its replica {new} did not finish in {} s",
+                FAILOVER_WITHIN.as_secs()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The phase: runs on a cluster in place of the fault proxy (a cluster client connects to the
+/// nodes the cluster announces, so one proxy in front of the seed would see only its share).
+pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+    let queues = queues_per_shard(&admin);
+    let mut rng = StdRng::seed_from_u64(ctx.seed ^ 0xfa11);
+    let shard = rng.random_range(0..admin.primaries().len().max(1));
+    (ctx.progress)(&format!(
+        "G8: a worker loop over {} queues with a graceful failover of shard {shard}",
+        queues.len()
+    ));
+    let mut c = ctx.factory.make()?;
+    if let Err(e) = c.connect(SESSION, &url) {
+        out.fail(format!(
+            "connect before the failover failed (kind {})",
+            e.kind
+        ));
+        return Ok(());
+    }
+    let mut acked: BTreeSet<String> = BTreeSet::new();
+    let mut completed: BTreeMap<String, u32> = BTreeMap::new();
+    let mut odd = BTreeSet::new();
+    let (mut errors, mut errors_after, mut steps) = (0u32, 0u32, 0u32);
+    let done = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let failover = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            while !done.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_millis(50) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let r = fail_over(ctx, shard);
+            done.store(true, Ordering::SeqCst);
+            r
+        });
+        let mut after = 0;
+        while after < AFTER {
+            steps += 1;
+            let finished = done.load(Ordering::SeqCst) && steps > BEFORE;
+            if finished {
+                after += 1;
+            }
+            let q = &queues[steps as usize % queues.len()];
+            let r = (|| {
+                let id = c.enqueue(SESSION, q, &format!("job-{steps}"), 0)?;
+                acked.insert(format!("{q}/{id}"));
+                if let Some(j) = c.claim(SESSION, q, LEASE_MS)?
+                    && c.complete(SESSION, q, &j.id, j.attempts)?
+                {
+                    *completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
+                }
+                Ok::<_, crate::error::ConnectorError>(())
+            })();
+            if let Err(e) = r {
+                errors += 1;
+                if finished {
+                    errors_after += 1;
+                }
+                if e.kind != ErrorKind::Engine {
+                    odd.insert(e.kind.as_str());
+                }
+                let _ = c.disconnect(SESSION);
+                let _ = c.connect(SESSION, &url);
+            }
+            if steps > 20_000 {
+                break;
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+        h.join().expect("the failover thread does not panic")
+    });
+    let (old, new) = failover?;
+    out.figure("failover_phase_ms", t0.elapsed().as_millis() as u64);
+    out.figure("failover_steps", steps);
+    out.figure("failover_caller_errors", errors);
+    out.pass(format!(
+        "a graceful CLUSTER FAILOVER of a seeded random shard (seed {}) ran in the middle of a worker loop over {} queues, one per shard",
+        ctx.seed,
+        queues.len()
+    ));
+    out.figure("failover_ports", format!("{old} -> {new}"));
+    out.check(
+        errors_after == 0,
+        format!(
+            "after the failover the connector followed MOVED: {AFTER} more rounds without an error"
+        ),
+    );
+    out.none_of(
+        &odd,
+        "a failover shows to the caller only as kind engine",
+        "kinds seen",
+    );
+
+    // Drain every queue, then account.
+    admin.refresh(&|p| ctx.engine.node_url(p))?;
+    let mut d = ctx.factory.make()?;
+    d.connect(SESSION, &url)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for q in &queues {
+        loop {
+            if Instant::now() > deadline {
+                return Err("the drain after the failover did not finish in 60 s".into());
+            }
+            d.reap(SESSION, q, 1_000_000, 1000)?;
+            match d.claim(SESSION, q, 60_000)? {
+                Some(j) => {
+                    if d.complete(SESSION, q, &j.id, j.attempts)? {
+                        *completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
+                    }
+                }
+                None => {
+                    let active: u64 = admin.query(&["ZCARD", &key(q, "active")])?;
+                    if active == 0 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+    let lost: Vec<&String> = acked
+        .iter()
+        .filter(|id| !completed.contains_key(*id))
+        .collect();
+    let twice: Vec<&String> = completed
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| id)
+        .collect();
+    out.figure("failover_jobs_acked", acked.len());
+    out.none_of(
+        &lost,
+        "no acknowledged enqueue was lost across the failover",
+        "lost",
+    );
+    out.none_of(
+        &twice,
+        "no job was completed twice across the failover",
+        "completed twice",
+    );
+    let mut left = Vec::new();
+    for q in &queues {
+        for set in ["pending", "active", "delayed", "dead"] {
+            let n: u64 = admin.query(&["ZCARD", &key(q, set)])?;
+            if n > 0 {
+                left.push(format!("{} holds {n}", key(q, set)));
+            }
+        }
+    }
+    out.none_of(
+        &left,
+        "after the drain no job is left in any set (no orphan)",
+        "left",
+    );
+    Ok(())
+}
