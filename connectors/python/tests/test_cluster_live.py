@@ -213,8 +213,15 @@ class ClusterTest(unittest.TestCase):
         self.c.ok("enqueue", session="s", queue=q, payload="before", delay_ms=0)
         old = owner(f"emq:{{{q}}}:pending")
         replica = next(p for p in PORTS if role(p) == "slave" and int(admin(p).info("replication")["master_port"]) == old)
-        admin(replica).execute_command("CLUSTER", "FAILOVER")
-        wait("the failover", lambda: role(replica) == "master" and role(old) == "slave")
+        # A manual failover gives up after cluster-node-timeout on a busy machine: ask up to 3 times.
+        for attempt in range(3):
+            admin(replica).execute_command("CLUSTER", "FAILOVER")
+            try:
+                wait("the failover", lambda: role(replica) == "master" and role(old) == "slave", 15)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
         wait("the new owner", lambda: owner(f"emq:{{{q}}}:pending") == replica)
         jid = self.c.ok("enqueue", session="s", queue=q, payload="after", delay_ms=0)
         self.assertEqual(jid, "j0000000000000002")
