@@ -388,7 +388,9 @@ class ClusterEngineSession extends EngineSession {
       if (!session.alive) throw engineError('engine connection failed while learning the slot map');
     } catch (err) {
       session._kill();
-      throw asEngineError(err);
+      // A refused or failed first connection surfaces as ReconnectStrategyError, whose message is
+      // our strategy's; its socketError names the cause.
+      throw asEngineError(err?.socketError ?? err);
     }
     try {
       await session._checkFence();
