@@ -11,14 +11,18 @@ const VERSION = '0.1.0';
 class Connector {
   /**
    * @param bundle the verified bundle (bundle.js)
-   * @param opts.open  (url, bundle, log) => Promise<engine session>; EngineSession.open by default
+   * @param opts.open  (url, bundle, log, {cluster}) => Promise<engine session>; EngineSession.open,
+   *                   or ClusterEngineSession.open when cluster is true (SPEC §8), by default
    * @param opts.log   (line) => void, for stderr
    */
   constructor(bundle, { open, log = () => {} } = {}) {
     this.bundle = bundle;
-    this.open = open || ((url, b, l) => require('./engine').EngineSession.open(url, b, l));
+    this.open = open || ((url, b, l, { cluster } = {}) => {
+      const engine = require('./engine');
+      return (cluster ? engine.ClusterEngineSession : engine.EngineSession).open(url, b, l);
+    });
     this.log = log;
-    this.sessions = new Map(); // name -> {url, engine}
+    this.sessions = new Map(); // name -> {url, cluster, engine}
   }
 
   hello(req) {
@@ -36,7 +40,7 @@ class Connector {
     if (cmd === 'hello') return this.hello(req);
     if (!Object.prototype.hasOwnProperty.call(VERBS, cmd)) throw unsupported(`unknown cmd ${JSON.stringify(cmd)}`);
     const { session, args } = validateVerb(cmd, req);
-    if (cmd === 'connect') return this.connect(session, args.url);
+    if (cmd === 'connect') return this.connect(session, args.url, args.cluster);
     if (cmd === 'disconnect') return this.disconnect(session);
     const entry = this.sessions.get(session);
     if (!entry) throw invalid(`unknown session ${JSON.stringify(session)} (not connected)`);
@@ -45,12 +49,12 @@ class Connector {
     return this[cmd](engine, args);
   }
 
-  async connect(name, url) {
+  async connect(name, url, cluster = false) {
     const old = this.sessions.get(name);
     this.sessions.delete(name);
     if (old && old.engine) old.engine.close();
-    const engine = await this.open(url, this.bundle, (line) => this.log(`[${name}] ${line}`));
-    this.sessions.set(name, { url, engine });
+    const engine = await this.open(url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster });
+    this.sessions.set(name, { url, cluster, engine });
     return {};
   }
 
@@ -67,7 +71,7 @@ class Connector {
     if (entry.engine && entry.engine.alive) return entry.engine;
     entry.engine = null;
     this.log(`[${name}] reconnecting`);
-    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`));
+    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster });
     return entry.engine;
   }
 
@@ -118,12 +122,18 @@ class Connector {
     return engine.probe(key, n);
   }
 
-  /** n enqueues of `payload`, `depth` EVALSHAs per pipeline; the count done. */
-  async batch(engine, { queue, n, depth, payload }) {
+  /**
+   * n enqueues of `payload`, `depth` EVALSHAs per pipeline; the count done. With `queues`
+   * (R4.12), enqueue i goes to queues[i % queues.length]; on a cluster each pipeline is split
+   * by node (R8.3).
+   */
+  async batch(engine, { queue, n, depth, payload, queues }) {
     let done = 0;
     while (done < n) {
       const count = Math.min(depth, n - done);
-      const replies = await engine.evalPipelined('enqueue', queue, [payload, 0], count);
+      const replies = queues
+        ? await engine.evalPipelinedOver('enqueue', Array.from({ length: count }, (_, k) => queues[(done + k) % queues.length]), [payload, 0])
+        : await engine.evalPipelined('enqueue', queue, [payload, 0], count);
       replies.forEach((r) => expectString(r, 'batch enqueue'));
       done += count;
     }

@@ -185,7 +185,7 @@ class EngineSession {
     let fence = await this._readFence();
     if (fence.protocol === undefined) {
       // Absent: install ours with one HSETNX per field in one MULTI/EXEC, then read it again.
-      const multi = this.client.multi();
+      const multi = this._fenceMulti();
       for (const [field, value] of Object.entries(own)) multi.addCommand(['HSETNX', FENCE_KEY, field, value]);
       try {
         await multi.exec();
@@ -203,6 +203,11 @@ class EngineSession {
     if (fence.digest !== own.digest) {
       this.log(`warning: fence digest ${fence.digest} differs from this bundle's ${own.digest} (protocol ${own.protocol} on both sides)`);
     }
+  }
+
+  /** The MULTI of the fence install, on the connection that owns `emq:fence`. */
+  _fenceMulti() {
+    return this.client.multi();
   }
 
   _scriptCall(name, queue, args) {
@@ -237,7 +242,20 @@ class EngineSession {
    */
   async evalPipelined(name, queue, args, count) {
     const call = this._scriptCall(name, queue, args);
-    const settled = await this._pipeline(Array.from({ length: count }, () => call));
+    return this._evalCalls(name, Array.from({ length: count }, () => call));
+  }
+
+  /**
+   * One call of script `name` per entry of `queues` (in that order, same `args`), pipelined like
+   * evalPipelined: `batch` over several queues (R4.12). On one node a pipeline mixes queues.
+   */
+  async evalPipelinedOver(name, queues, args) {
+    return this._evalCalls(name, queues.map((queue) => this._scriptCall(name, queue, args)));
+  }
+
+  async _evalCalls(name, calls) {
+    const count = calls.length;
+    const settled = await this._pipeline(calls);
     const replies = new Array(count);
     const missed = [];
     let failure = null;
@@ -249,7 +267,7 @@ class EngineSession {
     if (failure) throw asEngineError(failure);
     if (missed.length) {
       await this._load(name);
-      const again = await this._pipeline(missed.map(() => call));
+      const again = await this._pipeline(missed.map((i) => calls[i]));
       again.forEach((s, j) => {
         if (s.status === 'fulfilled') replies[missed[j]] = s.value;
         else failure ??= s.reason;
@@ -289,4 +307,227 @@ class EngineSession {
   }
 }
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY };
+// ---- cluster mode (SPEC §8) ---------------------------------------------------------------------
+
+/** CRC16/XMODEM, the hash of Valkey Cluster's key slots. */
+const CRC16_TABLE = (() => {
+  const t = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i << 8;
+    for (let k = 0; k < 8; k++) c = c & 0x8000 ? ((c << 1) ^ 0x1021) & 0xffff : (c << 1) & 0xffff;
+    t[i] = c;
+  }
+  return t;
+})();
+
+/** The cluster slot of `key` (0..16383), honouring a `{hash tag}` as Valkey does. */
+function slotOf(key) {
+  let bytes = Buffer.from(key, 'utf8');
+  const open = bytes.indexOf(0x7b); // {
+  if (open !== -1) {
+    const close = bytes.indexOf(0x7d, open + 1); // }
+    if (close > open + 1) bytes = bytes.subarray(open + 1, close);
+  }
+  let crc = 0;
+  for (const b of bytes) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ b) & 0xff];
+  return crc & 0x3fff;
+}
+
+/** The key a command is routed by: EVALSHA's first KEYS entry, else the first argument. */
+function routingKey(args) {
+  return args[0] === 'EVALSHA' ? args[3] : args[1];
+}
+
+const isRedirect = (err) => typeof err?.message === 'string' && /^(MOVED|ASK) /.test(err.message);
+const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before it is kind `engine`
+
+/**
+ * A session on a Valkey Cluster (`connect` with `"cluster": true`, SPEC §8), on node-redis's
+ * cluster client (`createCluster`, @redis/client 1.4.x in node-redis 4.5.1):
+ *   - rootNodes: the url (the seed); `defaults` carries the url's password to every node, and the
+ *     same no-resend client options as a single-node session (disableOfflineQueue, a refusing
+ *     reconnectStrategy); useReplicas: false, so getSlotMaster / the library route to primaries
+ *     only, and no node client is created for a replica (RedisClusterSlots #reset).
+ *   - every call goes to the primary of its keys' slot (`getSlotMaster(slot).client`). A call's
+ *     share on each node is one pipeline on that node's client (all issued in one tick, which
+ *     node-redis writes as one batch); the nodes are served concurrently, each in order.
+ *   - MOVED/ASK (the command did not run): the first redirected call of a round is re-sent through
+ *     `cluster.sendCommand`, whose #execute follows MOVED (rediscovers the slot map, re-routes)
+ *     and ASK (ASKING, then the named node), and re-throws every other error as it is, so it never
+ *     re-sends after a connection error; the other redirected calls go out again, routed by the
+ *     refreshed map. TRYAGAIN and CLUSTERDOWN are replies like any other: kind `engine`.
+ *   - NOSCRIPT from a node: SCRIPT LOAD on that node's client only, in the same write as the
+ *     calls sent again there (R8.2).
+ *   - a connection failure anywhere: node-redis emits 'error' on the node client, which
+ *     RedisClusterSlots forwards to the cluster's 'error'; the listener closes every node client
+ *     synchronously, which rejects every queued or in-flight command (disableOfflineQueue →
+ *     commands-queue flushAll) and stops node-redis's own reconnect (socket #onSocketError checks
+ *     isOpen after emitting). The verb fails with kind `engine`; the connector opens the whole
+ *     session again on the next verb, fence first (§7).
+ */
+class ClusterEngineSession extends EngineSession {
+  static async open(url, bundle, log = () => {}) {
+    const { createCluster } = loadRedis();
+    if (typeof createCluster !== 'function') throw engineError('this node-redis has no cluster client');
+    const session = new ClusterEngineSession(bundle, log);
+    const parsed = new URL(url);
+    const defaults = {
+      disableOfflineQueue: true,
+      socket: {
+        connectTimeout: 5000,
+        reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+      },
+    };
+    if (parsed.username) defaults.username = decodeURIComponent(parsed.username);
+    if (parsed.password) defaults.password = decodeURIComponent(parsed.password);
+    const cluster = createCluster({ rootNodes: [{ url }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS });
+    session.cluster = cluster;
+    cluster.on('error', (err) => session._onClientError(err));
+    try {
+      await cluster.connect();
+      if (!session.alive) throw engineError('engine connection failed while learning the slot map');
+    } catch (err) {
+      session._kill();
+      // A refused or failed first connection surfaces as ReconnectStrategyError, whose message is
+      // our strategy's; its socketError names the cause.
+      throw asEngineError(err?.socketError ?? err);
+    }
+    try {
+      await session._checkFence();
+    } catch (err) {
+      session.close();
+      throw asEngineError(err);
+    }
+    return session;
+  }
+
+  constructor(bundle, log) {
+    super(bundle, log);
+    this.cluster = null;
+  }
+
+  /** Marks the session dead and closes every node client now (see the class comment). */
+  _kill() {
+    const wasAlive = this.alive;
+    this.alive = false;
+    if (this.cluster && wasAlive) this.cluster.disconnect().catch(() => {});
+  }
+
+  _clientFor(args) {
+    return this.cluster.getSlotMaster(slotOf(routingKey(args))).client;
+  }
+
+  _fenceMulti() {
+    return this.cluster.getSlotMaster(slotOf(FENCE_KEY)).client.multi();
+  }
+
+  _sendRaw(args) {
+    return this._dispatch([args]).then(([s]) => {
+      if (s.status === 'rejected') throw s.reason;
+      return s.value;
+    });
+  }
+
+  _pipeline(argsList) {
+    return this._dispatch(argsList);
+  }
+
+  /**
+   * Sends every command to the primary owning its slot: one pipeline per node, nodes in parallel,
+   * each node's share in the order given (so in order within each queue). With `load`, a SCRIPT
+   * LOAD of that script goes first in each node's pipeline. MOVED/ASK are followed; everything
+   * else settles as it came. Resolves to allSettled-style results in the order of `argsList`.
+   */
+  async _dispatch(argsList, load = null) {
+    if (!this.alive) throw engineError('engine connection is closed');
+    const results = new Array(argsList.length);
+    let todo = argsList.map((_, i) => i);
+    for (let round = 0; todo.length; round++) {
+      if (round >= REDIRECT_ROUNDS) throw engineError(`still redirected after ${REDIRECT_ROUNDS} rounds of MOVED/ASK`);
+      const shares = new Map(); // node client -> indexes, in order
+      for (const i of todo) {
+        const client = this._clientFor(argsList[i]);
+        if (!shares.has(client)) shares.set(client, []);
+        shares.get(client).push(i);
+      }
+      const sent = [];
+      for (const [client, idx] of shares) {
+        const loaded = load ? client.sendCommand(['SCRIPT', 'LOAD', load.source]) : null;
+        const replies = idx.map((i) => client.sendCommand(argsList[i]));
+        sent.push({ idx, loaded: loaded && Promise.allSettled([loaded]), replies: Promise.allSettled(replies) });
+      }
+      let failure = null;
+      const redirected = []; // [index, is ASK]
+      for (const { idx, loaded, replies } of sent) {
+        if (loaded) {
+          const [l] = await loaded;
+          if (l.status === 'rejected') failure ??= l.reason;
+          else if (l.value !== load.sha) failure ??= engineError(`SCRIPT LOAD of ${load.name} returned ${l.value}, expected ${load.sha}`);
+        }
+        (await replies).forEach((s, k) => {
+          if (s.status === 'rejected' && isRedirect(s.reason)) redirected.push([idx[k], s.reason.message.startsWith('ASK')]);
+          else results[idx[k]] = s;
+        });
+      }
+      if (failure) throw asEngineError(failure);
+      todo = [];
+      // A redirected call did not run. The first MOVED-ed call of the round goes again through
+      // node-redis's own redirect handling, which refreshes the slot map; the other MOVED-ed calls
+      // follow in the next round, routed by that map. An ASK leaves the map as it is, so every
+      // ASK-ed call goes through node-redis (ASKING, then the named node), one at a time.
+      redirected.sort((a, b) => a[0] - b[0]);
+      let mapRefreshed = false;
+      for (const [i, ask] of redirected) {
+        if (!ask && mapRefreshed) {
+          todo.push(i);
+          continue;
+        }
+        if (!ask) mapRefreshed = true;
+        const args = argsList[i];
+        results[i] = await this.cluster.sendCommand(routingKey(args), false, args).then(
+          (value) => ({ status: 'fulfilled', value }),
+          (reason) => ({ status: 'rejected', reason }),
+        );
+      }
+    }
+    return results;
+  }
+
+  async evalScript(name, queue, args) {
+    const call = this._scriptCall(name, queue, args);
+    let [s] = await this._dispatch([call]);
+    if (s.status === 'rejected' && isNoScript(s.reason)) {
+      // NOSCRIPT from the slot's node: SCRIPT LOAD there and the EVALSHA again, in one write.
+      [s] = await this._dispatch([call], this.bundle.scripts[name]);
+    }
+    if (s.status === 'rejected') throw asEngineError(s.reason);
+    return s.value;
+  }
+
+  async _evalCalls(name, calls) {
+    const settled = await this._dispatch(calls);
+    const replies = new Array(calls.length);
+    const missed = [];
+    let failure = null;
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') replies[i] = s.value;
+      else if (isNoScript(s.reason)) missed.push(i);
+      else failure ??= s.reason;
+    });
+    if (failure) throw asEngineError(failure);
+    if (missed.length) {
+      // Only the calls that answered NOSCRIPT (they did not run) go again, behind one SCRIPT LOAD
+      // on each node that answered it.
+      const again = await this._dispatch(missed.map((i) => calls[i]), this.bundle.scripts[name]);
+      again.forEach((s, j) => {
+        if (s.status === 'fulfilled') replies[missed[j]] = s.value;
+        else failure ??= s.reason;
+      });
+      if (failure) throw asEngineError(failure);
+    }
+    return replies;
+  }
+}
+
+
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf };

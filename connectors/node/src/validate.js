@@ -43,6 +43,47 @@ function queue(req) {
   return q;
 }
 
+const MAX_BATCH_QUEUES = 64; // R4.12: batch.queues holds 1 to 64 queue names
+
+/** R4.12: `batch`'s optional `queues`: undefined when absent, else 1..64 queue names, [0] = queue. */
+function batchQueues(req, first) {
+  if (!Object.prototype.hasOwnProperty.call(req, 'queues')) return undefined;
+  const v = req.queues;
+  if (!Array.isArray(v)) throw invalid('queues must be a list of queue names');
+  if (v.length < 1 || v.length > MAX_BATCH_QUEUES) throw invalid(`queues must hold 1 to ${MAX_BATCH_QUEUES} queue names, not ${v.length}`);
+  v.forEach((q, i) => {
+    if (typeof q !== 'string' || !QUEUE_RE.test(q)) throw invalid(`queues[${i}] must be 1 to 128 characters of [A-Za-z0-9._-]`);
+  });
+  if (v[0] !== first) throw invalid('queue must be queues[0] when queues is given');
+  return [...v];
+}
+
+/** R8.1: `connect`'s optional `cluster`, a JSON boolean when present (absent = false). */
+function cluster(req) {
+  if (!Object.prototype.hasOwnProperty.call(req, 'cluster')) return false;
+  if (typeof req.cluster !== 'boolean') throw invalid('cluster must be a boolean');
+  return req.cluster;
+}
+
+/** connect: the url, and on a cluster (R8.1) the seed's database must be 0 (or absent). */
+function connectArgs(r) {
+  const u = url(r);
+  const c = cluster(r);
+  if (c) {
+    const db = new URL(u).pathname.replace(/^\//, '');
+    if (db !== '' && db !== '0') throw invalid(`a cluster url names database 0, not ${db}`);
+  }
+  return { url: u, cluster: c };
+}
+
+function batchArgs(r) {
+  const q = queue(r);
+  const out = { queue: q, n: integer(r, 'n', 1), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') };
+  const queues = batchQueues(r, q);
+  if (queues !== undefined) out.queues = queues;
+  return out;
+}
+
 function session(req) {
   const s = string(req, 'session');
   if (s.length === 0) throw invalid('session must be a non-empty string');
@@ -80,7 +121,7 @@ function probeKey(req) {
 
 // cmd -> validator returning the normalized arguments (without `session`, handled by the caller).
 const VERBS = Object.freeze({
-  connect: (r) => ({ url: url(r) }),
+  connect: connectArgs,
   disconnect: () => ({}),
   enqueue: (r) => ({ queue: queue(r), payload: string(r, 'payload'), delay_ms: ms(r, 'delay_ms') }),
   browse: (r) => ({ queue: queue(r), offset: integer(r, 'offset', 0, MAX_I32), limit: integer(r, 'limit', 0, MAX_I32) }),
@@ -97,7 +138,7 @@ const VERBS = Object.freeze({
   promote: (r) => ({ queue: queue(r), limit: integer(r, 'limit', 0, MAX_I32) }),
   reap: (r) => ({ queue: queue(r), max_attempts: integer(r, 'max_attempts', 1, MAX_I32), limit: integer(r, 'limit', 0, MAX_I32) }),
   pipeline_probe: (r) => ({ key: probeKey(r), n: integer(r, 'n', 1, MAX_PROBE_N) }),
-  batch: (r) => ({ queue: queue(r), n: integer(r, 'n', 1), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') }),
+  batch: batchArgs,
 });
 
 /** Validates a session verb's request; returns {session, args}. Throws kind `invalid`. */
@@ -106,4 +147,4 @@ function validateVerb(cmd, req) {
   return { session: s, args: VERBS[cmd](req) };
 }
 
-module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_DEPTH, QUEUE_RE, ID_RE };
+module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_DEPTH, MAX_BATCH_QUEUES, QUEUE_RE, ID_RE };

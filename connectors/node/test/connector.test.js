@@ -13,8 +13,8 @@ const bundle = loadBundle(path.resolve(__dirname, '..', '..', '..', 'bundle'));
 function fakeWorld() {
   const calls = [];
   const opened = [];
-  const open = async (url) => {
-    calls.push(['open', url]);
+  const open = async (url, b, log, { cluster } = {}) => {
+    calls.push(cluster ? ['open', url, 'cluster'] : ['open', url]);
     const e = {
       alive: true,
       close() { this.alive = false; calls.push(['close', url]); },
@@ -29,6 +29,10 @@ function fakeWorld() {
       async evalPipelined(name, queue, args, count) {
         calls.push(['pipeline', name, queue, count]);
         return Array.from({ length: count }, (_, i) => `j${String(i + 1).padStart(16, '0')}`);
+      },
+      async evalPipelinedOver(name, queues, args) {
+        calls.push(['pipeline-over', name, queues.join(',')]);
+        return queues.map((_, i) => `j${String(i + 1).padStart(16, '0')}`);
       },
       async browse() { calls.push(['browse']); return []; },
       async pendingSize() { calls.push(['zcard']); return 0; },
@@ -111,4 +115,36 @@ test('sessions are independent', async () => {
   await connector.handle({ cmd: 'disconnect', session: 'a' });
   assert.equal(await connector.handle({ cmd: 'pending_size', session: 'b', queue: 'q' }), 0);
   assert.deepEqual(opened.map((e) => e.alive), [false, true]);
+});
+
+test('batch over queues: enqueue i goes to queues[i % len], depth per pipeline', async () => {
+  const { connector, calls } = fakeWorld();
+  await connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/0' });
+  const req = { cmd: 'batch', session: 'w', queue: 'a', n: 7, depth: 3, payload: 'p', queues: ['a', 'b'] };
+  assert.equal(await connector.handle(req), 7);
+  assert.deepEqual(calls.filter((c) => c[0].startsWith('pipeline')), [
+    ['pipeline-over', 'enqueue', 'a,b,a'],
+    ['pipeline-over', 'enqueue', 'b,a,b'],
+    ['pipeline-over', 'enqueue', 'a'],
+  ]);
+  for (const queues of [[], ['b', 'a'], ['a', 'bad queue'], 'a']) {
+    assert.equal(await kindOf(connector.handle({ ...req, queues })), 'invalid');
+  }
+  assert.equal(calls.filter((c) => c[0].startsWith('pipeline')).length, 3, 'invalid batches sent nothing');
+});
+
+test('connect cluster: true opens a cluster session, and a lost one is re-opened as one', async () => {
+  const { connector, opened, calls } = fakeWorld();
+  assert.equal(await kindOf(connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/0', cluster: 'yes' })), 'invalid');
+  assert.equal(await kindOf(connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/2', cluster: true })), 'invalid');
+  assert.deepEqual(calls, [], 'invalid connects open nothing');
+  await connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/0', cluster: true });
+  await connector.handle({ cmd: 'connect', session: 's', url: 'redis://h:1/0', cluster: false });
+  opened[0].alive = false;
+  await connector.handle({ cmd: 'pending_size', session: 'w', queue: 'q' });
+  assert.deepEqual(calls.filter((c) => c[0] === 'open'), [
+    ['open', 'redis://h:1/0', 'cluster'],
+    ['open', 'redis://h:1/0'],
+    ['open', 'redis://h:1/0', 'cluster'],
+  ]);
 });

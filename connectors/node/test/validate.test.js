@@ -118,3 +118,27 @@ test('caps the cases pin: i32 counts, probe n <= 1e6, batch depth <= 1e5', () =>
   rejects('batch', { depth: 100_001 });
   rejects('enqueue', { delay_ms: 9007199254740993 });
 });
+
+test('batch queues (R4.12): absent, or 1..64 queue names led by queue', () => {
+  assert.equal(accepts('batch').args.queues, undefined);
+  assert.deepEqual(accepts('batch', { queues: ['q'] }).args.queues, ['q']);
+  const many = ['q', ...Array.from({ length: 63 }, (_, i) => `q${i}`)];
+  assert.deepEqual(accepts('batch', { queues: many }).args.queues, many);
+  accepts('batch', { queues: ['q', 'q', 'x'.repeat(128), 'A.b_c-9'] });
+  for (const queues of [[], ['q', ...Array.from({ length: 64 }, (_, i) => `q${i}`)], 'q', { 0: 'q' }, null, 5,
+    ['q', 5], ['q', null], ['q', ['b']], ['q', ''], ['q', 'x'.repeat(129)], ['q', 'b c'], ['q', 'a{b}'], ['q', 'é'],
+    ['b', 'q']]) {
+    rejects('batch', { queues }, /queue/);
+  }
+});
+
+test('connect cluster (R8.1): absent or a boolean; a cluster url names database 0', () => {
+  assert.equal(accepts('connect').args.cluster, false);
+  assert.equal(accepts('connect', { cluster: false }).args.cluster, false);
+  assert.equal(accepts('connect', { cluster: true }).args.cluster, true);
+  for (const cluster of [null, 1, 0, 'true', 'yes', [], {}]) rejects('connect', { cluster }, /cluster must be a boolean/);
+  accepts('connect', { cluster: true, url: 'redis://:pw@127.0.0.1:7000' });
+  accepts('connect', { cluster: true, url: 'redis://:pw@127.0.0.1:7000/' });
+  rejects('connect', { cluster: true, url: 'redis://:pw@127.0.0.1:7000/1' }, /database 0/);
+  accepts('connect', { cluster: false, url: 'redis://:pw@127.0.0.1:7000/1' });
+});

@@ -26,7 +26,10 @@ from typing import Any, Callable
 
 import redis
 from redis.backoff import NoBackoff, default_backoff
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.crc import key_slot
+from redis.exceptions import AskError, MovedError, NoScriptError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from .bundle import Bundle, Script
@@ -108,6 +111,8 @@ def _engine(fn: Callable) -> Callable:
             raise FenceError(str(e)) from None
         except RedisError as e:
             raise EngineError(_server_message(e)) from None
+        except RedisClusterException as e:  # cluster mode: no reachable node, slots not covered...
+            raise EngineError(f"cluster: {e}") from None
         except OSError as e:
             raise EngineError(f"connection error: {e}") from None
 
@@ -154,6 +159,10 @@ class Session:
                 if isinstance(r, Exception):
                     raise r
             current = self._hgetall(conn, fence)
+        self._judge_fence(current)
+
+    def _judge_fence(self, current: dict[str, str]) -> None:
+        """R3.3/R3.4 on the fence as read: another protocol is refused; another digest is a warning."""
         protocol = current.get("protocol")
         mine = str(self.bundle.protocol)
         if protocol != mine:
@@ -237,7 +246,7 @@ class Session:
                 raise
         # NOSCRIPT: exactly one SCRIPT LOAD, then the EVALSHA again, both in one write so that
         # another client's SCRIPT FLUSH cannot fall between them.
-        (reply,) = self._send_chunk(args, 1, load_first=script)
+        (reply,) = self._send_chunk([args], load_first=script)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -324,42 +333,47 @@ class Session:
         return [int(r) for r in replies]
 
     @_engine
-    def batch(self, q: str, n: int, depth: int, payload: str) -> int:
-        """n enqueues of payload (delay 0), `depth` EVALSHA per pipeline write."""
+    def batch(self, q: str, n: int, depth: int, payload: str, queues: list[str] | None = None) -> int:
+        """n enqueues of payload (delay 0), `depth` EVALSHA per pipeline write; enqueue i goes to
+        queues[i % len(queues)] (R4.12), or to q when queues is None. One node: a pipeline may mix
+        queues."""
         script = self.bundle.scripts["enqueue"]
-        keys = (key(q, "pending"), key(q, "delayed"), key(q, "seq"))
-        command = ("EVALSHA", script.sha1, 3, *keys, job_root(q), payload, 0)
+        names = queues or [q]
+        commands = [
+            ("EVALSHA", script.sha1, 3, key(x, "pending"), key(x, "delayed"), key(x, "seq"), job_root(x), payload, 0)
+            for x in names
+        ]
         # The first enqueue goes through the normal path: it loads the script if it is missing.
-        self._evalsha("enqueue", list(keys), [job_root(q), payload, 0])
+        self._evalsha("enqueue", list(commands[0][3:6]), [job_root(names[0]), payload, 0])
         done = 1
         while done < n:
-            todo = min(depth, n - done)
+            todo = [commands[i % len(commands)] for i in range(done, min(done + depth, n))]
             load = False
             stalled = 0
             while todo:
-                misses = 0
-                for r in self._send_chunk(command, todo, load_first=script if load else None):
+                missed = []
+                for command, r in zip(todo, self._send_chunk(todo, load_first=script if load else None)):
                     if isinstance(r, Exception):
                         if not _is_noscript(r):
                             raise r
-                        misses += 1
-                done += todo - misses
+                        missed.append(command)
+                done += len(todo) - len(missed)
                 # A miss means the script vanished mid-batch (SCRIPT FLUSH): resend only the misses
                 # (the others ran; resending them would enqueue twice) behind one SCRIPT LOAD in the
                 # same write, so no other client's flush can fall between the load and the resend.
                 # Give up only when a freshly loaded script misses on every command, again and again.
-                stalled = stalled + 1 if (load and misses == todo) else 0
+                stalled = stalled + 1 if (load and len(missed) == len(todo)) else 0
                 if stalled >= 10:
                     raise EngineError("NOSCRIPT No matching script. (enqueue still missing after 10 loads)")
-                load = misses > 0
-                todo = misses
+                load = bool(missed)
+                todo = missed
         return done
 
-    def _send_chunk(self, command: tuple, count: int, load_first: Script | None = None) -> list:
+    def _send_chunk(self, commands: list[tuple], load_first: Script | None = None) -> list:
         pipe = self.r.pipeline(transaction=False)
         if load_first is not None:
             pipe.execute_command("SCRIPT", "LOAD", load_first.source)
-        for _ in range(count):
+        for command in commands:
             pipe.execute_command(*command)
         replies = pipe.execute(raise_on_error=False)
         if load_first is not None:
@@ -369,3 +383,331 @@ class Session:
             if _s(sha).lower() != load_first.sha1:
                 raise EngineError(f"SCRIPT LOAD of {load_first.name} returned {_s(sha)}, bundle says {load_first.sha1}")
         return replies
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster mode (SPEC §8): `connect` with "cluster": true. The url names one node (the seed).
+
+
+REDIRECT_LIMIT = 16  # rounds of MOVED/ASK followed for one command before giving up (kind engine)
+
+
+class ClusterSession(Session):
+    """One session on a Valkey Cluster (SPEC §8): redis-py's RedisCluster learns the slot map from
+    the seed and holds one client (one connection pool) per node, with the url's password on every
+    node. Every command that names an EchoMQ key is sent by `_dispatch` below, never by
+    RedisCluster.execute_command or ClusterPipeline:
+
+      - routing (R8.1): to `slots_cache[slot][0]`, the slot's primary; never a replica;
+      - one pipeline per node (R8.3): a node's share of a call goes, in order, as one pipeline
+        on that node's own connection; no pipeline ever carries another node's slot;
+      - redirects (R8.1): a MOVED or ASK reply says the command did not run, so that command (and
+        only it) is sent again to the node named (behind ASKING for ASK), and MOVED updates the
+        slot map; TRYAGAIN and CLUSTERDOWN are replies like any other: kind engine;
+      - scripts (R8.2): a NOSCRIPT from a node is answered by SCRIPT LOAD on that node only, in
+        the same write as the EVALSHA sent again there;
+      - failures (R4.16): a connection error or timeout is raised at once, nothing is re-sent,
+        and the connection is dropped (redis-py disconnects on any read error).
+
+    Why not redis-py's own cluster dispatch (checked in redis-py 8.1.0, redis/cluster.py):
+      - ClusterPipeline re-sends every command whose reply was a ConnectionError or TimeoutError
+        one at a time through execute_command ("RETRY MAGIC HAPPENS HERE",
+        PipelineStrategy._send_cluster_commands: `attempt = ... isinstance(c.result,
+        ClusterPipeline.ERRORS_ALLOW_RETRY)` with ERRORS_ALLOW_RETRY = (ConnectionError,
+        TimeoutError, MovedError, AskError, TryAgainError), then
+        `c.result = self._pipe.parent_execute_command(*c.args, ...)`), whatever the retry knobs
+        say: a batch whose reply was lost would be enqueued twice (R4.16);
+      - RedisCluster._execute_command loops on TRYAGAIN (up to RedisClusterRequestTTL = 16 tries)
+        and cannot tell us which node answered NOSCRIPT after an ASK.
+
+    The knobs are set anyway, so that nothing the library does on its own re-sends a command:
+      - cluster_error_retry_attempts=0: RedisCluster.__init__ builds `self.retry = Retry(...,
+        retries=cluster_error_retry_attempts)` when no `retry` is given, and
+        _internal_execute_command makes `1 + self.retry.get_retries()` attempts on
+        ERRORS_ALLOW_RETRY = (ConnectionError, TimeoutError, ClusterDownError,
+        SlotNotCoveredError); 0 means one attempt. (In redis-py 5 it is read directly as the
+        attempt count.) It is deprecated since 6.0 in favour of `retry`, but `retry` is NOT
+        passed: redis-py 5 copies a given `retry` onto every node connection
+        (`kwargs.update({"retry": self.retry})`), while without it the node clients get no
+        retries in both lines (5: `Retry(default_backoff(), 0)`; 8.1: NodesManager.
+        create_redis_node's `Retry(backoff=NoBackoff(), retries=0, supported_errors=
+        (ConnectionError,))`). The node pipelines used here run under that node retry, so a
+        ConnectionError or TimeoutError is raised after one try (Retry.call_with_retry raises
+        once failures > retries) and never re-sent;
+      - read_from_replicas=False and no load_balancing_strategy: RedisCluster.on_connect sends no
+        READONLY and get_node_from_slot returns the primary (`node_idx = 0`);
+      - no `redis_connect_func`: the fence is read at connect, on the fence's node (below), and
+        again before the next call after any connection failure of the session.
+    """
+
+    def __init__(self, bundle: Bundle, url: str):
+        super().__init__(bundle, url)
+        self._cluster: Any = None
+        self._stale = False  # a connection of this session failed: refresh the map, re-read the fence
+        self._extra_nodes: list[Any] = []  # ASK targets outside the slot map (closed with the session)
+
+    # ----------------------------------------------------------------------------- connect
+
+    @_engine
+    def open(self) -> None:
+        from redis.cluster import RedisCluster
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # cluster_error_retry_attempts, lib_name: deprecated
+                client = RedisCluster.from_url(
+                    self.url,
+                    protocol=2,
+                    decode_responses=False,
+                    cluster_error_retry_attempts=0,  # see the class docstring
+                    read_from_replicas=False,
+                    retry_on_timeout=False,
+                    lib_name=None,
+                    lib_version=None,  # no CLIENT SETINFO
+                    socket_timeout=SOCKET_TIMEOUT_S,
+                    socket_connect_timeout=CONNECT_TIMEOUT_S,
+                )
+        except (ValueError, TypeError) as e:
+            raise Invalid(f"url: {e}") from None
+        self._cluster = client
+        try:
+            self._fence_cluster()
+        except BaseException:
+            self._cluster = None
+            client.close()
+            raise
+
+    def close(self) -> None:
+        """Drops every connection of the session, on every node it knows. RedisCluster.close()
+        alone is not enough: it calls Redis.close() on each node's client, which leaves the
+        pool's sockets open when the pool was passed in (`auto_close_connection_pool` is False
+        for the node clients RedisCluster.from_url builds), so each pool is disconnected first."""
+        client, self._cluster = self._cluster, None
+        if client is None:
+            return
+        nm = client.nodes_manager
+        nodes = [*nm.nodes_cache.values(), *nm.startup_nodes.values(), *self._extra_nodes]
+        self._extra_nodes = []
+        for node in nodes:
+            r = node.redis_connection
+            if r is not None:
+                try:
+                    r.connection_pool.disconnect()
+                except Exception:  # closing a dead socket is not an error worth reporting
+                    pass
+        try:
+            client.close()
+        except Exception:
+            pass
+
+    def _fence_cluster(self) -> None:
+        """§3 on the node that owns emq:fence's slot: HGETALL; if there is no protocol, MULTI /
+        HSETNX x3 / EXEC on that node's connection, and HGETALL again."""
+        fence = self.bundle.fence_key
+        slot = key_slot(fence.encode())
+        current = self._fence_read(slot, fence)
+        if "protocol" not in current:
+            for _ in range(REDIRECT_LIMIT):
+                pipe = self._node_client(self._primary(slot)).pipeline(transaction=True)
+                pipe.execute_command("HSETNX", fence, "protocol", str(self.bundle.protocol))
+                pipe.execute_command("HSETNX", fence, "bundle", self.bundle.version)
+                pipe.execute_command("HSETNX", fence, "digest", self.bundle.digest)
+                try:
+                    self._execute(pipe)
+                    break
+                except AskError as e:  # MOVED (a failover) before EXEC: nothing ran; ask the new owner
+                    self._moved(e)
+            else:
+                raise EngineError("the fence's slot kept moving")
+            current = self._fence_read(slot, fence)
+        self._judge_fence(current)
+
+    def _fence_read(self, slot: int, fence: str) -> dict[str, str]:
+        (reply,) = self._dispatch([(slot, ("HGETALL", fence))])
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(reply, dict):  # redis-py's HGETALL callback
+            return {_s(k): _s(v) for k, v in reply.items()}
+        flat = reply or []
+        return {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+
+    @property
+    def client(self) -> Any:
+        if self._cluster is None:
+            raise EngineError("session is closed")
+        if self._stale:
+            # A connection failed on the last call: learn the slot map afresh (a failover may be
+            # under way) and read the fence again before any script, as a reconnect does (§7).
+            self._stale = False
+            try:
+                self._cluster.nodes_manager.initialize()
+                self._fence_cluster()
+            except BaseException:
+                self._stale = True
+                raise
+        return self._cluster
+
+    # ----------------------------------------------------------------------------- routing
+
+    def _primary(self, slot: int) -> Any:
+        nodes = self.client.nodes_manager.slots_cache.get(slot)
+        if not nodes:
+            raise EngineError(f"slot {slot} is not covered by the cluster")
+        return nodes[0]  # the primary; replicas follow it in the list and are never used
+
+    def _node_client(self, node: Any) -> redis.Redis:
+        return self.client.get_redis_connection(node)
+
+    def _node_at(self, host: str, port: int) -> Any:
+        from redis.cluster import ClusterNode
+
+        node = self.client.nodes_manager.get_node(host=host, port=port)
+        if node is None:
+            node = next((n for n in self._extra_nodes if n.host == host and n.port == port), None)
+        if node is None:
+            node = ClusterNode(host, port)
+            self._extra_nodes.append(node)
+        return node
+
+    def _moved(self, e: AskError) -> None:
+        """MOVED: the slot has a new owner; patch the slot map (redis-py >= 6), else refresh it."""
+        nm = self.client.nodes_manager
+        if isinstance(e, MovedError) and hasattr(nm, "move_slot"):
+            nm.move_slot(e)
+        else:
+            nm.initialize()
+
+    def _execute(self, pipe: Any) -> list:
+        try:
+            return pipe.execute(raise_on_error=False) if not pipe.transaction else pipe.execute()
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            self._stale = True
+            raise
+
+    def _dispatch(self, items: list[tuple[int, tuple]], load: Script | None = None) -> list:
+        """Send each (slot, command) to its slot's primary: one pipeline per node, in order (a
+        node's share of `items` in their order, so in order within each queue); with `load`,
+        SCRIPT LOAD of that script first in every node's pipeline. MOVED/ASK replies are followed
+        (those commands did not run); every other reply, errors included, is returned in place."""
+        results: list[Any] = [None] * len(items)
+        todo: list[tuple[int, Any, bool]] = [(i, None, False) for i in range(len(items))]
+        for _ in range(REDIRECT_LIMIT):
+            shares: dict[str, tuple[Any, list[tuple[int, bool]]]] = {}
+            for i, node, asking in todo:
+                node = node or self._primary(items[i][0])
+                shares.setdefault(node.name, (node, []))[1].append((i, asking))
+            todo = []
+            for node, share in shares.values():
+                pipe = self._node_client(node).pipeline(transaction=False)
+                if load is not None:
+                    pipe.execute_command("SCRIPT", "LOAD", load.source)
+                for i, asking in share:
+                    if asking:
+                        pipe.execute_command("ASKING")
+                    pipe.execute_command(*items[i][1])
+                replies = iter(self._execute(pipe))
+                if load is not None:
+                    sha = next(replies)
+                    if isinstance(sha, Exception):
+                        raise sha
+                    if _s(sha).lower() != load.sha1:
+                        raise EngineError(f"SCRIPT LOAD of {load.name} on {node.name} returned {_s(sha)}, bundle says {load.sha1}")
+                for i, asking in share:
+                    if asking:
+                        next(replies)  # +OK of ASKING
+                    r = next(replies)
+                    if isinstance(r, MovedError):
+                        self._moved(r)
+                        todo.append((i, self._node_at(r.host, r.port), False))
+                    elif isinstance(r, AskError):
+                        todo.append((i, self._node_at(r.host, r.port), True))
+                    else:
+                        results[i] = r
+            if not todo:
+                return results
+        raise EngineError(f"still redirected after {REDIRECT_LIMIT} rounds of MOVED/ASK")
+
+    def _call(self, slot: int, *command: Any) -> Any:
+        (reply,) = self._dispatch([(slot, command)])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def _evalsha(self, name: str, keys: list[str], argv: list[Any]) -> Any:
+        script = self.bundle.scripts[name]
+        args = ("EVALSHA", script.sha1, len(keys), *keys, *argv)
+        slot = key_slot(keys[0].encode())
+        (reply,) = self._dispatch([(slot, args)])
+        if isinstance(reply, Exception) and _is_noscript(reply):
+            # NOSCRIPT from that node: SCRIPT LOAD there and the EVALSHA again, in one write.
+            (reply,) = self._dispatch([(slot, args)], load=script)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    # ----------------------------------------------------------------------------- verbs
+
+    @_engine
+    def browse(self, q: str, offset: int, limit: int) -> list[dict]:
+        if limit == 0:
+            return []
+        stop = min(offset + limit - 1, 2**63 - 1)
+        slot = key_slot(key(q, "pending").encode())
+        ids = [_s(i) for i in self._call(slot, "ZRANGE", key(q, "pending"), offset, stop)]
+        if not ids:
+            return []
+        root = job_root(q)
+        payloads = self._dispatch([(slot, ("HGET", root + i, "payload")) for i in ids])
+        for p in payloads:
+            if isinstance(p, Exception):
+                raise p
+        return [{"id": i, "payload": None if p is None else _s(p)} for i, p in zip(ids, payloads)]
+
+    @_engine
+    def pending_size(self, q: str) -> int:
+        return int(self._call(key_slot(key(q, "pending").encode()), "ZCARD", key(q, "pending")))
+
+    @_engine
+    def pipeline_probe(self, probe_key: str, n: int) -> list[int]:
+        slot = key_slot(probe_key.encode())
+        replies = self._dispatch([(slot, ("INCR", probe_key))] * n)
+        for r in replies:
+            if isinstance(r, Exception):
+                raise r
+        return [int(r) for r in replies]
+
+    @_engine
+    def batch(self, q: str, n: int, depth: int, payload: str, queues: list[str] | None = None) -> int:
+        """n enqueues (delay 0), enqueue i to queues[i % len] (R4.12). Each step takes the next
+        `depth` enqueues and sends every node its share as one pipeline (R8.3). NOSCRIPT replies
+        (they did not run) are re-sent, in order, behind one SCRIPT LOAD on the node that gave
+        them; any other error ends the verb with kind engine (what landed is, per queue, a prefix
+        of that queue's enqueues)."""
+        script = self.bundle.scripts["enqueue"]
+        names = queues or [q]
+        items = [
+            (
+                key_slot(key(x, "pending").encode()),
+                ("EVALSHA", script.sha1, 3, key(x, "pending"), key(x, "delayed"), key(x, "seq"), job_root(x), payload, 0),
+            )
+            for x in names
+        ]
+        done = 0
+        while done < n:
+            todo = [items[i % len(items)] for i in range(done, min(done + depth, n))]
+            load = None
+            stalled = 0
+            while todo:
+                missed = []
+                for item, r in zip(todo, self._dispatch(todo, load=load)):
+                    if isinstance(r, Exception):
+                        if not _is_noscript(r):
+                            raise r
+                        missed.append(item)
+                done += len(todo) - len(missed)
+                stalled = stalled + 1 if (load is not None and len(missed) == len(todo)) else 0
+                if stalled >= 10:
+                    raise EngineError("NOSCRIPT No matching script. (enqueue still missing after 10 loads)")
+                load = script if missed else None
+                todo = missed
+        return done

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import Invalid
 
@@ -19,6 +20,7 @@ MAX_COUNT = 2**31 - 1  # attempts, max_attempts, limit, offset
 MAX_PROBE = 1_000_000
 MAX_BATCH = 10_000_000
 MAX_DEPTH = 100_000
+MAX_BATCH_QUEUES = 64  # R4.12: batch.queues holds 1 to 64 queue names
 
 
 def _field(req: dict, name: str) -> Any:
@@ -38,10 +40,39 @@ def integer(req: dict, name: str, minimum: int, maximum: int = MAX_COUNT) -> int
     return value
 
 
-def queue(req: dict) -> str:
-    value = _field(req, "queue")
+def _queue_name(value: Any, what: str = "queue") -> str:
     if not isinstance(value, str) or QUEUE_RE.fullmatch(value) is None:
-        raise Invalid("queue must be 1-128 chars of [A-Za-z0-9._-]")
+        raise Invalid(f"{what} must be 1-128 chars of [A-Za-z0-9._-]")
+    return value
+
+
+def queue(req: dict) -> str:
+    return _queue_name(_field(req, "queue"))
+
+
+def batch_queues(req: dict, first: str) -> list[str] | None:
+    """R4.12: the optional `queues` of `batch`: None when absent, else 1 to 64 queue names (each
+    checked as R1.1 says), the first of which is `queue` (`first`, already validated)."""
+    if "queues" not in req:
+        return None
+    value = req["queues"]
+    if not isinstance(value, list):
+        raise Invalid("queues must be a list of queue names")
+    if not 1 <= len(value) <= MAX_BATCH_QUEUES:
+        raise Invalid(f"queues must hold 1 to {MAX_BATCH_QUEUES} queue names, not {len(value)}")
+    names = [_queue_name(v, f"queues[{i}]") for i, v in enumerate(value)]
+    if names[0] != first:
+        raise Invalid("queue must be queues[0] when queues is given")
+    return names
+
+
+def cluster_flag(req: dict) -> bool:
+    """R8.1: the optional `cluster` of `connect`; a JSON boolean when present (absent = false)."""
+    if "cluster" not in req:
+        return False
+    value = req["cluster"]
+    if type(value) is not bool:
+        raise Invalid("cluster must be a boolean")
     return value
 
 
@@ -81,6 +112,18 @@ def url(req: dict) -> str:
     # SPEC §5: one url rule for every connector; rediss:// and unix:// are refused like any other scheme.
     if not value.startswith("redis://"):
         raise Invalid("url must be redis://[:password@]host:port[/db]")
+    return value
+
+
+def cluster_url(value: str) -> str:
+    """R8.1: a cluster's seed url names database 0 (or none): a cluster has no other database."""
+    try:
+        path = urlsplit(value).path
+    except ValueError:
+        raise Invalid("url must be redis://[:password@]host:port[/db]") from None
+    db = path.lstrip("/")
+    if db not in ("", "0"):
+        raise Invalid(f"a cluster url names database 0, not {db!r}")
     return value
 
 

@@ -18,7 +18,7 @@ from . import seam
 from . import validate as v
 from .bundle import Bundle, load_bundle, resolve_bundle_dir
 from .errors import BundleError, ConnectorError, Invalid, Unsupported
-from .seam import Session
+from .seam import ClusterSession, Session
 
 
 class _Stop(Exception):
@@ -111,10 +111,13 @@ class Connector:
     def connect(self, req: dict) -> dict:
         name = v.session_name(req)
         url = v.url(req)
+        cluster = v.cluster_flag(req)
+        if cluster:
+            url = v.cluster_url(url)
         old = self.sessions.pop(name, None)
         if old is not None:
             old.close()
-        s = Session(self.bundle, url)
+        s = ClusterSession(self.bundle, url) if cluster else Session(self.bundle, url)
         s.open()  # reads (and if absent installs) the fence before anything else
         self.sessions[name] = s
         return {}
@@ -170,7 +173,8 @@ class Connector:
     def batch(self, req: dict) -> int:
         q, payload = v.queue(req), v.payload(req)
         n, depth = v.integer(req, "n", 1, v.MAX_BATCH), v.integer(req, "depth", 1, v.MAX_DEPTH)
-        return self.session(req).batch(q, n, depth, payload)
+        queues = v.batch_queues(req, q)
+        return self.session(req).batch(q, n, depth, payload, queues)
 
 
 def _error(seq: Any, kind: str, message: str) -> dict:
