@@ -30,8 +30,9 @@ fn engine() -> Engine {
     common::binary_engine()
 }
 
-/// Runs every gate of [`MINE`] against the reference connector or `double`, on one engine.
-fn run_all(double: Option<Double>) -> Vec<GateOutcome> {
+/// Runs every gate of [`MINE`] against the reference connector or `double`, on one engine (a
+/// cluster with `cluster`).
+fn run_all(double: Option<Double>, cluster: bool) -> Vec<GateOutcome> {
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let b2 = bundle.clone();
     let factory: Box<dyn ConnectorFactory> = match double {
@@ -40,7 +41,7 @@ fn run_all(double: Option<Double>) -> Vec<GateOutcome> {
             Ok(Reference::boxed(&b2))
         }),
     };
-    run_with(&format!("{double:?}"), &bundle, factory.as_ref())
+    run_with(&format!("{double:?}"), &bundle, factory.as_ref(), cluster)
 }
 
 /// G7's and G8's seed: 42, or `EMQ_SELFTEST_SEED` (to try the self-tests under other seeds).
@@ -52,8 +53,17 @@ fn seed() -> u64 {
 }
 
 /// Runs every gate of [`MINE`] with connectors from `factory`, on an engine of its own.
-fn run_with(label: &str, bundle: &Arc<Bundle>, factory: &dyn ConnectorFactory) -> Vec<GateOutcome> {
-    let e = engine();
+fn run_with(
+    label: &str,
+    bundle: &Arc<Bundle>,
+    factory: &dyn ConnectorFactory,
+    cluster: bool,
+) -> Vec<GateOutcome> {
+    let e = if cluster {
+        common::cluster_engine()
+    } else {
+        engine()
+    };
     let progress = |_: &str| {};
     let ctx = GateContext {
         engine: &e,
@@ -93,9 +103,19 @@ fn expected_failures(double: Option<Double>) -> Vec<&'static str> {
     double.map(|d| d.entry().gates.to_vec()).unwrap_or_default()
 }
 
+/// A double of SPEC §8 passes every gate on a single engine and fails its gates on a cluster;
+/// every other double is judged on a single engine.
 fn judge(double: Option<Double>) {
-    let outs = run_all(double);
-    let want = expected_failures(double);
+    if double.is_some_and(|d| d.entry().cluster) {
+        judge_on(double, false, &[]);
+        judge_on(double, true, &expected_failures(double));
+    } else {
+        judge_on(double, false, &expected_failures(double));
+    }
+}
+
+fn judge_on(double: Option<Double>, cluster: bool, want: &[&str]) {
+    let outs = run_all(double, cluster);
     let mut wrong = Vec::new();
     for o in &outs {
         let expected = if want.contains(&o.id.as_str()) {
@@ -114,7 +134,12 @@ fn judge(double: Option<Double>) {
             ));
         }
     }
-    assert!(wrong.is_empty(), "{double:?}:\n{}", wrong.join("\n"));
+    let on = if cluster { "cluster" } else { "single engine" };
+    assert!(
+        wrong.is_empty(),
+        "{double:?} on a {on}:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// Every double whose entry names a gate of [`MINE`] has its own test above, and the table names
@@ -155,6 +180,31 @@ fn doubles_table_matches_the_tests() {
 #[test]
 fn reference_passes_every_gate() {
     judge(None);
+}
+
+#[test]
+fn reference_passes_every_gate_on_a_cluster() {
+    judge_on(None, true, &[]);
+}
+
+#[test]
+fn seed_node_only_fails_on_a_cluster() {
+    judge(Some(Double::SeedNodeOnly));
+}
+
+#[test]
+fn load_on_seed_only_fails_on_a_cluster() {
+    judge(Some(Double::LoadOnSeedOnly));
+}
+
+#[test]
+fn ungrouped_batch_fails_g5_on_a_cluster() {
+    judge(Some(Double::UngroupedBatch));
+}
+
+#[test]
+fn no_redirects_fails_g8_on_a_cluster() {
+    judge(Some(Double::NoRedirects));
 }
 
 #[test]
@@ -225,7 +275,7 @@ fn python_connector_passes_every_gate() {
     };
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let factory = ChildFactory::new(ChildSpec::new([program.display().to_string()]));
-    let outs = run_with("python", &bundle, &factory);
+    let outs = run_with("python", &bundle, &factory, false);
     let wrong: Vec<String> = outs
         .iter()
         .filter(|o| o.verdict != Verdict::Pass)

@@ -192,7 +192,10 @@ fn kill_matrix() {
     let only = std::env::var("EMQ_RULES").unwrap_or_default();
     let mut survivors = Vec::new();
     let mut killed = 0;
-    for rule in CATALOGUE.iter().filter(|r| r.breakable()) {
+    for rule in CATALOGUE
+        .iter()
+        .filter(|r| r.breakable() && !r.on_cluster())
+    {
         if !only.is_empty() && !only.split(',').any(|o| o == rule.id) {
             continue;
         }
@@ -214,4 +217,45 @@ fn kill_matrix() {
         "doubles the gate did not kill:\n{}",
         survivors.join("\n")
     );
+}
+
+/// The cluster rules (SPEC §8): each double FAILs its gates on a cluster and PASSes them on a
+/// single engine, where it is the reference connector (it breaks §8 and nothing else).
+#[test]
+fn cluster_kill_matrix() {
+    let single = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
+    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let cluster = Engine::start(&EngineOptions {
+        choice: EngineChoice::Cluster,
+        ..EngineOptions::default()
+    })
+    .expect("cluster engine (run ci/provision: valkey-server and valkey-cli)");
+    let bundle = Arc::new(Bundle::load_default().unwrap());
+    let cases = load_dir(&default_dir()).unwrap();
+    let mut wrong = Vec::new();
+    let mut killed = 0;
+    for rule in CATALOGUE.iter().filter(|r| r.breakable() && r.on_cluster()) {
+        assert!(!rule.doubles.is_empty(), "{}: no double breaks it", rule.id);
+        for name in rule.doubles {
+            for gate in rule.gates {
+                match survives(rule, name, gate, &cluster, &bundle, &cases) {
+                    None => killed += 1,
+                    Some(why) => {
+                        wrong.push(format!("{} {name} at {gate} on a cluster: {why}", rule.id))
+                    }
+                }
+                if survives(rule, name, gate, &single, &bundle, &cases).is_none() {
+                    wrong.push(format!(
+                        "{} {name} at {gate}: FAILs on a single engine too, so it breaks more than §8",
+                        rule.id
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("cluster kill matrix: {killed} kills");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -19,6 +19,7 @@
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
 pub mod broken;
+pub mod cluster;
 pub mod faults;
 pub mod rewrite;
 pub mod time;
@@ -27,7 +28,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use crate::connector::child::{ChildFactory, ChildSpec};
-use crate::connector::reference::Reference;
+use crate::connector::reference::{Quirks, Reference};
 use crate::connector::{Connector, ConnectorFactory};
 use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
@@ -108,6 +109,14 @@ pub enum Double {
     RoundsUpToSeconds,
     /// Treats `backoff_ms` below 1 000 as seconds.
     BackoffInSeconds,
+    /// Ignores `connect`'s `cluster` flag: a plain connection to the seed node only.
+    SeedNodeOnly,
+    /// On a cluster, answers `NOSCRIPT` by loading the script on the seed node only.
+    LoadOnSeedOnly,
+    /// On a cluster, sends a batch over several queues as one pipeline to one node.
+    UngroupedBatch,
+    /// On a cluster, never follows `MOVED`/`ASK` (and never reads the slot map again).
+    NoRedirects,
 }
 
 /// A double, what it breaks, and where the gate must catch it.
@@ -125,6 +134,9 @@ pub struct Entry {
     pub interleavings: bool,
     /// Why a gate beyond the obvious one fails too, when it does.
     pub why_also: &'static str,
+    /// True for a double of SPEC §8: `gates` fail it on `--engine cluster`, and on a single
+    /// engine it passes every gate (it is the reference there).
+    pub cluster: bool,
 }
 
 /// Every double with the gates that must catch it.
@@ -136,6 +148,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::ForeignScripts,
@@ -144,6 +157,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "G8: only the bundle's scripts may change EchoMQ keys, and these are not the bundle's",
+        cluster: false,
     },
     Entry {
         double: Double::LoadEveryCall,
@@ -152,6 +166,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::UntaggedRoot,
@@ -160,6 +175,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "G8: the untagged hashes are keys outside the grammar, so the accounting finds members without their hash",
+        cluster: false,
     },
     Entry {
         double: Double::ShortBatch,
@@ -168,6 +184,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "G8: a batch acknowledged with n made n - 1 jobs carrying its token, a lost job",
+        cluster: false,
     },
     Entry {
         double: Double::RawComplete,
@@ -176,6 +193,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "G3: a complete that is not an EVALSHA leaves fewer EVALSHA than transitions",
+        cluster: false,
     },
     Entry {
         double: Double::RetryIgnoresMaxAttempts,
@@ -184,6 +202,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::ReapIgnoresLimit,
@@ -192,6 +211,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::CompleteIgnoresToken,
@@ -200,6 +220,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::EnqueueTwice,
@@ -208,6 +229,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::Unpipelined,
@@ -216,6 +238,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::ZombieSession,
@@ -224,6 +247,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::EngineAsInternal,
@@ -232,6 +256,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientQueue,
@@ -240,6 +265,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientMs,
@@ -248,6 +274,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientAttempts,
@@ -256,6 +283,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientMaxAttempts,
@@ -264,6 +292,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientLimitOffset,
@@ -272,6 +301,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientId,
@@ -280,6 +310,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientCount,
@@ -288,6 +319,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::LenientProbeKey,
@@ -296,6 +328,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::BrowseReversed,
@@ -304,6 +337,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::PendingSizeCountsActive,
@@ -312,6 +346,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::FenceHset,
@@ -320,6 +355,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "G8: HSET on emq:fence is outside the command discipline (only HSETNX installs)",
+        cluster: false,
     },
     Entry {
         double: Double::FenceRefusesOtherDigest,
@@ -328,6 +364,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::FenceIgnoresProtocol,
@@ -336,6 +373,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::SharedConnection,
@@ -344,6 +382,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::HelloAnyProtocol,
@@ -352,6 +391,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::FallbackSession,
@@ -360,6 +400,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::ResendAfterLostReply,
@@ -368,6 +409,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::PythonRetryOnError,
@@ -376,6 +418,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::AckUnsent,
@@ -384,6 +427,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::SwallowConnectionErrors,
@@ -392,6 +436,7 @@ pub const TABLE: &[Entry] = &[
         cases: false,
         interleavings: false,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::AddsGrace,
@@ -400,6 +445,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::RoundsUpToSeconds,
@@ -408,6 +454,7 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
     },
     Entry {
         double: Double::BackoffInSeconds,
@@ -416,6 +463,43 @@ pub const TABLE: &[Entry] = &[
         cases: true,
         interleavings: true,
         why_also: "",
+        cluster: false,
+    },
+    Entry {
+        double: Double::SeedNodeOnly,
+        breaks: "R8.1: on a cluster, a cluster client that routes every call by slot (on one node: the reference)",
+        gates: &["G1", "G3", "G4", "G5", "G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "G1, G4, G5, G8: every call on a key of another primary gets MOVED, so their workloads fail",
+        cluster: true,
+    },
+    Entry {
+        double: Double::LoadOnSeedOnly,
+        breaks: "R8.2: NOSCRIPT is answered by SCRIPT LOAD on the node that said it (on one node: the reference)",
+        gates: &["G1", "G3", "G4", "G5", "G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "G1, G4, G5, G8: the scripts never reach the other primaries, so every script call there fails",
+        cluster: true,
+    },
+    Entry {
+        double: Double::UngroupedBatch,
+        breaks: "R8.3: a batch over queues on several nodes is split by node (on one node: the reference)",
+        gates: &["G5"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+        cluster: true,
+    },
+    Entry {
+        double: Double::NoRedirects,
+        breaks: "R8.1, R8.4: MOVED is followed, also after a failover (on one node: the reference)",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+        cluster: true,
     },
 ];
 
@@ -517,6 +601,19 @@ impl Double {
                 reference(),
                 time::TimeSkew::BackoffInSeconds,
             )),
+            Self::SeedNodeOnly => Box::new(cluster::SeedNodeOnly(reference())),
+            Self::LoadOnSeedOnly => Box::new(reference().with_quirks(Quirks {
+                load_on_seed: true,
+                ..Quirks::default()
+            })),
+            Self::UngroupedBatch => Box::new(reference().with_quirks(Quirks {
+                ungrouped_batches: true,
+                ..Quirks::default()
+            })),
+            Self::NoRedirects => Box::new(reference().with_quirks(Quirks {
+                no_redirects: true,
+                ..Quirks::default()
+            })),
         }
     }
 

@@ -134,6 +134,18 @@ pub fn info_ready(info: &str) -> bool {
             .is_some_and(|n| n == PRIMARIES * (1 + REPLICAS_PER_PRIMARY))
 }
 
+/// True when `CLUSTER NODES` text (one node's view) shows every primary and every replica.
+pub fn nodes_ready(nodes: &str) -> bool {
+    let flags = |l: &str| l.split(' ').nth(2).unwrap_or("").to_string();
+    let count = |role: &str| {
+        nodes
+            .lines()
+            .filter(|l| flags(l).split(',').any(|f| f == role))
+            .count()
+    };
+    count("master") == PRIMARIES && count("slave") == PRIMARIES * REPLICAS_PER_PRIMARY
+}
+
 fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessError> {
     let deadline = Instant::now() + READY_WITHIN;
     loop {
@@ -141,8 +153,10 @@ fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), Harne
             let info = cli_query(cli, password, n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
             let repl =
                 cli_query(cli, password, n.port, &["INFO", "replication"]).unwrap_or_default();
+            let nodes = cli_query(cli, password, n.port, &["CLUSTER", "NODES"]).unwrap_or_default();
             info_ready(&info)
                 && (repl.contains("role:master") || repl.contains("master_link_status:up"))
+                && nodes_ready(&nodes)
         });
         if ready {
             return Ok(());
@@ -178,5 +192,22 @@ mod tests {
         assert!(!info_ready(&ok.replace("slots_ok:16384", "slots_ok:16000")));
         assert!(!info_ready(&ok.replace("nodes:6", "nodes:4")));
         assert!(!info_ready(""));
+    }
+
+    #[test]
+    fn nodes_ready_needs_every_primary_and_replica_in_view() {
+        let line =
+            |id: &str, flags: &str| format!("{id} 127.0.0.1:1@2 {flags} - 0 0 1 connected\n");
+        let mut all = String::new();
+        for i in 0..3 {
+            all += &line(
+                &format!("m{i}"),
+                if i == 0 { "myself,master" } else { "master" },
+            );
+            all += &line(&format!("r{i}"), "slave");
+        }
+        assert!(super::nodes_ready(&all));
+        let fewer: String = all.lines().take(5).map(|l| format!("{l}\n")).collect();
+        assert!(!super::nodes_ready(&fewer));
     }
 }

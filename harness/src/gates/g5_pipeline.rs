@@ -29,13 +29,27 @@ const QUEUE: &str = "g5";
 /// Commands per engine read that pipelining must reach, at least (R4.11, R4.12).
 const PER_READ: i64 = 10;
 
-/// The engine's `total_reads_processed` (server-wide socket reads).
+/// Queues in the spread batch (R4.12, R8.3).
+const SPREAD: usize = 12;
+
+/// Each node's `total_reads_processed` (server-wide socket reads; every primary of a cluster).
+fn reads_each(admin: &mut crate::engine::admin::Admin) -> Result<Vec<i64>, GateError> {
+    admin
+        .info_each("stats")?
+        .iter()
+        .map(|stats| {
+            stats
+                .get("total_reads_processed")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| GateError::from("INFO stats has no total_reads_processed"))
+        })
+        .collect()
+}
+
+/// The reads all nodes made, less the admin's own `INFO` read on each.
 fn reads(admin: &mut crate::engine::admin::Admin) -> Result<i64, GateError> {
-    let stats = admin.info("stats")?;
-    stats
-        .get("total_reads_processed")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| GateError::from("INFO stats has no total_reads_processed"))
+    let each = reads_each(admin)?;
+    Ok(each.iter().sum::<i64>() - each.len() as i64 + 1)
 }
 
 /// Judges the engine reads a pipelined call of `n` commands cost. `before` and `after` each
@@ -144,6 +158,103 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     out.check(
         first.first() == Some(&want[0]) && last.first() == Some(&want[1]),
         format!("pending runs from {} to {}", want[0], want[1]),
+    );
+    spread(ctx, out, c.as_mut(), &mut admin)
+}
+
+/// Queue names for the spread batch: [`SPREAD`] of them, covering every primary of a cluster.
+fn spread_queues(admin: &crate::engine::admin::Admin) -> Vec<String> {
+    let nodes = admin.primaries().len().max(1);
+    let mut picked: Vec<String> = Vec::new();
+    let mut covered = std::collections::BTreeSet::new();
+    // First one queue per node, then the rest in name order.
+    for i in 0..10_000 {
+        let q = format!("g5s-{i}");
+        if covered.insert(admin.shard_of(&key(&q, "pending"))) {
+            picked.push(q);
+        }
+        if covered.len() == nodes {
+            break;
+        }
+    }
+    let mut i = 0;
+    while picked.len() < SPREAD {
+        let q = format!("g5t-{i}");
+        picked.push(q);
+        i += 1;
+    }
+    picked
+}
+
+/// 3. One batch over [`SPREAD`] queues (R4.12): every queue gets its share in order; on a
+/// cluster the queues cover every primary and each primary's share arrives pipelined (R8.3).
+fn spread(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    c: &mut (dyn Connector + Send),
+    admin: &mut crate::engine::admin::Admin,
+) -> Result<(), GateError> {
+    let queues = spread_queues(admin);
+    let per = DEPTH;
+    let n = per * SPREAD as i64;
+    (ctx.progress)(&format!("G5: a batch of {n} enqueues over {SPREAD} queues"));
+    let before = reads_each(admin)?;
+    let done = match c.batch_over("s", &queues, n, DEPTH, "y") {
+        Ok(done) => done,
+        Err(e) => {
+            out.fail(format!(
+                "a batch over {SPREAD} queues failed (kind {})",
+                e.kind
+            ));
+            out.figure("spread_error", e.message);
+            return Ok(());
+        }
+    };
+    let after = reads_each(admin)?;
+    out.check(
+        done == n,
+        format!("batch({n}) over {SPREAD} queues replied {done}"),
+    );
+    let mut short = Vec::new();
+    let mut per_node = vec![0i64; before.len()];
+    for q in &queues {
+        let size: i64 = admin.query(&["ZCARD", &key(q, "pending")])?;
+        let first: Vec<String> = admin.query(&["ZRANGE", &key(q, "pending"), "0", "0"])?;
+        let last: Vec<String> = admin.query(&["ZRANGE", &key(q, "pending"), "-1", "-1"])?;
+        if size != per
+            || first.first() != Some(&job_id(1))
+            || last.first() != Some(&job_id(per as u64))
+        {
+            short.push(format!("{q}: {size}"));
+        }
+        if let Some(slot) = per_node.get_mut(admin.shard_of(&key(q, "pending"))) {
+            *slot += per;
+        }
+    }
+    out.none_of(
+        &short,
+        &format!(
+            "each of the {SPREAD} queues holds its {per} jobs, {} to {}",
+            job_id(1),
+            job_id(per as u64)
+        ),
+        "queues short",
+    );
+    let mut unpipelined = Vec::new();
+    for (i, cmds) in per_node.iter().enumerate() {
+        let used = (after[i] - before[i] - 1).max(0);
+        out.figure(&format!("spread_reads_node{i}"), used);
+        if *cmds > 0 && used >= cmds / PER_READ {
+            unpipelined.push(format!("node {i}: {used} reads for {cmds} commands"));
+        }
+    }
+    let nodes = per_node.iter().filter(|c| **c > 0).count();
+    out.none_of(
+        &unpipelined,
+        &format!(
+            "each of the {nodes} node(s) serving them received its share in fewer than one read per {PER_READ} commands (pipelined per node)"
+        ),
+        "not pipelined",
     );
     Ok(())
 }

@@ -27,6 +27,12 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// True for the cluster rules (SPEC §8): their doubles are judged on `--engine cluster`,
+    /// and each must also PASS the same gates on a single engine (it breaks only §8).
+    pub fn on_cluster(&self) -> bool {
+        self.id.starts_with("R8.")
+    }
+
     /// True when some connector can break it (it then needs a double).
     pub fn breakable(&self) -> bool {
         self.unbreakable.is_empty()
@@ -490,6 +496,53 @@ pub const CATALOGUE: &[Rule] = &[
         cases: &["session-disconnect-then-invalid"],
         gates: &["G6"],
         doubles: &["ZombieSession"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R8.1",
+        summary: "on a cluster: connect with a cluster client from the seed, route every call by slot, follow MOVED/ASK and nothing else",
+        checks: &[
+            "G1-G8 on --engine cluster: every verb succeeds on queues of every primary",
+            "G3: the rounds run on one queue per primary",
+        ],
+        cases: &[],
+        gates: &["G3"],
+        doubles: &["SeedNodeOnly"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R8.2",
+        summary: "on a cluster: NOSCRIPT is answered by SCRIPT LOAD on the node that said it",
+        checks: &[
+            "G3: after SCRIPT FLUSH on every primary, each primary's script|load is one per script",
+        ],
+        cases: &[],
+        gates: &["G3"],
+        doubles: &["LoadOnSeedOnly"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R8.3",
+        summary: "on a cluster: a batch over queues on several nodes is pipelined per node",
+        checks: &[
+            "G5: a batch over 12 queues covering every primary lands whole, each queue in order",
+            "G5: each primary received its share in fewer than one read per 10 commands",
+        ],
+        cases: &[],
+        gates: &["G5"],
+        doubles: &["UngroupedBatch"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R8.4",
+        summary: "on a cluster: after a graceful failover the connector follows MOVED; no job lost, duplicated or orphaned",
+        checks: &[
+            "G8: CLUSTER FAILOVER of a seeded shard mid-loop, then 300 rounds without an error",
+            "G8: every acknowledged job completed exactly once, none left in any set",
+        ],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["NoRedirects"],
         unbreakable: "",
     },
 ];

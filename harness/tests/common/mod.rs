@@ -26,6 +26,11 @@ pub fn binary_engine() -> Engine {
     engine(EngineChoice::Binary)
 }
 
+/// A Valkey Cluster of its own (three primaries, three replicas; SPEC §8).
+pub fn cluster_engine() -> Engine {
+    engine(EngineChoice::Cluster)
+}
+
 pub fn bundle() -> Arc<Bundle> {
     Arc::new(Bundle::load_default().expect("the repository's bundle"))
 }

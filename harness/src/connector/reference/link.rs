@@ -46,6 +46,8 @@ pub(super) struct Cluster {
     pipes: HashMap<u16, redis::Connection>,
     /// A `MOVED` was followed: the slot map is stale; the next call reconnects first.
     stale: bool,
+    /// Redirects are followed (always, except in a double).
+    follow: bool,
 }
 
 /// Each primary's port and slot ranges.
@@ -113,7 +115,15 @@ impl Link {
             slots,
             pipes: HashMap::new(),
             stale: false,
+            follow: true,
         })))
+    }
+
+    /// Whether redirects are followed (a double turns it off).
+    pub(super) fn set_follow(&mut self, follow: bool) {
+        if let Self::Cluster(c) = self {
+            c.follow = follow;
+        }
     }
 
     /// True on a cluster.
@@ -128,7 +138,9 @@ impl Link {
 
     /// Reads the slot map again before the next call (a pipeline met a redirect).
     pub(super) fn mark_stale(&mut self) {
-        if let Self::Cluster(c) = self {
+        if let Self::Cluster(c) = self
+            && c.follow
+        {
             c.stale = true;
         }
     }
@@ -163,6 +175,9 @@ impl Link {
             let Self::Cluster(c) = self else {
                 return reply;
             };
+            if !c.follow {
+                return reply;
+            }
             let con = &mut c.con;
             let redirect = match &reply {
                 Err(e) => redirect_of(e),

@@ -53,6 +53,8 @@ pub struct Quirks {
     pub load_on_seed: bool,
     /// Send a `batch` over several queues as one pipeline to one node (breaks R8.3).
     pub ungrouped_batches: bool,
+    /// Never follow `MOVED`/`ASK` nor read the slot map again (breaks R8.1, R8.4).
+    pub no_redirects: bool,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
@@ -137,6 +139,7 @@ impl Reference {
     /// fence's own node: the cluster client routes `emq:fence` by its slot, R8.1).
     fn connect(&mut self, session: &str, url: &str, cluster: bool) -> Result<(), ConnectorError> {
         let mut link = Self::open(url, cluster)?;
+        link.set_follow(!self.quirks.no_redirects);
         self.check_fence(&mut link)?;
         self.sessions.insert(session.to_string(), link);
         Ok(())

@@ -48,7 +48,19 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
         .get(index)
         .cloned()
         .ok_or("the cluster has no such shard")?;
-    let new = *replicas.first().ok_or("the shard has no replica")?;
+    // CLUSTER SLOTS leaves out a replica that has had no data yet, so ask CLUSTER REPLICAS.
+    let _ = replicas;
+    let id: String = Admin::connect(&ctx.engine.node_url(old))?.query(&["CLUSTER", "MYID"])?;
+    let lines: Vec<String> =
+        Admin::connect(&ctx.engine.node_url(old))?.query(&["CLUSTER", "REPLICAS", &id])?;
+    let new = lines
+        .iter()
+        .find_map(|l| {
+            let addr = l.split(' ').nth(1)?;
+            let port = addr.split('@').next()?.rsplit_once(':')?.1;
+            port.parse::<u16>().ok()
+        })
+        .ok_or_else(|| format!("the primary at port {old} has no replica"))?;
     let mut replica = Admin::connect(&ctx.engine.node_url(new))?;
     replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
     let deadline = Instant::now() + FAILOVER_WITHIN;
@@ -89,6 +101,13 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             e.kind
         ));
         return Ok(());
+    }
+    // A second session, connected now and idle through the failover: its slot map goes stale,
+    // so its first call afterwards meets the old primary's MOVED (R8.1, R8.4).
+    let mut idle = ctx.factory.make()?;
+    idle.connect("idle", &url)?;
+    for q in &queues {
+        idle.pending_size("idle", q)?;
     }
     let mut acked: BTreeSet<String> = BTreeSet::new();
     let mut completed: BTreeMap<String, u32> = BTreeMap::new();
@@ -142,6 +161,26 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         h.join().expect("the failover thread does not panic")
     });
     let (old, new) = failover?;
+    let moved_queue = queues
+        .iter()
+        .find(|q| admin.shard_of(&key(q, "pending")) == shard)
+        .cloned()
+        .unwrap_or_else(|| queues[0].clone());
+    match idle.enqueue("idle", &moved_queue, "after-failover", 0) {
+        Ok(id) => {
+            acked.insert(format!("{moved_queue}/{id}"));
+            out.pass(
+                "a session idle through the failover enqueued on the failed-over shard at once (it followed MOVED)",
+            );
+        }
+        Err(e) => {
+            out.fail(format!(
+                "a session idle through the failover could not enqueue on the failed-over shard (kind {}): it did not follow MOVED",
+                e.kind
+            ));
+            out.figure("failover_idle_error", e.message);
+        }
+    }
     out.figure("failover_phase_ms", t0.elapsed().as_millis() as u64);
     out.figure("failover_steps", steps);
     out.figure("failover_caller_errors", errors);

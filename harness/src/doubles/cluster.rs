@@ -1,0 +1,22 @@
+//! Doubles that break SPEC §8, the cluster rules. Each behaves exactly like the reference
+//! connector on a single engine (so it passes there, which is the point) and fails on a cluster.
+
+use crate::connector::reference::Reference;
+use crate::connector::{Connector, Reply, Request};
+use crate::error::ConnectorError;
+
+/// Ignores `connect`'s `cluster` flag: a plain connection to the seed node only (R8.1).
+pub struct SeedNodeOnly(pub Reference);
+
+impl Connector for SeedNodeOnly {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        match request {
+            Request::Connect { session, url, .. } => self.0.call(&Request::Connect {
+                session: session.clone(),
+                url: url.clone(),
+                cluster: false,
+            }),
+            other => self.0.call(other),
+        }
+    }
+}
