@@ -186,7 +186,7 @@ fn spread_queues(admin: &crate::engine::admin::Admin) -> Vec<String> {
     picked
 }
 
-/// 3. One batch over [`SPREAD`] queues (R4.12): every queue gets its share in order; on a
+/// Part 3, one batch over [`SPREAD`] queues (R4.12): every queue gets its share in order; on a
 /// cluster the queues cover every primary and each primary's share arrives pipelined (R8.3).
 fn spread(
     ctx: &GateContext<'_>,
