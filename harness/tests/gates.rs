@@ -223,6 +223,11 @@ fn load_every_call_fails_g3() {
 }
 
 #[test]
+fn reload_on_any_error_fails_g3() {
+    judge(Some(Double::ReloadOnAnyError));
+}
+
+#[test]
 fn untagged_root_fails_g4() {
     judge(Some(Double::UntaggedRoot));
 }
@@ -243,7 +248,7 @@ fn enqueue_twice_fails_g8() {
 }
 
 #[test]
-fn resend_after_lost_reply_fails_g8() {
+fn resend_after_lost_reply_fails_g8_and_g3() {
     judge(Some(Double::ResendAfterLostReply));
 }
 

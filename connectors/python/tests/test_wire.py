@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent  # connectors/python
-BUNDLE = (PKG / ".." / ".." / "bundle").resolve()
+BUNDLE = Path(os.environ.get("EMQ_BUNDLE_DIR") or (PKG / ".." / ".." / "bundle")).resolve()
 MANIFEST = json.loads((BUNDLE / "manifest.json").read_text())
 SHAS = {s["name"]: s["sha1"] for s in MANIFEST["scripts"]}
 PASSWORD = "pw"

@@ -42,6 +42,8 @@ pub enum Double {
     ForeignScripts,
     /// `SCRIPT LOAD` before every call.
     LoadEveryCall,
+    /// Takes any engine error of a script call for `NOSCRIPT`: `SCRIPT LOAD` and the call again.
+    ReloadOnAnyError,
     /// Builds the job root without the hash tag (`emq:q:job:`).
     UntaggedRoot,
     /// `batch` sends one enqueue fewer than asked and reports the count asked.
@@ -162,6 +164,15 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::LoadEveryCall,
         breaks: "SPEC §4: EVALSHA first, one SCRIPT LOAD per miss",
+        gates: &["G3"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+        cluster: false,
+    },
+    Entry {
+        double: Double::ReloadOnAnyError,
+        breaks: "R4.9: only a NOSCRIPT reply (its prefix) is a miss; an engine error costs no load and no second run",
         gates: &["G3"],
         cases: false,
         interleavings: false,
@@ -405,10 +416,10 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::ResendAfterLostReply,
         breaks: "SPEC §4: never re-send a script call unless the first provably did not run",
-        gates: &["G8"],
+        gates: &["G8", "G3"],
         cases: false,
         interleavings: false,
-        why_also: "",
+        why_also: "G3: it re-sends after an engine error reply too, so a WRONGTYPE costs two EVALSHA",
         cluster: false,
     },
     Entry {
@@ -532,6 +543,7 @@ impl Double {
             Self::SkipFence => Box::new(wire::SkipFence(reference())),
             Self::ForeignScripts => Box::new(Reference::new(&wire::patched(bundle))),
             Self::LoadEveryCall => Box::new(wire::LoadEveryCall(reference())),
+            Self::ReloadOnAnyError => Box::new(wire::ReloadOnAnyError(reference())),
             Self::UntaggedRoot => Box::new(reference().with_root(wire::untagged_root)),
             Self::RawComplete => Box::new(wire::RawComplete(reference())),
             Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),

@@ -3,7 +3,7 @@
 
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, Reply, Request};
-use crate::error::ConnectorError;
+use crate::error::{ConnectorError, ErrorKind};
 use crate::protocol::bundle::Bundle;
 use crate::protocol::grammar::key;
 
@@ -26,24 +26,46 @@ impl Connector for SkipFence {
     }
 }
 
+/// The session and script of a verb that is one `EVALSHA` (the six transitions; not `batch`).
+fn script_call(request: &Request) -> Option<(&str, &str, &'static str)> {
+    match request {
+        Request::Enqueue { session, queue, .. }
+        | Request::Claim { session, queue, .. }
+        | Request::Complete { session, queue, .. }
+        | Request::Retry { session, queue, .. }
+        | Request::Promote { session, queue, .. }
+        | Request::Reap { session, queue, .. } => Some((session, queue, request.cmd())),
+        _ => None,
+    }
+}
+
 /// `SCRIPT LOAD` of a verb's script before every call of it.
 pub struct LoadEveryCall(pub Reference);
 
 impl Connector for LoadEveryCall {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        let script = match request {
-            Request::Enqueue { session, queue, .. }
-            | Request::Claim { session, queue, .. }
-            | Request::Complete { session, queue, .. }
-            | Request::Retry { session, queue, .. }
-            | Request::Promote { session, queue, .. }
-            | Request::Reap { session, queue, .. } => Some((session, queue, request.cmd())),
-            _ => None,
-        };
-        if let Some((session, queue, name)) = script {
+        if let Some((session, queue, name)) = script_call(request) {
             self.0.script_load(session, name, &key(queue, "pending"))?;
         }
         self.0.call(request)
+    }
+}
+
+/// Takes every engine error of a script call for a `NOSCRIPT` (it does not match the reply's
+/// prefix): `SCRIPT LOAD`, then the same `EVALSHA` again. A `WRONGTYPE` then costs a load and a
+/// second run of the call; the caller still sees the second error. This is the reference with
+/// its `is_noscript` answering true for every error, a mutant that once passed the gate.
+pub struct ReloadOnAnyError(pub Reference);
+
+impl Connector for ReloadOnAnyError {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        match (self.0.call(request), script_call(request)) {
+            (Err(e), Some((session, queue, name))) if e.kind == ErrorKind::Engine => {
+                self.0.script_load(session, name, &key(queue, "pending"))?;
+                self.0.call(request)
+            }
+            (other, _) => other,
+        }
     }
 }
 

@@ -1,17 +1,23 @@
 //! G3 evalsha-first (SPEC §4, §6): after `SCRIPT FLUSH` + `CONFIG RESETSTAT`, ≥ 100 calls of
 //! each transition cost exactly one `SCRIPT LOAD` per script and no `EVAL`; a second flush in the
 //! middle of the run costs exactly one more load per script; the caller sees no error.
+//! Then only `NOSCRIPT` is a miss (R4.9: match the prefix only): each transition on keys of the
+//! wrong type gets a `WRONGTYPE` error reply, which costs exactly one `EVALSHA` and no load.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::connector::{Connector, RetryOutcome, Verbs};
+use crate::connector::{Connector, Request, RetryOutcome, Verbs};
+use crate::engine::admin::Admin;
 use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::protocol::grammar::key;
 
 /// Rounds of the workload; each calls every transition at least once.
 const ROUNDS: usize = 100;
 const QUEUE: &str = "g3";
+/// The queue whose sets are strings, so that every transition gets a `WRONGTYPE` reply.
+const WRONG_TYPE_QUEUE: &str = "g3-wrongtype";
 
 /// The `script|load` count of each node.
 fn loads_each(admin: &mut crate::engine::Admin) -> Result<Vec<u64>, GateError> {
@@ -175,5 +181,105 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     );
     out.figure("evalsha_calls", evalsha);
     out.figure("script_load_calls", total);
+    engine_errors(&mut *c, &mut admin, out)
+}
+
+/// One call of each transition on [`WRONG_TYPE_QUEUE`], whose pending, active and delayed sets
+/// are strings: each script fails on its first use of them (`WRONGTYPE`), an error reply that is
+/// not `NOSCRIPT`. Each must cost exactly one `EVALSHA` and no `SCRIPT LOAD` (the six scripts are
+/// cached by now): a connector that takes any error for a miss loads and runs the call again.
+/// The kind the caller sees is R5.4's, judged by G6's `error-engine-*` cases, not here.
+fn engine_errors(
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
+    let q = WRONG_TYPE_QUEUE;
+    for set in ["pending", "active", "delayed"] {
+        admin.query::<()>(&["SET", &key(q, set), "not a zset"])?;
+    }
+    let (session, queue, id) = (
+        "s".to_string(),
+        q.to_string(),
+        "j0000000000000001".to_string(),
+    );
+    let calls = [
+        Request::Enqueue {
+            session: session.clone(),
+            queue: queue.clone(),
+            payload: "w".into(),
+            delay_ms: 0,
+        },
+        Request::Claim {
+            session: session.clone(),
+            queue: queue.clone(),
+            lease_ms: 0,
+        },
+        Request::Complete {
+            session: session.clone(),
+            queue: queue.clone(),
+            id: id.clone(),
+            attempts: 1,
+        },
+        Request::Retry {
+            session: session.clone(),
+            queue: queue.clone(),
+            id,
+            attempts: 1,
+            backoff_ms: 0,
+            max_attempts: 3,
+        },
+        Request::Promote {
+            session: session.clone(),
+            queue: queue.clone(),
+            limit: 10,
+        },
+        Request::Reap {
+            session,
+            queue,
+            max_attempts: 3,
+            limit: 10,
+        },
+    ];
+    let counts = |admin: &mut Admin| -> Result<(u64, u64), GateError> {
+        let stats = admin.commandstats()?;
+        let get = |k: &str| stats.get(k).copied().unwrap_or(0);
+        Ok((get("evalsha") + get("evalsha_ro"), get("script|load")))
+    };
+    let mut wrong = Vec::new();
+    let mut replies = Vec::new();
+    for req in &calls {
+        let (evalsha0, load0) = counts(admin)?;
+        let reply = c.call(req);
+        let (evalsha1, load1) = counts(admin)?;
+        let (evalsha, loads) = (
+            evalsha1.saturating_sub(evalsha0),
+            load1.saturating_sub(load0),
+        );
+        replies.push(format!(
+            "{}: {}",
+            req.cmd(),
+            match &reply {
+                Ok(r) => format!("ok {r:?}"),
+                Err(e) => format!("error kind {}", e.kind),
+            }
+        ));
+        if evalsha != 1 || loads != 0 {
+            wrong.push(format!(
+                "{} cost evalsha {evalsha}, script|load {loads}",
+                req.cmd()
+            ));
+        }
+    }
+    out.figure("wrongtype_replies", replies.join("; "));
+    out.none_of(
+        &wrong,
+        &format!(
+            "an engine error reply is not a miss: each of the {} transitions on keys of the wrong \
+             type (WRONGTYPE) cost exactly one EVALSHA and no SCRIPT LOAD",
+            calls.len()
+        ),
+        "but",
+    );
     Ok(())
 }

@@ -312,10 +312,13 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R4.9",
         summary: "EVALSHA first; one SCRIPT LOAD per NOSCRIPT miss; never EVAL; no error after SCRIPT FLUSH",
-        checks: &["G3: commandstats: EVALSHA per transition, loads per flush"],
+        checks: &[
+            "G3: commandstats: EVALSHA per transition, loads per flush",
+            "G3: an engine error reply (WRONGTYPE) of each transition costs one EVALSHA and no SCRIPT LOAD",
+        ],
         cases: &[],
         gates: &["G3"],
-        doubles: &["LoadEveryCall"],
+        doubles: &["LoadEveryCall", "ReloadOnAnyError"],
         unbreakable: "",
     },
     Rule {
