@@ -214,6 +214,9 @@ pub struct BenchReport {
     pub note: Option<String>,
     pub depths: Vec<DepthRow>,
     pub cycle: Option<CycleFigure>,
+    /// On a cluster: one batch over 1, 3 and 12 queues, cluster against a single node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub spread: Vec<crate::cmd::bench_spread::SpreadRow>,
     pub gates: Vec<GateWall>,
     /// Sum of the gates' walls, ms.
     pub gates_ms: u64,
@@ -253,9 +256,14 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             script.sha1
         )));
     }
-    let bench_bin = locate_benchmark(Some(&engine));
+    let cluster = engine.is_cluster();
+    // On a cluster valkey-benchmark sends every command to one node: no reference for a queue
+    // that lives elsewhere. The spread table compares the cluster with a single node instead.
+    let bench_bin = locate_benchmark(Some(&engine)).filter(|_| !cluster);
     let mut note = None;
-    if bench_bin.is_none() {
+    if cluster {
+        note = Some("on a cluster the engine column is empty (valkey-benchmark sends every command to one node); see the spread table".to_string());
+    } else if bench_bin.is_none() {
         note = Some("valkey-benchmark not found (run ci/provision or set EMQ_VALKEY_BENCHMARK): engine column empty".to_string());
     }
 
@@ -273,7 +281,8 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             // Ours: a fresh connector and database, a warm-up, then the timed batch.
             admin.flushdb()?;
             let mut c = make.make()?;
-            c.connect("b", &url).map_err(conn_err("bench connect"))?;
+            c.connect("b", engine.target(db))
+                .map_err(conn_err("bench connect"))?;
             c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD)
                 .map_err(conn_err("warm-up"))?;
             admin.flushdb()?;
@@ -335,7 +344,8 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let cycle = if opts.cycles > 0 {
         progress.line(&format!("{} claim → complete cycles", opts.cycles));
         let mut c = make.make()?;
-        c.connect("b", &url).map_err(conn_err("bench connect"))?;
+        c.connect("b", engine.target(db))
+            .map_err(conn_err("bench connect"))?;
         c.batch("b", QUEUE, opts.cycles, 1000, PAYLOAD)
             .map_err(conn_err("fill"))?;
         let t0 = Instant::now();
@@ -366,6 +376,17 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         None
     };
     drop(admin);
+    let spread = if cluster {
+        crate::cmd::bench_spread::spread(
+            &engine,
+            opts.engine.valkey_server.clone(),
+            opts.n,
+            opts.repeat,
+            progress,
+        )?
+    } else {
+        Vec::new()
+    };
 
     let mut gates = Vec::new();
     if opts.gates {
@@ -400,6 +421,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         note,
         depths: rows,
         cycle,
+        spread,
         gate_total_ms: if gates.is_empty() {
             0
         } else {
@@ -454,6 +476,16 @@ impl BenchReport {
         s.push_str("\nops/s and ratio: best of the runs on each side (runs alternate, so both see the same load)\n");
         if let Some(n) = &self.note {
             s.push_str(&format!("\nnote: {n}\n"));
+        }
+        if !self.spread.is_empty() {
+            s.push_str("\none batch spread over queues (depth 1000): the cluster against a single node booted from the same valkey-server in this run\n\n");
+            s.push_str("| queues | primaries | n | cluster ops/s | single node ops/s | cluster / single |\n|---:|---:|---:|---:|---:|---:|\n");
+            for r in &self.spread {
+                s.push_str(&format!(
+                    "| {} | {} | {} | {:.0} | {:.0} | {:.2} |\n",
+                    r.queues, r.nodes, r.n, r.cluster_ops_per_s, r.single_ops_per_s, r.ratio
+                ));
+            }
         }
         if let Some(c) = &self.cycle {
             s.push_str(&format!(

@@ -1,6 +1,7 @@
 //! The commands of `emq-gate`, on top: they compose the layers below and nothing imports them.
 
 pub mod bench;
+pub mod bench_spread;
 pub mod cases;
 pub mod cli;
 pub mod matrix;

@@ -23,13 +23,21 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
     use Request::*;
     match req {
         Hello { .. } | Disconnect { .. } => Ok(()),
-        Connect { url, .. } => {
-            if url.starts_with("redis://") {
-                Ok(())
-            } else {
-                Err(ConnectorError::invalid(format!(
+        Connect { url, cluster, .. } => {
+            if !url.starts_with("redis://") {
+                return Err(ConnectorError::invalid(format!(
                     "url {url:?} must start with redis://"
-                )))
+                )));
+            }
+            // A cluster has database 0 only (SPEC R8.1).
+            let db = url
+                .rsplit_once('/')
+                .map(|(head, db)| (head.len() > "redis:/".len(), db));
+            match db {
+                Some((true, db)) if *cluster && !db.is_empty() && db != "0" => Err(
+                    ConnectorError::invalid(format!("a cluster url names database 0, not {db}")),
+                ),
+                _ => Ok(()),
             }
         }
         Enqueue {
@@ -119,10 +127,62 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
                 for q in qs {
                     validate_queue(q)?;
                 }
+                if qs[0] != *queue {
+                    return Err(ConnectorError::invalid(format!(
+                        "queue {queue:?} must be queues[0] ({:?})",
+                        qs[0]
+                    )));
+                }
             }
             range("n", *n, 1, 10_000_000)?;
             range("depth", *depth, 1, 100_000)
         }
+    }
+}
+
+#[cfg(test)]
+mod cluster_args {
+    use super::validate;
+    use crate::connector::Request;
+
+    fn connect(url: &str, cluster: bool) -> bool {
+        validate(&Request::Connect {
+            session: "s".into(),
+            url: url.into(),
+            cluster,
+        })
+        .is_ok()
+    }
+
+    fn batch(queue: &str, queues: Vec<&str>) -> bool {
+        validate(&Request::Batch {
+            session: "s".into(),
+            queue: queue.into(),
+            n: 1,
+            depth: 1,
+            payload: String::new(),
+            queues: Some(queues.into_iter().map(String::from).collect()),
+        })
+        .is_ok()
+    }
+
+    #[test]
+    fn a_cluster_url_names_database_zero() {
+        assert!(connect("redis://:pw@127.0.0.1:7000/0", true));
+        assert!(connect("redis://:pw@127.0.0.1:7000", true));
+        assert!(!connect("redis://:pw@127.0.0.1:7000/3", true));
+        assert!(connect("redis://:pw@127.0.0.1:7000/3", false));
+    }
+
+    #[test]
+    fn queues_are_one_to_sixty_four_names_led_by_queue() {
+        assert!(batch("a", vec!["a", "b", "a"]));
+        assert!(!batch("b", vec!["a", "b"]));
+        assert!(!batch("a", vec![]));
+        assert!(!batch("a", vec!["a", "bad name"]));
+        let many: Vec<String> = (0..65).map(|i| format!("q{i}")).collect();
+        assert!(!batch("q0", many.iter().map(String::as_str).collect()));
+        assert!(batch("q0", many[..64].iter().map(String::as_str).collect()));
     }
 }
 

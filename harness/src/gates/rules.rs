@@ -349,7 +349,12 @@ pub const CATALOGUE: &[Rule] = &[
             "G5: reply, pending_size, seq and first/last ids agree with n",
             "G5: INFO stats total_reads_processed grew by < n/10",
         ],
-        cases: &["batch-returns-n", "batch-large"],
+        cases: &[
+            "batch-returns-n",
+            "batch-large",
+            "batch-over-queues",
+            "invalid-batch-queues",
+        ],
         gates: &["G5"],
         doubles: &["ShortBatch", "Unpipelined"],
         unbreakable: "",

@@ -9,12 +9,21 @@ use serde_saphyr::Spanned;
 
 use crate::error::{ErrorKind, HarnessError};
 
-/// A verb's argument: name, whether it is a string, and its default (`None` = required).
-type ArgSpec = (&'static str, bool, Option<Value>);
+/// What an argument holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Str,
+    Int,
+    /// A list of strings (`batch`'s `queues`).
+    StrList,
+}
+
+/// A verb's argument: name, kind, and its default (`None` = required; `null` = absent).
+type ArgSpec = (&'static str, Kind, Option<Value>);
 
 fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
-    let s = |n, d: Option<&str>| (n, true, d.map(|d| Value::String(d.into())));
-    let i = |n, d: Option<i64>| (n, false, d.map(Value::from));
+    let s = |n, d: Option<&str>| (n, Kind::Str, d.map(|d| Value::String(d.into())));
+    let i = |n, d: Option<i64>| (n, Kind::Int, d.map(Value::from));
     Some(match verb {
         "enqueue" => vec![
             s("queue", None),
@@ -48,6 +57,7 @@ fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
             i("n", None),
             i("depth", None),
             s("payload", Some("")),
+            ("queues", Kind::StrList, Some(Value::Null)),
         ],
         // `connect` may name a url (to pin the url rule); without one it is the case's database.
         "connect" => vec![s("url", Some(""))],
@@ -283,7 +293,7 @@ fn parse_step(
         if let Some(extra) = given.keys().find(|k| !spec.iter().any(|(n, _, _)| n == k)) {
             return Err(format!("{verb}: unknown argument {extra:?}"));
         }
-        for (name, is_str, default) in spec {
+        for (name, kind, default) in spec {
             match (args.get(name), default) {
                 (None, Some(d)) => {
                     args.insert(name.into(), d);
@@ -293,10 +303,14 @@ fn parse_step(
                     let is_ref = v.as_str().is_some_and(|s| s.starts_with('$'));
                     if is_ref {
                         check_refs(v, captured, false)?;
-                    } else if is_str && !v.is_string() {
+                    } else if kind == Kind::Str && !v.is_string() {
                         return Err(format!("{verb}: {name} must be a string, got {v}"));
-                    } else if !is_str && !v.is_i64() {
+                    } else if kind == Kind::Int && !v.is_i64() {
                         return Err(format!("{verb}: {name} must be an integer, got {v}"));
+                    } else if kind == Kind::StrList
+                        && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+                    {
+                        return Err(format!("{verb}: {name} must be a list of strings, got {v}"));
                     }
                 }
             }
