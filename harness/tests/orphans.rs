@@ -30,6 +30,10 @@ fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
+/// The sweep removes every engine of a dead harness, whoever starts next: the tests that kill a
+/// harness take turns, so one's sweep does not take another's evidence.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn sigkill(mut harness: Child) {
     harness.kill().unwrap(); // SIGKILL
     harness.wait().unwrap();
@@ -37,6 +41,7 @@ fn sigkill(mut harness: Child) {
 
 #[test]
 fn a_sigkilled_harness_leaves_no_binary_engine() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let harness = busy_harness("binary");
     let owner = harness.id();
     let (path, rec) = wait_for("the harness's engine", Duration::from_secs(60), || {
@@ -76,8 +81,62 @@ fn a_sigkilled_harness_leaves_no_binary_engine() {
     drop(engine);
 }
 
+/// The same for a cluster: six nodes, each with its owner file, all removed by the next start.
+#[test]
+fn a_sigkilled_harness_leaves_no_cluster_node() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let harness = busy_harness("cluster");
+    let owner = harness.id();
+    // The gates start once the cluster is ready: wait for six owner files, then a little more.
+    let records = wait_for("the harness's six nodes", Duration::from_secs(90), || {
+        let recs: Vec<(std::path::PathBuf, ServerRecord)> = std::fs::read_dir(engines_dir())
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let rec: ServerRecord =
+                    serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+                (rec.owner.pid == owner).then(|| (e.path(), rec))
+            })
+            .collect();
+        (recs.len() == 6).then_some(recs)
+    });
+    sigkill(harness);
+    for (_, rec) in &records {
+        assert_eq!(
+            start_time(rec.server_pid),
+            Some(rec.server_start),
+            "a node of the killed harness's cluster is gone before the sweep"
+        );
+    }
+    let engine = Engine::start(&EngineOptions {
+        choice: EngineChoice::Binary,
+        ..EngineOptions::default()
+    })
+    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let swept = engine.swept.clone().unwrap_or_default();
+    eprintln!("the next engine start said: {swept}");
+    for (path, rec) in &records {
+        assert!(
+            swept.contains(&format!(
+                "valkey-server pid {} on port {}",
+                rec.server_pid, rec.port
+            )),
+            "{swept}"
+        );
+        assert_eq!(
+            start_time(rec.server_pid),
+            None,
+            "node {} still running",
+            rec.port
+        );
+        assert!(!path.exists() && !rec.dir.exists());
+    }
+    drop(engine);
+}
+
 #[test]
 fn a_sigkilled_harness_leaves_no_container() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let image = EngineOptions::default().image;
     if !container::available(&image) {
         eprintln!("skipped: Docker or the image {image} is not available");

@@ -42,12 +42,23 @@ impl Record {
             ),
             (
                 "engine",
-                format!(
-                    "{} ({} `{}`)",
-                    h.engine_label(),
-                    h.engine_kind,
-                    h.engine_image
-                ),
+                if h.engine_kind == "cluster" {
+                    format!(
+                        "cluster ({} primaries, {} replicas), {} (`{}`)",
+                        crate::engine::cluster::PRIMARIES,
+                        crate::engine::cluster::PRIMARIES
+                            * crate::engine::cluster::REPLICAS_PER_PRIMARY,
+                        h.engine_label(),
+                        h.engine_image
+                    )
+                } else {
+                    format!(
+                        "{} ({} `{}`)",
+                        h.engine_label(),
+                        h.engine_kind,
+                        h.engine_image
+                    )
+                },
             ),
             (
                 "engine build",
