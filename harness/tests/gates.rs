@@ -202,6 +202,22 @@ fn ungrouped_batch_fails_g5_on_a_cluster() {
     judge(Some(Double::UngroupedBatch));
 }
 
+/// On a cluster the engine itself refuses the untagged root: G4 says so.
+#[test]
+fn untagged_root_is_refused_by_the_cluster_engine() {
+    let outs = run_all(Some(Double::UntaggedRoot), true);
+    let g4 = outs.iter().find(|o| o.id == "G4").expect("G4 ran");
+    assert_eq!(g4.verdict, Verdict::Fail, "{:?}", g4.evidence);
+    assert!(
+        g4.evidence
+            .iter()
+            .any(|l| l
+                .contains("the engine refused a script call that touched a key outside its slot")),
+        "{:?}",
+        g4.evidence
+    );
+}
+
 #[test]
 fn no_redirects_fails_g8_on_a_cluster() {
     judge(Some(Double::NoRedirects));

@@ -159,7 +159,18 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     });
     let obs = watch.stop()?;
     if let Err(e) = work {
-        out.fail(format!("the workload failed (kind {})", e.kind));
+        // On a cluster the engine itself refuses a script that touches a key of another slot.
+        let cross = ["non local key", "CROSSSLOT", "different slot"]
+            .iter()
+            .any(|m| e.message.contains(m));
+        if cross {
+            out.fail(format!(
+                "the engine refused a script call that touched a key outside its slot (kind {}): the keys of one call are not in one slot",
+                e.kind
+            ));
+        } else {
+            out.fail(format!("the workload failed (kind {})", e.kind));
+        }
         out.figure("workload_error", e.message);
     }
     let mut seen: BTreeSet<&str> = BTreeSet::new();
