@@ -34,6 +34,19 @@ fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
 /// harness take turns, so one's sweep does not take another's evidence.
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The owner files of the binary engines (and cluster nodes) that harness `owner` started.
+fn records_of(owner: u32) -> Vec<(std::path::PathBuf, ServerRecord)> {
+    let Ok(dir) = std::fs::read_dir(engines_dir()) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let rec: ServerRecord = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+            (rec.owner.pid == owner).then(|| (e.path(), rec))
+        })
+        .collect()
+}
+
 fn sigkill(mut harness: Child) {
     harness.kill().unwrap(); // SIGKILL
     harness.wait().unwrap();
@@ -45,14 +58,7 @@ fn a_sigkilled_harness_leaves_no_binary_engine() {
     let harness = busy_harness("binary");
     let owner = harness.id();
     let (path, rec) = wait_for("the harness's engine", Duration::from_secs(60), || {
-        std::fs::read_dir(engines_dir())
-            .ok()?
-            .flatten()
-            .find_map(|e| {
-                let rec: ServerRecord =
-                    serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-                (rec.owner.pid == owner).then(|| (e.path(), rec))
-            })
+        records_of(owner).into_iter().next()
     });
     sigkill(harness);
     assert_eq!(
@@ -89,15 +95,7 @@ fn a_sigkilled_harness_leaves_no_cluster_node() {
     let owner = harness.id();
     // The gates start once the cluster is ready: wait for six owner files, then a little more.
     let records = wait_for("the harness's six nodes", Duration::from_secs(90), || {
-        let recs: Vec<(std::path::PathBuf, ServerRecord)> = std::fs::read_dir(engines_dir())
-            .ok()?
-            .flatten()
-            .filter_map(|e| {
-                let rec: ServerRecord =
-                    serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-                (rec.owner.pid == owner).then(|| (e.path(), rec))
-            })
-            .collect();
+        let recs = records_of(owner);
         (recs.len() == 6).then_some(recs)
     });
     sigkill(harness);

@@ -28,25 +28,6 @@ fn loads_each(admin: &mut crate::engine::Admin) -> Result<Vec<u64>, GateError> {
         .collect())
 }
 
-/// [`QUEUE`] on a single engine; on a cluster one queue per primary, in node order.
-fn queues_per_node(admin: &crate::engine::Admin) -> Vec<String> {
-    let nodes = admin.primaries().len();
-    if nodes == 0 {
-        return vec![QUEUE.to_string()];
-    }
-    let mut by_node = std::collections::BTreeMap::new();
-    for i in 0..10_000 {
-        let q = format!("{QUEUE}-{i}");
-        by_node
-            .entry(admin.shard_of(&crate::protocol::grammar::key(&q, "pending")))
-            .or_insert(q);
-        if by_node.len() == nodes {
-            break;
-        }
-    }
-    by_node.into_values().collect()
-}
-
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     if let Err(e) = run(ctx, out) {
@@ -98,7 +79,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     };
     let scripts = ctx.bundle.scripts.len() as u64;
     // One queue per primary on a cluster, so every node serves every script (R8.2).
-    let queues = queues_per_node(&admin);
+    let queues = admin.one_name_per_primary(QUEUE);
     admin.script_flush()?;
     admin.config_resetstat()?;
     let mut calls = BTreeMap::new();

@@ -147,6 +147,24 @@ impl Admin {
         shards::owner(&self.shards, shards::slot(key.as_bytes()))
     }
 
+    /// Names `<prefix>-<i>`, the first that lands on each primary, in primary order (a queue
+    /// `q`'s keys carry the tag `{q}`, so `q` alone gives their slot); `[prefix]` on a single
+    /// engine. Gates use them to put work on every shard.
+    pub fn one_name_per_primary(&self, prefix: &str) -> Vec<String> {
+        if self.shards.is_empty() {
+            return vec![prefix.to_string()];
+        }
+        let mut by_shard = BTreeMap::new();
+        for i in 0..100_000 {
+            let name = format!("{prefix}-{i}");
+            by_shard.entry(self.shard_of(&name)).or_insert(name);
+            if by_shard.len() == self.shards.len() {
+                break;
+            }
+        }
+        by_shard.into_values().collect()
+    }
+
     /// The connection that serves `key`.
     fn for_key(&mut self, key: &str) -> &mut redis::Connection {
         if self.shards.is_empty() {

@@ -25,20 +25,6 @@ const AFTER: u32 = 300;
 const LEASE_MS: i64 = 1_000;
 const FAILOVER_WITHIN: Duration = Duration::from_secs(30);
 
-/// One queue name per primary, so the loop writes to every shard.
-fn queues_per_shard(admin: &Admin) -> Vec<String> {
-    let shards = admin.primaries().len().max(1);
-    let mut out: BTreeMap<usize, String> = BTreeMap::new();
-    for i in 0.. {
-        let q = format!("g8f-{i}");
-        out.entry(admin.shard_of(&key(&q, "pending"))).or_insert(q);
-        if out.len() == shards || i > 10_000 {
-            break;
-        }
-    }
-    out.into_values().collect()
-}
-
 /// Fails over the shard at `index`: `CLUSTER FAILOVER` on its replica, then waits until the
 /// replica is a primary and every primary reports the cluster ok.
 fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateError> {
@@ -90,7 +76,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     out.pass(
         "on a cluster the fault proxy of SPEC §5 does not run (a cluster client connects to the addresses the nodes announce, not through one proxy); this failover phase takes its place (R8.4)",
     );
-    let queues = queues_per_shard(&admin);
+    let queues = admin.one_name_per_primary("g8f");
     let mut rng = StdRng::seed_from_u64(ctx.seed ^ 0xfa11);
     let shard = rng.random_range(0..admin.primaries().len().max(1));
     (ctx.progress)(&format!(
