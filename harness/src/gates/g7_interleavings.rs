@@ -68,6 +68,26 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     out.figure("widest_bracket_ms", report.clock.widest_bracket_ms);
     out.figure("void_reruns", report.clock.void_reruns);
     let n_reg = regressions().len();
+    if ctx.engine.is_cluster() {
+        match ctx.engine.admin(0) {
+            Ok(admin) => {
+                let shards: std::collections::BTreeSet<usize> =
+                    crate::suites::model::history::QUEUES
+                        .iter()
+                        .map(|q| admin.shard_of(q))
+                        .collect();
+                let primaries = admin.primaries().len();
+                out.check(
+                    shards.len() == primaries.min(3),
+                    format!(
+                        "on a cluster the histories' three queues live on {} of the {primaries} primaries",
+                        shards.len()
+                    ),
+                );
+            }
+            Err(e) => out.error(format!("the cluster's slot map could not be read: {e}")),
+        }
+    }
     match &report.failure {
         None => {
             out.pass(format!(
