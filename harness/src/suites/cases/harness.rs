@@ -118,7 +118,7 @@ impl Ending {
 
 /// Runs the corpus of `setup.cases_dir`; libtest prints each trial.
 pub fn run(setup: Setup) -> Ending {
-    let args = Arguments::from_iter(setup.argv);
+    let mut args = Arguments::from_iter(setup.argv);
     let mode = if setup.bless {
         Mode::Bless
     } else {
@@ -137,6 +137,14 @@ pub fn run(setup: Setup) -> Ending {
         Ok(o) => o,
         Err(e) => return bad(&e),
     };
+    // An engine with one database (a url, a cluster) is flushed by every trial: one at a time.
+    if matches!(
+        opts.choice,
+        crate::engine::EngineChoice::Url | crate::engine::EngineChoice::Cluster
+    ) || opts.url.is_some()
+    {
+        args.test_threads = Some(1);
+    }
     let shared: Shared = Arc::new(OnceLock::new());
     let subjects: Vec<Subject> = if mode == Mode::Bless {
         setup.subjects.into_iter().take(1).collect()
