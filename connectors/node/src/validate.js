@@ -10,6 +10,7 @@ const MAX_MS = 1_000_000_000_000; // delay/lease/backoff cap: keeps now + ms exa
 // cases/invalid-count-above-max.yaml); see README.md, "Where SPEC is silent".
 const MAX_I32 = 2_147_483_647; // attempts, max_attempts, offset, limit
 const MAX_PROBE_N = 1_000_000; // pipeline_probe n
+const MAX_BATCH_N = 10_000_000; // batch n (R4.6)
 const MAX_DEPTH = 100_000; // batch depth
 const QUEUE_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const ID_RE = /^j[0-9]{16}$/;
@@ -97,7 +98,7 @@ const VERBS = Object.freeze({
   promote: (r) => ({ queue: queue(r), limit: integer(r, 'limit', 0, MAX_I32) }),
   reap: (r) => ({ queue: queue(r), max_attempts: integer(r, 'max_attempts', 1, MAX_I32), limit: integer(r, 'limit', 0, MAX_I32) }),
   pipeline_probe: (r) => ({ key: probeKey(r), n: integer(r, 'n', 1, MAX_PROBE_N) }),
-  batch: (r) => ({ queue: queue(r), n: integer(r, 'n', 1), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') }),
+  batch: (r) => ({ queue: queue(r), n: integer(r, 'n', 1, MAX_BATCH_N), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') }),
 });
 
 /** Validates a session verb's request; returns {session, args}. Throws kind `invalid`. */
@@ -106,4 +107,4 @@ function validateVerb(cmd, req) {
   return { session: s, args: VERBS[cmd](req) };
 }
 
-module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_DEPTH, QUEUE_RE, ID_RE };
+module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_BATCH_N, MAX_DEPTH, QUEUE_RE, ID_RE };
