@@ -5,10 +5,11 @@ mod common;
 
 use common::engine;
 use common::lifecycle::{error_kinds, lifecycle};
-use emq::connector::Verbs;
 use emq::connector::reference::Reference;
+use emq::connector::{Connector, Verbs};
 use emq::engine::{Engine, EngineChoice};
 use emq::protocol::bundle::Bundle;
+use emq::protocol::grammar::FENCE_KEY;
 
 fn every_verb(e: &Engine) {
     let bundle = Bundle::load_default().unwrap();
@@ -68,6 +69,26 @@ fn noscript_recovery_costs_one_load_per_script() {
         );
         assert_eq!(stats.get("eval"), None);
     }
+}
+
+/// R3.3: a fence of the connector's protocol with another digest connects with a warning in the
+/// connector's log, and only then (the log is what G6 shows beside a failing case).
+#[test]
+fn other_digest_warns_and_only_then() {
+    let e = engine(EngineChoice::Binary);
+    let bundle = Bundle::load_default().unwrap();
+    let mut admin = e.prepare_db(3).unwrap();
+    let mut c = Reference::new(&bundle);
+    c.connect("s", &e.url(3)).unwrap();
+    c.connect("t", &e.url(3)).unwrap();
+    assert_eq!(c.log_tail(), "", "the connector's own fence: no warning");
+    admin.hset(FENCE_KEY, &[("digest", "another")]).unwrap();
+    c.connect("u", &e.url(3)).unwrap();
+    let log = c.log_tail();
+    assert!(
+        log.contains("warning") && log.contains("another") && log.contains(&bundle.manifest.digest),
+        "{log:?}"
+    );
 }
 
 #[test]

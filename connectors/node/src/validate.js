@@ -10,6 +10,7 @@ const MAX_MS = 1_000_000_000_000; // delay/lease/backoff cap: keeps now + ms exa
 // cases/invalid-count-above-max.yaml); see README.md, "Where SPEC is silent".
 const MAX_I32 = 2_147_483_647; // attempts, max_attempts, offset, limit
 const MAX_PROBE_N = 1_000_000; // pipeline_probe n
+const MAX_BATCH_N = 10_000_000; // batch n (R4.6)
 const MAX_DEPTH = 100_000; // batch depth
 const QUEUE_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const ID_RE = /^j[0-9]{16}$/;
@@ -78,7 +79,7 @@ function connectArgs(r) {
 
 function batchArgs(r) {
   const q = queue(r);
-  const out = { queue: q, n: integer(r, 'n', 1), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') };
+  const out = { queue: q, n: integer(r, 'n', 1, MAX_BATCH_N), depth: integer(r, 'depth', 1, MAX_DEPTH), payload: string(r, 'payload') };
   const queues = batchQueues(r, q);
   if (queues !== undefined) out.queues = queues;
   return out;
@@ -147,4 +148,4 @@ function validateVerb(cmd, req) {
   return { session: s, args: VERBS[cmd](req) };
 }
 
-module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_DEPTH, MAX_BATCH_QUEUES, QUEUE_RE, ID_RE };
+module.exports = { VERBS, validateVerb, MAX_MS, MAX_I32, MAX_PROBE_N, MAX_BATCH_N, MAX_DEPTH, MAX_BATCH_QUEUES, QUEUE_RE, ID_RE };

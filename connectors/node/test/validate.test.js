@@ -106,7 +106,7 @@ test('payloads are strings; sessions are non-empty strings; urls are redis://', 
   accepts('connect', { url: 'redis://127.0.0.1:6379' });
 });
 
-test('caps the cases pin: i32 counts, probe n <= 1e6, batch depth <= 1e5', () => {
+test('caps the cases pin: i32 counts, probe n <= 1e6, batch n <= 1e7, batch depth <= 1e5', () => {
   for (const [cmd, f] of [['complete', 'attempts'], ['retry', 'attempts'], ['retry', 'max_attempts'],
     ['reap', 'max_attempts'], ['reap', 'limit'], ['promote', 'limit'], ['browse', 'offset'], ['browse', 'limit']]) {
     accepts(cmd, { [f]: MAX_I32 });
@@ -116,6 +116,8 @@ test('caps the cases pin: i32 counts, probe n <= 1e6, batch depth <= 1e5', () =>
   rejects('pipeline_probe', { n: 1_000_001 });
   accepts('batch', { n: 200_000, depth: 100_000 });
   rejects('batch', { depth: 100_001 });
+  accepts('batch', { n: 10_000_000 });
+  rejects('batch', { n: 10_000_001 }, /n/);
   rejects('enqueue', { delay_ms: 9007199254740993 });
 });
 

@@ -254,6 +254,10 @@ class WireTest(unittest.TestCase):
         self.assertEqual((r["seq"], r["error"]["kind"]), (None, "invalid"))
         self.c.send_raw(b"[1, 2]")
         self.assertEqual(self.c.read()["error"]["kind"], "invalid")
+        self.c.send_raw(b'{"seq": 42, "cmd": "hello", "protocol": 1, "x": "\xff"}')  # not UTF-8
+        r = self.c.read()
+        self.assertEqual((r["seq"], r["error"]["kind"]), (None, "invalid"))
+        self.assertIn("UTF-8", r["error"]["message"])
         self.assertEqual(self.c.err("frobnicate", session="s1")["kind"], "unsupported")
         self.assertEqual(self.c.ok("hello", protocol=1)["bundle"], "1.0.0")  # the loop survived
 

@@ -1,8 +1,9 @@
 //! G3 evalsha-first (SPEC §4, §6): after `SCRIPT FLUSH` + `CONFIG RESETSTAT`, ≥ 100 calls of
 //! each transition cost exactly one `SCRIPT LOAD` per script and no `EVAL`; a second flush in the
 //! middle of the run costs exactly one more load per script; the caller sees no error.
-//! Then only `NOSCRIPT` is a miss (R4.9: match the prefix only): each transition on keys of the
-//! wrong type gets a `WRONGTYPE` error reply, which costs exactly one `EVALSHA` and no load.
+//! Then only a miss costs a load: a pipelined batch with every script cached costs none, and
+//! only `NOSCRIPT` is a miss (R4.9: match the prefix only): each transition on keys of the wrong
+//! type gets a `WRONGTYPE` error reply, which costs exactly one `EVALSHA` and no load.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -162,7 +163,42 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     );
     out.figure("evalsha_calls", evalsha);
     out.figure("script_load_calls", total);
+    cached_batch(&mut *c, &mut admin, out)?;
     engine_errors(&mut *c, &mut admin, out)
+}
+
+/// A pipelined `batch` while the scripts are cached: no miss, so no `SCRIPT LOAD` (a connector
+/// that loads after every pipeline, miss or not, costs one per pipeline). How many enqueues land
+/// is G5's to judge.
+fn cached_batch(
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
+    let (n, depth) = (1_000, 100);
+    let loads = |admin: &mut Admin| -> Result<u64, GateError> {
+        Ok(admin
+            .commandstats()?
+            .get("script|load")
+            .copied()
+            .unwrap_or(0))
+    };
+    let before = loads(admin)?;
+    if let Err(e) = c.batch("s", QUEUE, n, depth, "b") {
+        out.fail(format!(
+            "a batch of {n} in pipelines of {depth} failed (kind {})",
+            e.kind
+        ));
+        return Ok(());
+    }
+    let extra = loads(admin)?.saturating_sub(before);
+    out.check(
+        extra == 0,
+        format!(
+            "a batch of {n} in pipelines of {depth} with every script cached: script|load = {extra} (no miss, no load)"
+        ),
+    );
+    Ok(())
 }
 
 /// One call of each transition on [`WRONG_TYPE_QUEUE`], whose pending, active and delayed sets
