@@ -80,10 +80,10 @@ fn other_digest_warns_and_only_then() {
     let mut admin = e.prepare_db(3).unwrap();
     let mut c = Reference::new(&bundle);
     c.connect("s", e.url(3)).unwrap();
-    c.connect("t", &e.url(3)).unwrap();
+    c.connect("t", e.url(3)).unwrap();
     assert_eq!(c.log_tail(), "", "the connector's own fence: no warning");
     admin.hset(FENCE_KEY, &[("digest", "another")]).unwrap();
-    c.connect("u", &e.url(3)).unwrap();
+    c.connect("u", e.url(3)).unwrap();
     let log = c.log_tail();
     assert!(
         log.contains("warning") && log.contains("another") && log.contains(&bundle.manifest.digest),
