@@ -33,25 +33,6 @@ pub struct SpreadRow {
     pub ratio: f64,
 }
 
-/// `count` queue names; on a cluster as many primaries as `count` allows are covered.
-fn queues(admin: &crate::engine::Admin, count: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut nodes = BTreeSet::new();
-    let want_nodes = count.min(admin.primaries().len().max(1));
-    for i in 0..10_000 {
-        let q = format!("spread-{i}");
-        let node = admin.shard_of(&key(&q, "pending"));
-        if nodes.len() < want_nodes && !nodes.insert(node) {
-            continue;
-        }
-        out.push(q);
-        if out.len() == count {
-            break;
-        }
-    }
-    out
-}
-
 /// The best ops/s of `repeat` timed batches of `n` over `qs` on `engine`.
 fn best_ops(
     engine: &Engine,
@@ -102,7 +83,7 @@ pub fn spread(
     let admin = cluster.admin(0)?;
     let mut rows = Vec::new();
     for count in SPREADS {
-        let qs = queues(&admin, count);
+        let qs = admin.names_over_primaries("spread", count);
         let nodes: BTreeSet<usize> = qs
             .iter()
             .map(|q| admin.shard_of(&key(q, "pending")))

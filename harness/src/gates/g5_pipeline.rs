@@ -162,30 +162,6 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     spread(ctx, out, c.as_mut(), &mut admin)
 }
 
-/// Queue names for the spread batch: [`SPREAD`] of them, covering every primary of a cluster.
-fn spread_queues(admin: &crate::engine::admin::Admin) -> Vec<String> {
-    let nodes = admin.primaries().len().max(1);
-    let mut picked: Vec<String> = Vec::new();
-    let mut covered = std::collections::BTreeSet::new();
-    // First one queue per node, then the rest in name order.
-    for i in 0..10_000 {
-        let q = format!("g5s-{i}");
-        if covered.insert(admin.shard_of(&key(&q, "pending"))) {
-            picked.push(q);
-        }
-        if covered.len() == nodes {
-            break;
-        }
-    }
-    let mut i = 0;
-    while picked.len() < SPREAD {
-        let q = format!("g5t-{i}");
-        picked.push(q);
-        i += 1;
-    }
-    picked
-}
-
 /// Part 3, one batch over [`SPREAD`] queues (R4.12): every queue gets its share in order; on a
 /// cluster the queues cover every primary and each primary's share arrives pipelined (R8.3).
 fn spread(
@@ -194,7 +170,8 @@ fn spread(
     c: &mut (dyn Connector + Send),
     admin: &mut crate::engine::admin::Admin,
 ) -> Result<(), GateError> {
-    let queues = spread_queues(admin);
+    // One queue per primary first (a cluster), then enough more to make SPREAD.
+    let queues = admin.names_over_primaries("g5s", SPREAD);
     let per = DEPTH;
     let n = per * SPREAD as i64;
     (ctx.progress)(&format!("G5: a batch of {n} enqueues over {SPREAD} queues"));

@@ -17,6 +17,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterConnection};
+
+use crate::engine::admin::shards::{self, SlotMap};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     Cmd, ConnectionLike, ErrorKind as RedisKind, Pipeline, RedisResult, ServerErrorKind, Value,
@@ -40,7 +42,7 @@ pub(super) struct Cluster {
     /// The seed url: a node's url is this one with the node's address.
     url: String,
     timeout: Duration,
-    /// Each primary's port and slot ranges, from `CLUSTER SLOTS`.
+    /// Each primary's port, slot ranges and replicas, from `CLUSTER SLOTS`.
     slots: SlotMap,
     /// The plain connection to each node a pipeline went to, by port.
     pipes: HashMap<u16, redis::Connection>,
@@ -49,9 +51,6 @@ pub(super) struct Cluster {
     /// Redirects are followed (always, except in a double).
     follow: bool,
 }
-
-/// Each primary's port and slot ranges.
-type SlotMap = Vec<(u16, Vec<(u16, u16)>)>;
 
 /// Where a redirect sends a command.
 enum Redirect {
@@ -234,12 +233,12 @@ impl Link {
         match self {
             Self::One(c) => Ok(c),
             Self::Cluster(c) => {
-                let slot = crate::engine::admin::shards::slot(key.as_bytes());
+                let slot = shards::slot(key.as_bytes());
                 let port = c
                     .slots
                     .iter()
-                    .find(|(_, r)| r.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot)))
-                    .map(|(p, _)| *p)
+                    .find(|(_, ranges, _)| shards::holds(ranges, slot))
+                    .map(|(p, _, _)| *p)
                     .ok_or_else(|| {
                         redis::RedisError::from((
                             RedisKind::Client,
@@ -315,9 +314,8 @@ fn read_slots(con: &mut ClusterConnection) -> RedisResult<SlotMap> {
         &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
         RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
     )?;
-    let map = crate::engine::admin::shards::parse_cluster_slots(&v)
-        .map_err(|e| redis::RedisError::from((RedisKind::Client, "bad CLUSTER SLOTS reply", e)))?;
-    Ok(map.into_iter().map(|(p, r, _)| (p, r)).collect())
+    shards::parse_cluster_slots(&v)
+        .map_err(|e| redis::RedisError::from((RedisKind::Client, "bad CLUSTER SLOTS reply", e)))
 }
 
 /// `seed` (`redis://[:pw@]host:port[/db]`) with `port` in place of its port.

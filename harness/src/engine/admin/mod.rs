@@ -20,7 +20,7 @@ mod monitor;
 pub mod shards;
 
 pub use monitor::Monitor;
-use shards::{Shard, SlotRange};
+use shards::Shard;
 
 /// An admin connection to one database; on a cluster, to its seed node and to every primary,
 /// each key routed to the primary that owns its slot and node-wide commands sent to each.
@@ -134,14 +134,6 @@ impl Admin {
         self.shards.iter().map(|s| s.port).collect()
     }
 
-    /// Each primary's slot ranges and replica ports, in slot order (a cluster).
-    pub fn topology(&self) -> Vec<(u16, Vec<SlotRange>, Vec<u16>)> {
-        self.shards
-            .iter()
-            .map(|s| (s.port, s.ranges.clone(), s.replicas.clone()))
-            .collect()
-    }
-
     /// The index of the primary that owns `key`'s slot (0 on a single engine).
     pub fn shard_of(&self, key: &str) -> usize {
         shards::owner(&self.shards, shards::slot(key.as_bytes()))
@@ -163,6 +155,16 @@ impl Admin {
             }
         }
         by_shard.into_values().collect()
+    }
+
+    /// `count` names: [`Admin::one_name_per_primary`] first (as many as `count` takes), then
+    /// `<prefix>-more-<i>` to make up the number.
+    pub fn names_over_primaries(&self, prefix: &str, count: usize) -> Vec<String> {
+        let mut names = self.one_name_per_primary(prefix);
+        names.truncate(count);
+        let more = count.saturating_sub(names.len());
+        names.extend((0..more).map(|i| format!("{prefix}-more-{i}")));
+        names
     }
 
     /// The connection that serves `key`.

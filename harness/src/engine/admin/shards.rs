@@ -34,11 +34,16 @@ pub fn slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tagged) % 16_384
 }
 
+/// True when one of `ranges` holds `slot`.
+pub fn holds(ranges: &[SlotRange], slot: u16) -> bool {
+    ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
+}
+
 /// The index of the shard whose ranges hold `slot` (0 when none does, or on a single engine).
 pub fn owner(shards: &[Shard], slot: u16) -> usize {
     shards
         .iter()
-        .position(|s| s.ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot)))
+        .position(|s| holds(&s.ranges, slot))
         .unwrap_or(0)
 }
 

@@ -28,17 +28,16 @@ const FAILOVER_WITHIN: Duration = Duration::from_secs(30);
 /// Fails over the shard at `index`: `CLUSTER FAILOVER` on its replica, then waits until the
 /// replica is a primary and every primary reports the cluster ok.
 fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateError> {
-    let admin = ctx.engine.admin(0)?;
-    let (old, _, replicas) = admin
-        .topology()
+    let old = *ctx
+        .engine
+        .admin(0)?
+        .primaries()
         .get(index)
-        .cloned()
         .ok_or("the cluster has no such shard")?;
     // CLUSTER SLOTS leaves out a replica that has had no data yet, so ask CLUSTER REPLICAS.
-    let _ = replicas;
-    let id: String = Admin::connect(&ctx.engine.node_url(old))?.query(&["CLUSTER", "MYID"])?;
-    let lines: Vec<String> =
-        Admin::connect(&ctx.engine.node_url(old))?.query(&["CLUSTER", "REPLICAS", &id])?;
+    let mut primary = Admin::connect(&ctx.engine.node_url(old))?;
+    let id: String = primary.query(&["CLUSTER", "MYID"])?;
+    let lines: Vec<String> = primary.query(&["CLUSTER", "REPLICAS", &id])?;
     let new = lines
         .iter()
         .find_map(|l| {
