@@ -339,3 +339,44 @@ fn python_connector_agrees_with_the_model() {
         panic!("the Python connector disagreed:\n{}", f.yaml);
     }
 }
+
+/// A failure that does not reproduce (one wrong reply in the connector's whole life) is a FAIL
+/// that says so, with the original history whole on disk and in the record's figures.
+#[test]
+fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
+    let e = engine();
+    let b = bundle();
+    let f = emq::doubles::flaky::FlakyFactory::new(&b);
+    let progress = |_: &str| {};
+    let ctx = GateContext {
+        engine: &e,
+        bundle: &b,
+        factory: &f,
+        seed: 7,
+        histories: 64,
+        batch: 0,
+        progress: &progress,
+    };
+    let gate = emq::gates::ALL.iter().find(|g| g.id == "G7").unwrap();
+    let out = run_gate(gate, &ctx);
+    assert_eq!(out.verdict, Verdict::Fail, "{:#?}", out.evidence);
+    let line = out
+        .evidence
+        .iter()
+        .find(|l| l.starts_with("FAIL:"))
+        .unwrap();
+    assert!(
+        line.contains("did not reproduce on replay: 5 of 5 replays"),
+        "{line}"
+    );
+    let kept = line
+        .split("the original history is kept in ")
+        .nth(1)
+        .expect("the FAIL line names the file");
+    let body: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+    assert_eq!(body["replays_passed"], 5);
+    assert_eq!(body["history"], out.figures["failure_original_history"]);
+    assert!(body["history"]["calls"].as_array().is_some_and(|c| !c.is_empty()));
+    let _ = std::fs::remove_file(kept);
+}

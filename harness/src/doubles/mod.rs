@@ -15,12 +15,16 @@
 //!   requires the named gates to FAIL it. Wire rules are broken by child fixtures
 //!   (`harness/tests/fixtures/wire_*.py`) that forward to the Python connector.
 //!
+//! - **a failure that does not reproduce** ([`flaky`]): one wrong reply in a factory's life, for
+//!   G7's replay verdict (`tests/interleavings.rs`).
+//!
 //! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
 pub mod broken;
 pub mod cluster;
 pub mod faults;
+pub mod flaky;
 pub mod rewrite;
 mod table;
 pub mod time;

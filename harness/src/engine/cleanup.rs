@@ -67,18 +67,30 @@ pub fn register_container(id: &str) -> Guard {
     register(Resource::Container(id.to_string()))
 }
 
-/// Removes everything registered: used by the signal handler.
-pub fn remove_all() {
+/// SIGKILL to process group `pgid`; a group that is already gone is not an error (and says
+/// nothing: the caller only wants it gone).
+pub fn kill_group(pgid: u32) {
+    if let Some(pid) = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// SIGKILL to process `pid`, silently if it is gone.
+pub fn kill_pid(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Removes everything registered: used by the signal handler. Returns how many there were.
+pub fn remove_all() -> usize {
     let items: Vec<_> = std::mem::take(&mut *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
+    let n = items.len();
     for (_, res) in items {
         match res {
             Resource::Pid(pid) => {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{pid}")])
-                    .status();
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status();
+                kill_group(pid);
+                kill_pid(pid);
             }
             Resource::Container(id) => {
                 let _ = std::process::Command::new("docker")
@@ -89,6 +101,7 @@ pub fn remove_all() {
             }
         }
     }
+    n
 }
 
 fn install_handler() {
@@ -96,7 +109,11 @@ fn install_handler() {
         // If another handler is installed (an embedding program's), leave theirs in place.
         let _ = ctrlc::set_handler(|| {
             INTERRUPTED.store(true, Ordering::SeqCst);
-            remove_all();
+            let n = remove_all();
+            // Printed even under --quiet: a run that ends without a record must say why.
+            eprintln!(
+                "emq-gate: ended by a signal (interrupt or terminate) before a verdict; {n} engines and connector processes removed"
+            );
             std::process::exit(130);
         });
     });
@@ -242,12 +259,7 @@ fn sweep_servers() -> Vec<String> {
             continue;
         }
         if start_time(rec.server_pid) == Some(rec.server_start) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &rec.server_pid.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            kill_pid(rec.server_pid);
             // Not our child: whoever inherited it reaps it; wait until it no longer runs.
             let t0 = Instant::now();
             while start_time(rec.server_pid).is_some() && t0.elapsed() < Duration::from_secs(2) {

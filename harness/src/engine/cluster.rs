@@ -25,8 +25,20 @@ pub struct Running {
     pub nodes: Vec<binary::Running>,
 }
 
+/// The node timeout: how long a node may not answer before its peers flag it failing. A gate's
+/// only failover is G8's `CLUSTER FAILOVER`, which does not wait for it; 15 s keeps six nodes
+/// starved by a CPU-bound neighbour on two cores from being flagged (a 5 s timeout was not enough
+/// under load).
+pub const NODE_TIMEOUT_MS: u32 = 15_000;
+
 /// The flags that make a server a cluster node: cluster mode, its bus port, the password it
-/// gives its primary, and a node timeout short enough for a failover within a gate.
+/// gives its primary, and settings under which the cluster changes only when the harness asks
+/// (a verdict must not depend on how busy the machine is):
+/// - `cluster-replica-no-failover yes`: a replica never promotes itself; the manual
+///   `CLUSTER FAILOVER` of G8 still works (Valkey's `clusterHandleReplicaFailover` exempts it);
+/// - `cluster-require-full-coverage no`: a primary flagged failing by a slow peer keeps its
+///   slots served instead of taking the whole cluster down;
+/// - [`NODE_TIMEOUT_MS`].
 fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
     [
         "--cluster-enabled",
@@ -36,7 +48,11 @@ fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
         "--cluster-config-file",
         &format!("nodes-{dir_hint}.conf"),
         "--cluster-node-timeout",
-        "5000",
+        &NODE_TIMEOUT_MS.to_string(),
+        "--cluster-replica-no-failover",
+        "yes",
+        "--cluster-require-full-coverage",
+        "no",
         "--masterauth",
         password,
     ]

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod cleanup;
 pub mod cluster;
 pub mod container;
+pub mod health;
 pub mod named;
 
 use std::path::PathBuf;
@@ -202,6 +203,8 @@ pub struct Engine {
     pub allow_flush: bool,
     /// What the start removed first, left by harnesses that are gone (one line), if anything.
     pub swept: Option<String>,
+    /// The health a gate's events are judged against ([`Engine::mark_health`]).
+    baseline: std::sync::Mutex<Option<health::Health>>,
     handle: Handle,
 }
 
@@ -332,6 +335,7 @@ impl Engine {
             boot_time: Duration::ZERO,
             allow_flush: true,
             swept: None,
+            baseline: std::sync::Mutex::default(),
             handle,
         }
     }
@@ -367,6 +371,7 @@ impl Engine {
             boot_time: Duration::ZERO,
             allow_flush,
             swept: None,
+            baseline: std::sync::Mutex::default(),
             handle: Handle::Url,
         })
     }
@@ -443,6 +448,23 @@ impl Engine {
         }
         admin.flushdb()?;
         Ok(admin)
+    }
+
+    /// Takes the engine's health as the baseline that [`Engine::health_events`] compares with:
+    /// at the start of each gate, and after a change a gate made on purpose.
+    pub fn mark_health(&self) {
+        let now = health::snapshot(self);
+        *self.baseline.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+    }
+
+    /// What happened to the engine since [`Engine::mark_health`] that nobody asked for (a restart,
+    /// an eviction, a failover, a failing node, a slot change), in words; empty when nothing did.
+    pub fn health_events(&self) -> Vec<String> {
+        let before = self.baseline.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match before {
+            Some(b) => health::snapshot(self).events_since(&b),
+            None => Vec::new(),
+        }
     }
 
     pub fn describe(&self) -> String {

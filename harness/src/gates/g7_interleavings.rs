@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::gates::{GateContext, GateOutcome};
 use crate::suites::model::history::History;
-use crate::suites::model::runner::{self, Env, Options, Report, parse_regressions};
+use crate::suites::model::runner::{self, Env, Failure, Options, Report, parse_regressions};
 use crate::suites::model::soak::{SoakOptions, soak};
 
 /// Committed histories replayed before any drawn one (one JSON history per line).
@@ -97,30 +97,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
                 ctx.histories
             ));
         }
-        Some(f) => {
-            let origin = if f.regression {
-                "a committed regression history"
-            } else {
-                "a drawn history, shrunk to"
-            };
-            out.fail(format!(
-                "{origin} {} steps disagreed with the model: {}",
-                f.history.calls.len(),
-                f.message
-            ));
-            out.evidence
-                .push(format!("counterexample case {}:\n{}", f.case_id, f.yaml));
-            if let Some(dir) = std::env::var_os(CASE_OUT_ENV) {
-                let path = std::path::Path::new(&dir).join(format!("{}.yaml", f.case_id));
-                match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &f.yaml)) {
-                    Ok(()) => {
-                        (ctx.progress)(&format!("G7: counterexample written to {}", path.display()))
-                    }
-                    Err(e) => (ctx.progress)(&format!("G7: cannot write {}: {e}", path.display())),
-                }
-            }
-            (ctx.progress)(&format!("G7 counterexample:\n{}", f.yaml));
-        }
+        Some(f) => judge_failure(ctx, out, f),
     }
     let env = Env {
         engine: ctx.engine,
@@ -161,6 +138,79 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
             }
         }
     }
+}
+
+/// Where a failure's whole original history is kept: `$EMQ_G7_CASE_OUT`, else a directory under
+/// the system's temp dir that outlives the run (the run's own temp dir does not).
+fn failure_dir() -> std::path::PathBuf {
+    std::env::var_os(CASE_OUT_ENV).map_or_else(
+        || std::env::temp_dir().join("emq-gate-g7"),
+        std::path::PathBuf::from,
+    )
+}
+
+/// Writes the failure's case and its original history; the history file's path, or why not.
+fn keep(f: &Failure) -> Result<std::path::PathBuf, String> {
+    let dir = failure_dir();
+    let history = dir.join(format!("{}.history.json", f.case_id));
+    let body = serde_json::json!({
+        "case_id": f.case_id,
+        "message": f.original_message,
+        "replays_passed": f.replays.0,
+        "replays": f.replays.1,
+        "history": f.original,
+        "shrunk": f.history,
+        "shrunk_message": f.message,
+    });
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join(format!("{}.yaml", f.case_id)), &f.yaml))
+        .and_then(|()| {
+            std::fs::write(
+                &history,
+                serde_json::to_string_pretty(&body).expect("JSON values serialize"),
+            )
+        })
+        .map_err(|e| format!("cannot write {}: {e}", history.display()))?;
+    Ok(history)
+}
+
+/// Records a disagreement: the shrunk history and its case, whether the original reproduced on
+/// replay, and where the original history is kept (the JSON record holds it too).
+fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
+    let origin = if f.regression {
+        "a committed regression history"
+    } else {
+        "a drawn history, shrunk to"
+    };
+    let (passed, replayed) = f.replays;
+    let reproduced = if passed == 0 {
+        format!("it failed again on each of {replayed} replays")
+    } else {
+        format!(
+            "did not reproduce on replay: {passed} of {replayed} replays of the original {}-step history passed (a failure that depends on timing or load)",
+            f.original.calls.len()
+        )
+    };
+    let kept = match keep(f) {
+        Ok(p) => format!("the original history is kept in {}", p.display()),
+        Err(e) => e,
+    };
+    out.fail(format!(
+        "{origin} {} steps disagreed with the model: {}; {reproduced}; {kept}",
+        f.history.calls.len(),
+        f.message
+    ));
+    out.figure("failure_replays_passed", passed);
+    out.figure("failure_replays", replayed);
+    out.figure(
+        "failure_original_history",
+        serde_json::to_value(&f.original).expect("histories serialize"),
+    );
+    out.figure("failure_original_message", f.original_message.clone());
+    out.evidence
+        .push(format!("counterexample case {}:\n{}", f.case_id, f.yaml));
+    (ctx.progress)(&format!("G7: {kept}"));
+    (ctx.progress)(&format!("G7 counterexample:\n{}", f.yaml));
 }
 
 fn round(x: f64) -> f64 {

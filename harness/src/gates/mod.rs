@@ -106,6 +106,17 @@ impl GateOutcome {
         }
     }
 
+    /// Records an engine event the gate did not cause: the verdict is ERROR whatever the
+    /// connector did (a FAIL included), since what it saw may follow from the event.
+    pub fn engine_event(&mut self, what: impl Into<String>) {
+        self.evidence.push(format!(
+            "ERROR: the engine changed during the gate, not by the gate's doing, so its verdict \
+             cannot judge the connector: {}",
+            what.into()
+        ));
+        self.verdict = Verdict::Error;
+    }
+
     /// Checks `ok`, recording `fact` as held or violated.
     pub fn check(&mut self, ok: bool, fact: impl Into<String>) -> bool {
         if ok {
@@ -218,7 +229,7 @@ impl GateContext<'_> {
         match c.connect(session, url) {
             Ok(()) => Ok(Some(c)),
             Err(e) => {
-                out.fail(format!("connect failed (kind {})", e.kind));
+                out.fail(format!("connect failed (kind {}: {})", e.kind, e.message));
                 Ok(None)
             }
         }
@@ -243,8 +254,13 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let t0 = Instant::now();
     // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
     ctx.factory.reset();
+    ctx.engine.mark_health();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
+    let events = ctx.engine.health_events();
+    if !events.is_empty() {
+        out.engine_event(events.join("; "));
+    }
     if let Err(p) = result {
         let msg = p
             .downcast_ref::<String>()

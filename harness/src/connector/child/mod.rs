@@ -37,7 +37,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use self::process::{Ring, Running, push_line};
+pub use self::process::MAX_LINE;
+use self::process::{Line, Ring, Running, push_line};
 use crate::connector::ConnectorFactory;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
@@ -378,7 +379,7 @@ impl ChildConnector {
             Ok(extra) => {
                 return Err(self.die(format!(
                     "connector printed a line nobody asked for (before {what}): {}",
-                    quote(&extra)
+                    quote(&extra.shown())
                 )));
             }
             Err(mpsc::TryRecvError::Disconnected) => {
@@ -396,7 +397,13 @@ impl ChildConnector {
         let timeout = self.spec.timeout_for(request);
         let answer = p.stdout.recv_timeout(timeout);
         let text = match answer {
-            Ok(text) => {
+            Ok(Line::TooLong(len)) => {
+                return Err(self.die(format!(
+                    "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
+                    process::MAX_LINE
+                )));
+            }
+            Ok(Line::Text(text)) => {
                 if let Some(w) = self.wire_log.as_mut() {
                     w.line(Some(p.pid), "recv", text.as_bytes());
                 }

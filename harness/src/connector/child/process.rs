@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -17,10 +17,33 @@ use crate::error::HarnessError;
 
 /// How long drop waits for the child to obey `stop` before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-/// A stdout line longer than this is cut (it is a protocol failure long before).
-const MAX_LINE: usize = 256 << 20;
-/// A stderr line longer than this is cut in the log.
+/// The longest reply line a connector may print (SPEC §5): a longer one is a connector failure,
+/// and its bytes are skipped, never held, so the harness's memory stays bounded whatever the
+/// connector writes. The largest legitimate reply (a `pipeline_probe` of 1 000 000 replies) is
+/// under 8 MiB.
+pub const MAX_LINE: usize = 16 << 20;
+/// A stderr line longer than this is cut in the log (the rest is skipped unread into memory).
 const MAX_LOG_LINE: usize = 2000;
+/// Reply lines read ahead of the harness: past this the reader stops reading, so a connector that
+/// floods stdout blocks on its own pipe instead of filling the harness's memory.
+const STDOUT_BACKLOG: usize = 4;
+
+/// One stdout line of the child: its text, or the length it reached past [`MAX_LINE`].
+#[derive(Debug)]
+pub(super) enum Line {
+    Text(String),
+    TooLong(usize),
+}
+
+impl Line {
+    /// The text, or what it was, for a message.
+    pub(super) fn shown(&self) -> String {
+        match self {
+            Self::Text(t) => t.clone(),
+            Self::TooLong(n) => format!("[a line of {n} bytes]"),
+        }
+    }
+}
 
 /// The last [`LOG_LINES`] lines of the child's stderr, filled by a reader thread.
 pub(super) type Ring = Arc<Mutex<VecDeque<String>>>;
@@ -40,7 +63,7 @@ pub(super) struct Running {
     /// Lines to write to the child's stdin; dropping it closes stdin (after the queued lines).
     pub(super) stdin: Option<Sender<Vec<u8>>>,
     /// Lines the child printed on stdout; disconnected at EOF.
-    pub(super) stdout: Receiver<String>,
+    pub(super) stdout: Receiver<Line>,
     /// Signalled (by disconnection) when the stderr reader reaches EOF.
     stderr_done: Receiver<()>,
     /// Set once the exit status is known.
@@ -77,7 +100,7 @@ impl Running {
         );
 
         let (to_child, from_harness) = mpsc::channel::<Vec<u8>>();
-        let (to_harness, from_child) = mpsc::channel::<String>();
+        let (to_harness, from_child) = mpsc::sync_channel::<Line>(STDOUT_BACKLOG);
         let (stderr_tx, stderr_done) = mpsc::channel::<()>();
         let spawned = thread::Builder::new()
             .name(format!("emq-child-{pid}-stdin"))
@@ -138,12 +161,7 @@ impl Running {
     /// SIGKILL to the whole process group, then reap the leader. Idempotent.
     pub(super) fn kill(&mut self) {
         // The group may outlive its leader (grandchildren), so it is killed even after an exit.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.pid)])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        crate::engine::cleanup::kill_group(self.pid);
         if self.status.is_none() {
             // The leader directly too, in case `kill` is missing or failed: `wait` must not block.
             let _ = self.child.kill();
@@ -178,23 +196,27 @@ fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>) {
     }
 }
 
-/// Reads `\n`-terminated lines (lossy UTF-8, `\r\n` tolerated); a line over [`MAX_LINE`] is cut.
-fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+/// Reads one `\n`-terminated line (lossy UTF-8, `\r\n` tolerated) into `buf`, keeping at most
+/// `limit` bytes of it; the rest is consumed, not stored. Returns the line's whole length, or
+/// `None` at EOF.
+fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<Option<usize>> {
     buf.clear();
+    let mut total = 0usize;
     loop {
         let chunk = r.fill_buf()?;
         if chunk.is_empty() {
-            return Ok(!buf.is_empty());
+            return Ok((total > 0).then_some(total));
         }
         let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
         };
-        let room = MAX_LINE.saturating_sub(buf.len());
+        let room = limit.saturating_sub(buf.len());
         buf.extend_from_slice(&chunk[..take.min(room)]);
+        total += take;
         r.consume(take);
         if done {
-            return Ok(true);
+            return Ok(Some(total));
         }
     }
 }
@@ -207,12 +229,22 @@ fn line_text(buf: &[u8]) -> String {
     s
 }
 
-fn read_lines(stdout: impl Read, out: Sender<String>) {
+fn read_lines(stdout: impl Read, out: SyncSender<Line>) {
     let mut r = BufReader::with_capacity(1 << 16, stdout);
     let mut buf = Vec::new();
-    while let Ok(true) = next_line(&mut r, &mut buf) {
-        if out.send(line_text(&buf)).is_err() {
+    // The limit is on the text; its `\r\n` does not count.
+    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LINE + 2) {
+        let line = if total > MAX_LINE + 2 {
+            buf = Vec::new(); // give the memory back at once
+            Line::TooLong(total)
+        } else {
+            Line::Text(line_text(&buf))
+        };
+        if out.send(line).is_err() {
             return;
+        }
+        if buf.capacity() > 1 << 20 {
+            buf = Vec::new();
         }
     }
 }
@@ -220,9 +252,9 @@ fn read_lines(stdout: impl Read, out: Sender<String>) {
 fn read_log(stderr: impl Read, ring: &Ring) {
     let mut r = BufReader::new(stderr);
     let mut buf = Vec::new();
-    while let Ok(true) = next_line(&mut r, &mut buf) {
+    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LOG_LINE + 1) {
         let mut line = line_text(&buf);
-        if line.len() > MAX_LOG_LINE {
+        if total > MAX_LOG_LINE + 1 || line.len() > MAX_LOG_LINE {
             let cut = (0..=MAX_LOG_LINE)
                 .rev()
                 .find(|&i| line.is_char_boundary(i))
@@ -243,9 +275,20 @@ mod tests {
         let mut r = BufReader::new(&b"a\r\nbb\nlast"[..]);
         let mut buf = Vec::new();
         let mut got = Vec::new();
-        while next_line(&mut r, &mut buf).unwrap() {
+        while next_line(&mut r, &mut buf, 100).unwrap().is_some() {
             got.push(line_text(&buf));
         }
         assert_eq!(got, ["a", "bb", "last"]);
+    }
+
+    #[test]
+    fn a_long_line_is_measured_whole_but_kept_short() {
+        let mut r = BufReader::with_capacity(4, &b"abcdefghij\nk\n"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(11));
+        assert_eq!(buf, b"abc");
+        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(2));
+        assert_eq!(line_text(&buf), "k");
+        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), None);
     }
 }

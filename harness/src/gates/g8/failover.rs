@@ -47,6 +47,15 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
         })
         .ok_or_else(|| format!("the primary at port {old} has no replica"))?;
     let mut replica = Admin::connect(&ctx.engine.node_url(new))?;
+    // The baseline is about to move on purpose: an event before it is still the engine's.
+    let events = ctx.engine.health_events();
+    if !events.is_empty() {
+        return Err(format!(
+            "the engine changed during the gate, before its own failover: {}",
+            events.join("; ")
+        )
+        .into());
+    }
     replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
     let deadline = Instant::now() + FAILOVER_WITHIN;
     loop {
@@ -54,7 +63,10 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
         let state: String = replica.query(&["CLUSTER", "INFO"])?;
         if role.get("role").map(String::as_str) == Some("master")
             && crate::engine::cluster::info_ready(&state)
+            && settled(ctx, new)
         {
+            // The failover is the gate's doing: later changes are judged from here.
+            ctx.engine.mark_health();
             return Ok((old, new));
         }
         if Instant::now() > deadline {
@@ -66,6 +78,22 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// True when every node sees the node at `port` as a primary and all agree on the epoch, so the
+/// new health baseline is the cluster after the failover, not half-way through its gossip.
+fn settled(ctx: &GateContext<'_>, port: u16) -> bool {
+    let h = crate::engine::health::snapshot(ctx.engine);
+    let addr = format!(":{port}");
+    let mut epochs = std::collections::BTreeSet::new();
+    h.nodes.values().all(|n| {
+        n.as_ref().is_ok_and(|n| {
+            epochs.insert(n.current_epoch);
+            n.view
+                .values()
+                .any(|v| v.addr.ends_with(&addr) && v.role == "master")
+        })
+    }) && epochs.len() == 1
 }
 
 /// The phase: runs on a cluster in place of the fault proxy (a cluster client connects to the

@@ -46,6 +46,8 @@ const JOBS: usize = 300;
 const QUEUE: &str = "g8c";
 const MAX_ATTEMPTS: i64 = 5;
 const SESSION: &str = "w";
+/// The crash loop's bound: it takes seconds; past this the gate is an ERROR, never a hang.
+const CRASH_PHASE_WITHIN: Duration = Duration::from_secs(90);
 
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
@@ -297,6 +299,15 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             return Ok(());
         }
     }
+    // The kills land on the url's database: a connector that wrote elsewhere would leave this
+    // phase waiting for kills that never come (and its drain for jobs it cannot see).
+    let landed: u64 = admin.query(&["ZCARD", &key(QUEUE, "pending")])?;
+    if landed != JOBS as u64 {
+        out.fail(format!(
+            "{JOBS} acknowledged enqueues left {landed} jobs in database {db}, the one the connect url names (SPEC §5: the url's /db selects the database)"
+        ));
+        return Ok(());
+    }
     let (tx, rx) = mpsc::channel::<u64>();
     let (ack_tx, ack_rx) = mpsc::channel();
     let killable = ctx.factory.killable();
@@ -306,9 +317,10 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         s.spawn(move || killer(killer_admin, db, harness, rx, ack_tx));
         while conn_kills < CRASHES {
             steps += 1;
-            if steps > 50_000 {
+            if steps > 50_000 || t0.elapsed() > CRASH_PHASE_WITHIN {
                 return Err(format!(
-                    "only {conn_kills} of {CRASHES} crashes injected in 50 000 steps"
+                    "only {conn_kills} of {CRASHES} crashes injected in {steps} steps and {} s",
+                    t0.elapsed().as_secs()
                 )
                 .into());
             }

@@ -470,6 +470,15 @@ pub const CATALOGUE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: "R5.11",
+        summary: "a response line is at most 16 MiB; a longer one is a connector failure, skipped unread into memory",
+        checks: &["every gate: a longer line kills the connector with the length and the limit named"],
+        cases: &[],
+        gates: &["G1"],
+        doubles: &["fixture:huge_line.py"],
+        unbreakable: "",
+    },
+    Rule {
         id: "R8.1",
         summary: "on a cluster: connect with a cluster client from the seed, route every call by slot, follow MOVED/ASK and nothing else",
         checks: &[

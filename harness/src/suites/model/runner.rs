@@ -277,6 +277,33 @@ pub struct Failure {
     pub yaml: String,
     /// True when a committed regression (not a drawn history) failed.
     pub regression: bool,
+    /// The history as it first failed, before any shrinking, and its message.
+    pub original: History,
+    pub original_message: String,
+    /// How the original history did when replayed [`REPLAYS`] times on fresh connectors:
+    /// `(passed, replayed)`. A failure that passes on replay did not reproduce.
+    pub replays: (u32, u32),
+}
+
+/// How often the original failing history is replayed to tell a reproducible failure from one
+/// that depends on timing or load.
+pub const REPLAYS: u32 = 5;
+
+/// Replays `h` [`REPLAYS`] times on fresh connectors: `(passed, replayed)`. A replay the harness
+/// or the engine could not run is not counted.
+pub fn replay(env: &Env<'_>, admin: &mut Admin, h: &History) -> (u32, u32) {
+    let (mut passed, mut replayed) = (0, 0);
+    for _ in 0..REPLAYS {
+        match run_history(env, admin, h) {
+            Ok(_) => {
+                passed += 1;
+                replayed += 1;
+            }
+            Err(Breach::Mismatch(_)) => replayed += 1,
+            Err(Breach::Harness(_) | Breach::Void(_)) => {}
+        }
+    }
+    (passed, replayed)
 }
 
 /// What a run did.
@@ -305,7 +332,13 @@ impl Report {
     }
 }
 
-fn failure(h: &History, message: String, regression: bool) -> Failure {
+fn failure(
+    h: &History,
+    message: String,
+    regression: bool,
+    original: (History, String),
+    replays: (u32, u32),
+) -> Failure {
     let (case_id, yaml) = yaml_case(h, &message);
     Failure {
         history: h.clone(),
@@ -313,6 +346,9 @@ fn failure(h: &History, message: String, regression: bool) -> Failure {
         case_id,
         yaml,
         regression,
+        original: original.0,
+        original_message: original.1,
+        replays,
     }
 }
 
@@ -349,7 +385,8 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
             Err(Breach::Void(why)) => return Err(HarnessError::Engine(why)),
             Err(Breach::Mismatch(m)) => {
                 report.calls += h.calls.len() as u64;
-                report.failure = Some(failure(h, m, true));
+                let replays = replay(env, &mut admin, h);
+                report.failure = Some(failure(h, m.clone(), true, (h.clone(), m), replays));
                 report.elapsed = t0.elapsed();
                 return Ok(report);
             }
@@ -369,6 +406,8 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     // After the first disagreement every run (shrinking) gets a fresh connector.
     let shrinking = Cell::new(false);
     let harness_error: RefCell<Option<HarnessError>> = RefCell::new(None);
+    // The first history that failed, whole, before proptest shrinks it.
+    let first_failure: RefCell<Option<(History, String)>> = RefCell::new(None);
     let (agreed, runs, calls) = (Cell::new(0u64), Cell::new(0u64), Cell::new(0u64));
     let clock = Cell::new(clock);
     let result = runner.run(&histories(), |h| {
@@ -398,6 +437,9 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
             Err(Breach::Mismatch(m)) => {
                 calls.set(calls.get() + h.calls.len() as u64);
                 shrinking.set(true);
+                first_failure
+                    .borrow_mut()
+                    .get_or_insert_with(|| (h.clone(), m.clone()));
                 Err(TestCaseError::fail(m))
             }
             Err(Breach::Harness(e)) => {
@@ -428,7 +470,12 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
                 });
             report.runs += runs;
             report.calls += calls;
-            report.failure = Some(failure(&h, message, false));
+            let original = first_failure
+                .into_inner()
+                .unwrap_or_else(|| (h.clone(), message.clone()));
+            let replays = replay(env, &mut admin, &original.0);
+            report.runs += u64::from(replays.1);
+            report.failure = Some(failure(&h, message, false, original, replays));
         }
         Err(TestError::Abort(reason)) => {
             return Err(HarnessError::Engine(format!(

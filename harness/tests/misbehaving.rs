@@ -1,0 +1,195 @@
+//! Whatever a connector does, its whole run ends with a verdict within [`BOUND`], the harness's
+//! memory stays under [`MEMORY`], and nothing is left running. Each connector here is the real
+//! Python connector behind `fixtures/misbehave.py MODE` (one misbehaviour each), judged by the
+//! built `emq-gate run` on a binary engine of its own; a hang on a verb is `hangs.rs`'s.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A whole run must be judged within this (issue: every connector judged in at most 180 s).
+const BOUND: Duration = Duration::from_secs(180);
+/// The harness's peak resident memory, whatever the connector writes.
+const MEMORY_KB: u64 = 100 * 1024;
+const PARALLEL: usize = 2;
+
+struct Mode {
+    name: &'static str,
+    /// The exit code `emq-gate run` must give: 0 every gate passed, 1 a gate failed.
+    code: i32,
+    /// Words the record must hold.
+    evidence: &'static str,
+}
+
+const MODES: [Mode; 5] = [
+    Mode {
+        name: "wrong-db",
+        code: 1,
+        evidence: "the one the connect url names",
+    },
+    Mode {
+        name: "db-zero",
+        code: 1,
+        evidence: "the one the connect url names",
+    },
+    Mode {
+        name: "huge-line",
+        code: 1,
+        evidence: "over the limit of 16777216 bytes",
+    },
+    Mode {
+        name: "flood-stdout",
+        code: 1,
+        evidence: "a line nobody asked for",
+    },
+    Mode {
+        name: "flood-stderr",
+        code: 0,
+        evidence: "PASS 8/8",
+    },
+];
+
+struct Judged {
+    mode: &'static str,
+    code: Option<i32>,
+    wall: Duration,
+    peak_kb: u64,
+    record: String,
+    stderr: String,
+    left: Vec<u32>,
+}
+
+/// `VmHWM` (peak resident set) of `pid`, in kB.
+fn peak_kb(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Processes whose environment carries `marker`.
+fn marked(marker: &str) -> Vec<u32> {
+    let needle = format!("EMQ_MISBEHAVE_TEST={marker}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|&b| b == 0).any(|v| v == needle.as_bytes())
+            })
+        })
+        .collect()
+}
+
+fn judge(mode: &'static str, python: &Path) -> Judged {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/misbehave.py");
+    let marker = format!("{}-{mode}", std::process::id());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+        .args(["--quiet", "run", "--engine", "binary", "--batch", "20000", "--"])
+        .arg("python3")
+        .arg(&fixture)
+        .arg(mode)
+        .env("EMQ_PYTHON_CONNECTOR", python)
+        .env("EMQ_MISBEHAVE_TEST", &marker)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start emq-gate");
+    let pid = child.id();
+    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let read = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let (out, err) = (read(Box::new(out)), read(Box::new(err)));
+    let t0 = Instant::now();
+    let mut peak = 0;
+    // The bound plus a margin: past it the run is killed, so the test itself never hangs.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t0.elapsed() > BOUND + Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        peak = peak.max(peak_kb(pid).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let wall = t0.elapsed();
+    // Give a group that is being torn down a moment.
+    std::thread::sleep(Duration::from_millis(500));
+    Judged {
+        mode,
+        code: status.and_then(|s| s.code()),
+        wall,
+        peak_kb: peak,
+        record: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        left: marked(&marker),
+    }
+}
+
+#[test]
+fn every_misbehaving_connector_is_judged_in_bounded_time_and_memory() {
+    let Some(python) = common::python_connector() else {
+        return;
+    };
+    let queue = std::sync::Mutex::new(MODES.iter().map(|m| m.name).collect::<Vec<_>>());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..PARALLEL {
+            s.spawn(|| {
+                while let Some(mode) = queue.lock().unwrap().pop() {
+                    let j = judge(mode, &python);
+                    eprintln!(
+                        "{:<13} exit {:?} in {:>5.1} s, harness peak {} MB",
+                        j.mode,
+                        j.code,
+                        j.wall.as_secs_f64(),
+                        j.peak_kb / 1024
+                    );
+                    results.lock().unwrap().push(j);
+                }
+            });
+        }
+    });
+    let mut bad = Vec::new();
+    for j in results.into_inner().unwrap() {
+        let m = MODES.iter().find(|m| m.name == j.mode).unwrap();
+        let why = [
+            (j.code != Some(m.code)).then(|| format!("exit {:?}, want {}", j.code, m.code)),
+            (j.wall > BOUND).then(|| format!("took {:.0} s", j.wall.as_secs_f64())),
+            (j.peak_kb > MEMORY_KB).then(|| format!("peak memory {} MB", j.peak_kb / 1024)),
+            (!j.record.contains(m.evidence)).then(|| format!("no {:?} in the record", m.evidence)),
+            (!j.left.is_empty()).then(|| format!("processes left running: {:?}", j.left)),
+            j.stderr
+                .contains("No such process")
+                .then(|| "kill noise on stderr".to_string()),
+        ];
+        let why: Vec<String> = why.into_iter().flatten().collect();
+        if !why.is_empty() {
+            bad.push(format!(
+                "{}: {}\n--- record ---\n{}\n--- stderr ---\n{}",
+                j.mode,
+                why.join("; "),
+                j.record,
+                j.stderr
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n\n"));
+}
