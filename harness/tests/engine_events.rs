@@ -15,9 +15,8 @@ use emq::gates::{ConnectorFactory, Gate, GateContext, GateOutcome, Verdict, run_
 fn judge(engine: &Engine, run: fn(&GateContext<'_>, &mut GateOutcome)) -> GateOutcome {
     let bundle = common::bundle();
     let b2: Arc<_> = bundle.clone();
-    let factory = move || -> Result<Box<dyn Connector + Send>, HarnessError> {
-        Ok(Reference::boxed(&b2))
-    };
+    let factory =
+        move || -> Result<Box<dyn Connector + Send>, HarnessError> { Ok(Reference::boxed(&b2)) };
     let progress = |_: &str| {};
     let ctx = GateContext {
         engine,
@@ -54,7 +53,8 @@ fn fail_while_evicting(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         .unwrap()
         .trim()
         .to_string();
-    a.query::<()>(&["CONFIG", "SET", "maxmemory", &used]).unwrap();
+    a.query::<()>(&["CONFIG", "SET", "maxmemory", &used])
+        .unwrap();
     for i in 40..80 {
         let _ = a.query::<()>(&["SET", &format!("k{i}"), &big]);
     }

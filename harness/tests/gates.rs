@@ -288,6 +288,21 @@ fn python_retry_on_error_fails_g8() {
     judge(Some(Double::PythonRetryOnError));
 }
 
+#[test]
+fn silent_reconnect_fails_g8() {
+    judge(Some(Double::SilentReconnect));
+}
+
+/// redis-py's pool replacing a closed connection without the fence: the Python connector with
+/// `--silent-reconnect`.
+#[test]
+fn python_silent_reconnect_fails_g8() {
+    if common::python_connector().is_none() {
+        return;
+    }
+    judge(Some(Double::PythonSilentReconnect));
+}
+
 /// The Python connector (a child process, so `Connector::kill` really kills it) passes too.
 #[test]
 fn python_connector_passes_every_gate() {

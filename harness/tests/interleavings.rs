@@ -377,6 +377,10 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
         serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
     assert_eq!(body["replays_passed"], 5);
     assert_eq!(body["history"], out.figures["failure_original_history"]);
-    assert!(body["history"]["calls"].as_array().is_some_and(|c| !c.is_empty()));
+    assert!(
+        body["history"]["calls"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    );
     let _ = std::fs::remove_file(kept);
 }

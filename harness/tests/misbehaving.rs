@@ -81,9 +81,8 @@ fn marked(marker: &str) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|&b| b == 0).any(|v| v == needle.as_bytes())
-            })
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
         })
         .collect()
 }
@@ -92,7 +91,9 @@ fn judge(mode: &'static str, python: &Path) -> Judged {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/misbehave.py");
     let marker = format!("{}-{mode}", std::process::id());
     let mut child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
-        .args(["--quiet", "run", "--engine", "binary", "--batch", "20000", "--"])
+        .args([
+            "--quiet", "run", "--engine", "binary", "--batch", "20000", "--",
+        ])
         .arg("python3")
         .arg(&fixture)
         .arg(mode)

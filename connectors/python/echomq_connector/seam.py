@@ -56,6 +56,13 @@ SOCKET_TIMEOUT_S = 60.0
 RETRY_ON_ERROR = os.environ.get("EMQ_PY_RETRY_ON_ERROR") == "1"
 CONNECT_TIMEOUT_S = 10.0
 
+# BROKEN ON PURPOSE when true (`--silent-reconnect` or EMQ_PY_SILENT_RECONNECT=1), for the gate's
+# self-test: only a session's first connection reads the fence; when redis-py's pool replaces a
+# connection the engine closed ("Connection has data" / a dead socket in ConnectionPool.
+# get_connection, then Connection.connect), the new one sends the verb's EVALSHA straight away,
+# as redis-py does by default. R3.1 forbids it; G8 fails it.
+SILENT_RECONNECT = os.environ.get("EMQ_PY_SILENT_RECONNECT") == "1"
+
 
 def _client_default_retry() -> Retry:
     """The retry policy `redis.Redis(...)` gets by default (from_url alone gets none): re-send a
@@ -137,6 +144,15 @@ class Session:
 
     # ----------------------------------------------------------------------------- connect
 
+    def _on_new_connection(self, conn: Any) -> None:
+        """redis-py calls this for every connection it opens, the session's first and every
+        replacement: each reads the fence first (R3.1), unless broken on purpose."""
+        if SILENT_RECONNECT and getattr(self, "_fenced_once", False):
+            conn.on_connect()
+            return
+        self._fence(conn)
+        self._fenced_once = True
+
     def _fence(self, conn: Any) -> None:
         """redis_connect_func: runs on EVERY new socket, before any command of ours."""
         conn.on_connect()  # AUTH / SELECT as redis-py does them (CLIENT SETINFO disabled)
@@ -204,7 +220,7 @@ class Session:
                     lib_version=None,  # no CLIENT SETINFO
                     socket_timeout=SOCKET_TIMEOUT_S,
                     socket_connect_timeout=CONNECT_TIMEOUT_S,
-                    redis_connect_func=self._fence,
+                    redis_connect_func=self._on_new_connection,
                 )
         except (ValueError, TypeError) as e:
             raise Invalid(f"url: {e}") from None

@@ -194,6 +194,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="BROKEN ON PURPOSE, for the gate's self-test: keep redis-py's default retry policy, which "
         "re-sends a command after a dropped connection (also $EMQ_PY_RETRY_ON_ERROR=1). G8 fails it.",
     )
+    p.add_argument(
+        "--silent-reconnect",
+        action="store_true",
+        help="BROKEN ON PURPOSE, for the gate's self-test: a replacement connection does not read the "
+        "fence, as redis-py's pool reconnects by default (also $EMQ_PY_SILENT_RECONNECT=1). G8 fails it.",
+    )
     return p.parse_args(argv)
 
 
@@ -201,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.retry_on_error:
         seam.RETRY_ON_ERROR = True
+    if args.silent_reconnect:
+        seam.SILENT_RECONNECT = True
     directory = resolve_bundle_dir(args.bundle)
     try:
         bundle = load_bundle(directory)

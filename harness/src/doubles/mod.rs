@@ -83,6 +83,8 @@ pub enum Double {
     LenientLimitOffset,
     /// Sends a malformed job id to the engine.
     LenientId,
+    /// Accepts a queue name or an id with one trailing newline (`^...$` in Python or Ruby).
+    DollarAnchored,
     /// Sends an out-of-range `n` or `depth` to the engine.
     LenientCount,
     /// Sends an empty or `emq:` probe key to the engine.
@@ -108,6 +110,12 @@ pub enum Double {
     /// The Python connector with redis-py's default retry policy on (`--retry-on-error`): it
     /// reconnects and re-sends a command after a dropped connection.
     PythonRetryOnError,
+    /// Reference quirk: when the engine closed its connection, opens a new one on the next call
+    /// and sends the script without reading the fence (a client library's silent reconnect).
+    SilentReconnect,
+    /// The Python connector with `--silent-reconnect`: redis-py's pool replaces a closed
+    /// connection without the fence read.
+    PythonSilentReconnect,
     /// On an `engine` error, answers success for enqueue, complete and retry.
     AckUnsent,
     /// On an `engine` error, answers a made-up "nothing to do" (claim `null`, enqueue a fabricated id).
@@ -183,6 +191,7 @@ impl Double {
             Self::LenientMaxAttempts => lenient(Check::MaxAttempts),
             Self::LenientLimitOffset => lenient(Check::LimitOffset),
             Self::LenientId => lenient(Check::Id),
+            Self::DollarAnchored => Box::new(broken::DollarAnchored(reference())),
             Self::LenientCount => lenient(Check::Count),
             Self::LenientProbeKey => lenient(Check::ProbeKey),
             Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
@@ -210,14 +219,7 @@ impl Double {
             Self::ResendAfterLostReply => Box::new(faults::ResendAfterError::new(reference())),
             Self::AckUnsent => Box::new(faults::AckUnsent::new(reference())),
             Self::SwallowConnectionErrors => Box::new(faults::SwallowErrors(reference())),
-            Self::PythonRetryOnError => match python_retry_factory() {
-                Some(f) => f
-                    .make()
-                    .unwrap_or_else(|e| Box::new(faults::Unavailable(e.to_string()))),
-                None => Box::new(faults::Unavailable(
-                    "no Python connector (set EMQ_PYTHON_CONNECTOR)".into(),
-                )),
-            },
+            Self::PythonRetryOnError => python_double("--retry-on-error"),
             Self::AddsGrace => Box::new(time::Skewed::new(reference(), time::TimeSkew::AddsGrace)),
             Self::RoundsUpToSeconds => Box::new(time::Skewed::new(
                 reference(),
@@ -240,12 +242,23 @@ impl Double {
                 no_redirects: true,
                 ..Quirks::default()
             })),
+            Self::SilentReconnect => Box::new(reference().with_quirks(Quirks {
+                silent_reconnect: true,
+                ..Quirks::default()
+            })),
+            Self::PythonSilentReconnect => python_double("--silent-reconnect"),
         }
     }
 
     /// A factory of this double.
     pub fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
-        if let (Self::PythonRetryOnError, Some(f)) = (self, python_retry_factory()) {
+        if let (Self::PythonRetryOnError, Some(f)) = (self, python_flag_factory("--retry-on-error"))
+        {
+            return Box::new(f);
+        }
+        if let (Self::PythonSilentReconnect, Some(f)) =
+            (self, python_flag_factory("--silent-reconnect"))
+        {
             return Box::new(f);
         }
         let bundle = bundle.clone();
@@ -255,18 +268,27 @@ impl Double {
     }
 }
 
-/// The Python connector with `--retry-on-error`, when it is provisioned, running this
+/// One connector of [`python_flag_factory`], or one that says why there is none.
+fn python_double(flag: &str) -> Box<dyn Connector + Send> {
+    match python_flag_factory(flag) {
+        Some(f) => f
+            .make()
+            .unwrap_or_else(|e| Box::new(faults::Unavailable(e.to_string()))),
+        None => Box::new(faults::Unavailable(
+            "no Python connector (set EMQ_PYTHON_CONNECTOR)".into(),
+        )),
+    }
+}
+
+/// The Python connector with a broken-on-purpose `flag`, when it is provisioned, running this
 /// repository's `connectors/python` package.
-fn python_retry_factory() -> Option<ChildFactory> {
+fn python_flag_factory(flag: &str) -> Option<ChildFactory> {
     let program = faults::python_connector()?;
     // This repository's package first, whichever checkout the venv was installed from.
     let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../connectors/python");
     Some(ChildFactory::new(
-        ChildSpec::new([
-            program.display().to_string(),
-            "--retry-on-error".to_string(),
-        ])
-        .with_env("PYTHONPATH", package.display().to_string()),
+        ChildSpec::new([program.display().to_string(), flag.to_string()])
+            .with_env("PYTHONPATH", package.display().to_string()),
     ))
 }
 

@@ -70,14 +70,20 @@ pub fn register_container(id: &str) -> Guard {
 /// SIGKILL to process group `pgid`; a group that is already gone is not an error (and says
 /// nothing: the caller only wants it gone).
 pub fn kill_group(pgid: u32) {
-    if let Some(pid) = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw) {
+    if let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 
 /// SIGKILL to process `pid`, silently if it is gone.
 pub fn kill_pid(pid: u32) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
 }

@@ -110,7 +110,10 @@ fn node_events(port: u16, a: &NodeHealth, b: &NodeHealth, out: &mut Vec<String>)
         ));
     }
     if !b.state.is_empty() && b.state != "ok" {
-        out.push(format!("the node at port {port} reports cluster_state:{}", b.state));
+        out.push(format!(
+            "the node at port {port} reports cluster_state:{}",
+            b.state
+        ));
     }
     for (id, v) in &b.view {
         let was = a.view.get(id);
@@ -218,12 +221,26 @@ d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
     fn a_failover_is_named() {
         let before = health(NODES, 6);
         let swapped = NODES
-            .replace("myself,master - 0 0 1 connected 0-5460", "myself,slave d4 0 0 1 connected")
-            .replace("slave a1 0 0 1 connected", "master - 0 0 7 connected 0-5460");
+            .replace(
+                "myself,master - 0 0 1 connected 0-5460",
+                "myself,slave d4 0 0 1 connected",
+            )
+            .replace(
+                "slave a1 0 0 1 connected",
+                "master - 0 0 7 connected 0-5460",
+            );
         let after = health(&swapped, 7);
         let ev = after.events_since(&before);
-        assert!(ev.iter().any(|e| e.contains("epoch") && e.contains("6 to 7")), "{ev:?}");
-        assert!(ev.iter().any(|e| e.contains("127.0.0.1:7003") && e.contains("slave to master")), "{ev:?}");
+        assert!(
+            ev.iter()
+                .any(|e| e.contains("epoch") && e.contains("6 to 7")),
+            "{ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|e| e.contains("127.0.0.1:7003") && e.contains("slave to master")),
+            "{ev:?}"
+        );
     }
 
     #[test]
@@ -231,7 +248,10 @@ d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
         let before = health(NODES, 6);
         let mut after = health(
             &NODES
-                .replace("b2 127.0.0.1:7001@17001 master", "b2 127.0.0.1:7001@17001 master,fail?")
+                .replace(
+                    "b2 127.0.0.1:7001@17001 master",
+                    "b2 127.0.0.1:7001@17001 master,fail?",
+                )
                 .replace("10923-16383", "10924-16383"),
             6,
         );

@@ -460,7 +460,11 @@ impl Engine {
     /// What happened to the engine since [`Engine::mark_health`] that nobody asked for (a restart,
     /// an eviction, a failover, a failing node, a slot change), in words; empty when nothing did.
     pub fn health_events(&self) -> Vec<String> {
-        let before = self.baseline.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let before = self
+            .baseline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match before {
             Some(b) => health::snapshot(self).events_since(&b),
             None => Vec::new(),

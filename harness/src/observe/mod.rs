@@ -20,6 +20,7 @@ use crate::error::{ConnectorError, HarnessError};
 
 pub mod attribute;
 pub mod line;
+pub mod reconnect;
 
 pub use attribute::{Event, Observed, ScriptCall, attribute};
 pub use line::{Line, is_script_cmd, keys_of, names_emq_key, parse_line, stable};
@@ -61,6 +62,17 @@ impl Watch {
             db,
             harness,
         })
+    }
+
+    /// Counts `addrs` as the harness's own (another admin's connections).
+    pub fn exclude(&mut self, addrs: Vec<String>) {
+        self.harness.extend(addrs);
+    }
+
+    /// The harness's own connections this watch knows (the admin's and the monitors'): a kill
+    /// round must spare them.
+    pub fn harness_addrs(&self) -> Vec<String> {
+        self.harness.iter().cloned().collect()
     }
 
     /// Stops and attributes what was seen: each node's lines on their own (a script's `lua`

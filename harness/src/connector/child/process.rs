@@ -199,7 +199,11 @@ fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>) {
 /// Reads one `\n`-terminated line (lossy UTF-8, `\r\n` tolerated) into `buf`, keeping at most
 /// `limit` bytes of it; the rest is consumed, not stored. Returns the line's whole length, or
 /// `None` at EOF.
-fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<Option<usize>> {
+fn next_line(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Option<usize>> {
     buf.clear();
     let mut total = 0usize;
     loop {

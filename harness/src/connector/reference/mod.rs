@@ -38,6 +38,8 @@ pub struct Reference {
     protocol: u32,
     digest: String,
     sessions: HashMap<String, Link>,
+    /// Each session's url, for [`Quirks::silent_reconnect`] only.
+    urls: HashMap<String, String>,
     /// Builds a queue's job root (`ARGV[1]`): always [`job_root`] except in a double.
     root: fn(&str) -> String,
     /// What a cluster double does differently; always the default except in a double.
@@ -55,6 +57,10 @@ pub struct Quirks {
     pub ungrouped_batches: bool,
     /// Never follow `MOVED`/`ASK` nor read the slot map again (breaks R8.1, R8.4).
     pub no_redirects: bool,
+    /// Before each call, `PING`; when the engine closed the connection, open a new one and send
+    /// the call on it without reading the fence, as redis-py's pool and redis-rb's
+    /// `ensure_connected` do (breaks R3.1; one engine only).
+    pub silent_reconnect: bool,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
@@ -106,6 +112,7 @@ impl Reference {
             protocol: bundle.manifest.protocol,
             digest: bundle.manifest.digest.clone(),
             sessions: HashMap::new(),
+            urls: HashMap::new(),
             root: job_root,
             quirks: Quirks::default(),
             log: Vec::new(),
@@ -142,6 +149,9 @@ impl Reference {
         link.set_follow(!self.quirks.no_redirects);
         self.check_fence(&mut link)?;
         self.sessions.insert(session.to_string(), link);
+        if self.quirks.silent_reconnect {
+            self.urls.insert(session.to_string(), url.to_string());
+        }
         Ok(())
     }
 
@@ -227,6 +237,14 @@ impl Reference {
             .sessions
             .remove(session)
             .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
+        if self.quirks.silent_reconnect
+            && !link.is_cluster()
+            && link.send(&redis::cmd("PING")).is_err()
+            && let Some(url) = self.urls.get(session)
+            && let Ok(new) = Self::open(url, false)
+        {
+            link = new;
+        }
         let fresh = if link.is_stale() {
             link.reconnect()
                 .map_err(engine_err)

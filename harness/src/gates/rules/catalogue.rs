@@ -15,9 +15,10 @@ pub const CATALOGUE: &[Rule] = &[
             "invalid-enqueue-queue-name",
             "invalid-pending-size-queue",
             "invalid-batch-args",
+            "invalid-queue-name-newline",
         ],
         gates: &["G6"],
-        doubles: &["LenientQueue"],
+        doubles: &["LenientQueue", "DollarAnchored"],
         unbreakable: "",
     },
     Rule {
@@ -154,6 +155,18 @@ pub const CATALOGUE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: "R3.5",
+        summary: "a connection the connector opens by itself (a client library's reconnect) reads the fence before its first script",
+        checks: &[
+            "G8: MONITOR through the crash phase: every connection's first EchoMQ command is the fence read (one engine)",
+            "G8: on a cluster, after every kill round no new connection works before a fence read",
+        ],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["SilentReconnect", "PythonSilentReconnect"],
+        unbreakable: "",
+    },
+    Rule {
         id: "R3.2",
         summary: "an absent fence is installed with one HSETNX per field inside one MULTI/EXEC, then read again",
         checks: &[
@@ -231,11 +244,15 @@ pub const CATALOGUE: &[Rule] = &[
     },
     Rule {
         id: "R4.5",
-        summary: "an id not matching ^j[0-9]{16}$ is invalid, nothing sent",
+        summary: "an id that is not exactly j and 16 ASCII digits (the whole string, no newline) is invalid, nothing sent",
         checks: &[INVALID_SENDS_NOTHING],
-        cases: &["invalid-complete-args", "invalid-retry-args"],
+        cases: &[
+            "invalid-complete-args",
+            "invalid-retry-args",
+            "invalid-id-newline",
+        ],
         gates: &["G6"],
-        doubles: &["LenientId"],
+        doubles: &["LenientId", "DollarAnchored"],
         unbreakable: "",
     },
     Rule {
@@ -472,7 +489,9 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R5.11",
         summary: "a response line is at most 16 MiB; a longer one is a connector failure, skipped unread into memory",
-        checks: &["every gate: a longer line kills the connector with the length and the limit named"],
+        checks: &[
+            "every gate: a longer line kills the connector with the length and the limit named",
+        ],
         cases: &[],
         gates: &["G1"],
         doubles: &["fixture:huge_line.py"],
