@@ -194,3 +194,41 @@ fn every_misbehaving_connector_is_judged_in_bounded_time_and_memory() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n\n"));
 }
+
+/// A run ended by a signal (a CI timeout's SIGTERM) says so in one line even under `--quiet`,
+/// with no other noise, and leaves no engine or connector behind.
+#[test]
+fn a_run_ended_by_a_signal_says_so_in_one_line() {
+    let Some(python) = common::python_connector() else {
+        return;
+    };
+    let marker = format!("{}-signal", std::process::id());
+    let child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+        .args(["--quiet", "run", "--engine", "binary", "--"])
+        .arg(&python)
+        .env("EMQ_MISBEHAVE_TEST", &marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start emq-gate");
+    let pid = child.id();
+    // Well into the gates: the engine and the connector are running.
+    std::thread::sleep(Duration::from_secs(4));
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("emq-gate: ended by a signal"),
+        "{stderr}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(marked(&marker), Vec::<u32>::new(), "processes left running");
+}

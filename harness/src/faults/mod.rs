@@ -14,6 +14,10 @@
 //! - [`Fault::Delay`]: hold the reply, then forward it (past a short connector timeout);
 //! - [`Fault::ResetOnConnect`]: accept the next connection and close it before reading a byte.
 //!
+//! Beside the faults, [`Proxy::hold`] withholds every reply to the commands a matcher picks until
+//! `until` of them have arrived (or none arrived for a quiet period), so G5 judges pipelining by
+//! what a connector sends before it has any reply, never by how fast the engine reads.
+//!
 //! Everything before the faulted command keeps its order and its reply, and nothing after it is
 //! forwarded, so when the caller's call returns, the engine's state is settled: a rule fires on the
 //! same command on every run, whatever the timing.
@@ -32,8 +36,8 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use resp::{Command, Splitter, value_len};
 
@@ -127,8 +131,27 @@ pub struct Fired {
     pub fault: Fault,
 }
 
+/// Replies withheld until enough commands arrived ([`Proxy::hold`]), in up to `windows_left`
+/// windows: each window ends when `until` commands arrived in it or none came for `quiet`.
+struct Hold {
+    matcher: Matcher,
+    until: u64,
+    quiet: Duration,
+    /// The open window (from 0), and how many may still open after it.
+    window: u32,
+    windows_left: u32,
+    /// Matching commands seen in the open window, and when the last one came.
+    seen: u64,
+    last: Instant,
+    /// The most commands any window saw (capped at `until`), once a window closed.
+    best: Option<u64>,
+    /// Every window closed: replies flow.
+    done: bool,
+}
+
 #[derive(Default)]
 struct State {
+    hold: Option<Hold>,
     rules: Vec<Rule>,
     fired: Vec<Fired>,
     open: Vec<(TcpStream, TcpStream)>,
@@ -139,6 +162,8 @@ struct State {
 struct Shared {
     upstream: SocketAddr,
     state: Mutex<State>,
+    /// Signalled when a held command arrives.
+    arrived: Condvar,
     stopping: AtomicBool,
 }
 
@@ -162,6 +187,8 @@ enum Action {
     Delay(Duration),
     /// Close once the replies before it are forwarded (the command was not sent).
     Close,
+    /// Forward once the hold's window (its number) closes ([`Proxy::hold`]).
+    Held(u32),
 }
 
 impl Proxy {
@@ -175,6 +202,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             upstream,
             state: Mutex::new(State::default()),
+            arrived: Condvar::new(),
             stopping: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -201,6 +229,34 @@ impl Proxy {
     /// Arms a rule.
     pub fn arm(&self, rule: Rule) {
         self.shared.lock().rules.push(rule);
+    }
+
+    /// Withholds the replies to commands `matcher` picks until `until` of them have arrived, or
+    /// none arrived for `quiet`; then every reply flows. A connector that waits for a reply
+    /// before its next command sends one and stalls until `quiet` lets it go.
+    /// With `windows` above 1, a new window opens after each one closes (a connector may send a
+    /// lone first call, then its pipelines).
+    pub fn hold(&self, matcher: Matcher, until: u64, quiet: Duration, windows: u32) {
+        self.shared.lock().hold = Some(Hold {
+            matcher,
+            until,
+            quiet,
+            window: 0,
+            windows_left: windows.max(1),
+            seen: 0,
+            last: Instant::now(),
+            best: None,
+            done: false,
+        });
+        self.shared.arrived.notify_all();
+    }
+
+    /// The most held commands that arrived in one window before its replies were let go
+    /// (`None`: no window closed), and ends the hold.
+    pub fn take_held(&self) -> Option<u64> {
+        let h = self.shared.lock().hold.take();
+        self.shared.arrived.notify_all();
+        h.and_then(|h| h.best)
     }
 
     /// Disarms every rule that has not fired; returns them.
@@ -289,9 +345,10 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
     };
     shared.lock().open.push((c3, u3));
     let (tx, rx) = mpsc::channel::<Action>();
+    let s2 = shared.clone();
     let down = std::thread::Builder::new()
         .name(format!("emq-proxy-{conn}-down"))
-        .spawn(move || replies(u2, c2, rx));
+        .spawn(move || replies(u2, c2, rx, &s2));
     up(conn, client, upstream, shared, tx);
     if let Ok(d) = down {
         let _ = d.join();
@@ -337,7 +394,10 @@ fn up(
             match fault {
                 None | Some(Fault::ResetOnConnect) => {
                     out.extend_from_slice(&cmd.raw);
-                    let _ = tx.send(Action::Forward);
+                    let _ = tx.send(match held(shared, &cmd, index) {
+                        Some(window) => Action::Held(window),
+                        None => Action::Forward,
+                    });
                 }
                 Some(Fault::DropBefore) => {
                     last = Some(Action::Close);
@@ -373,6 +433,54 @@ fn up(
     drop(tx);
 }
 
+/// The window of the hold that withholds `cmd`'s reply, if one does (counting it as arrived).
+fn held(shared: &Shared, cmd: &Command, index: u64) -> Option<u32> {
+    let mut s = shared.lock();
+    let h = s.hold.as_mut().filter(|h| !h.done)?;
+    if !h.matcher.matches(cmd, index) {
+        return None;
+    }
+    h.seen += 1;
+    h.last = Instant::now();
+    let window = h.window;
+    drop(s);
+    shared.arrived.notify_all();
+    Some(window)
+}
+
+/// Waits until window `window` of the hold closes: `until` commands arrived in it, or none for
+/// `quiet`. Closing it opens the next window, if any is left.
+fn wait_for_release(shared: &Shared, window: u32) {
+    let mut s = shared.lock();
+    loop {
+        let Some(h) = s.hold.as_mut() else { return };
+        if h.done || h.window != window {
+            return;
+        }
+        let quiet_for = h.last.elapsed();
+        if h.seen >= h.until || quiet_for >= h.quiet {
+            let got = h.seen.min(h.until);
+            h.best = Some(h.best.map_or(got, |b| b.max(got)));
+            if h.windows_left > 1 {
+                h.windows_left -= 1;
+                h.window += 1;
+                h.seen = 0;
+                h.last = Instant::now();
+            } else {
+                h.done = true;
+            }
+            shared.arrived.notify_all();
+            return;
+        }
+        let wait = h.quiet - quiet_for;
+        s = shared
+            .arrived
+            .wait_timeout(s, wait)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0);
+    }
+}
+
 /// The first armed rule that picks `cmd`, counting it against every rule it matches.
 fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> {
     let mut s = shared.lock();
@@ -400,7 +508,12 @@ fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> 
 }
 
 /// Engine → client: one reply per forwarded command, each handled as its action says.
-fn replies(mut upstream: TcpStream, mut client: TcpStream, rx: mpsc::Receiver<Action>) {
+fn replies(
+    mut upstream: TcpStream,
+    mut client: TcpStream,
+    rx: mpsc::Receiver<Action>,
+    shared: &Shared,
+) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     // Reads until one whole reply is buffered; returns its length.
@@ -425,6 +538,12 @@ fn replies(mut upstream: TcpStream, mut client: TcpStream, rx: mpsc::Receiver<Ac
         let reply: Vec<u8> = buf.drain(..n).collect();
         match action {
             Action::Forward => {
+                if client.write_all(&reply).is_err() {
+                    break;
+                }
+            }
+            Action::Held(window) => {
+                wait_for_release(shared, window);
                 if client.write_all(&reply).is_err() {
                     break;
                 }

@@ -3,7 +3,11 @@
 //! `pending_size`, the counter and the first and last ids agree); its ops/s is a figure.
 //!
 //! Right replies do not prove pipelining: a connector sending one command per round trip gets
-//! them too. So the engine's side is read as well (R4.11, R4.12): `total_reads_processed` of
+//! them too. On one engine the gate judges it without timing: through the fault proxy, which
+//! withholds every reply until all `n` commands of the probe (and the first `depth` of a batch)
+//! have arrived ([`crate::faults::Proxy::hold`]); a connector that waits for a reply sends one
+//! and stalls, and the proxy counts that. On a cluster, where no proxy stands in front of the
+//! nodes, the engine's side is read instead (R4.11, R4.12): `total_reads_processed` of
 //! `INFO stats` counts the socket reads the server made. Valkey 9.1 keeps no per-client read count
 //! (`CLIENT INFO` has `tot-net-in` and `tot-cmds` only), so the count is server-wide; the gate's
 //! connector is the only client at work while it is read. A pipelined write of `n` commands
@@ -52,11 +56,15 @@ fn reads(admin: &mut crate::engine::admin::Admin) -> Result<i64, GateError> {
     Ok(each.iter().sum::<i64>() - each.len() as i64 + 1)
 }
 
-/// Judges the engine reads a pipelined call of `n` commands cost. `before` and `after` each
-/// include the admin's own `INFO` read, which is taken off.
-fn judge_reads(out: &mut GateOutcome, what: &str, n: i64, before: i64, after: i64) {
+/// Judges the engine reads a pipelined call of `n` commands cost (a verdict on a cluster only;
+/// a figure on one engine, where [`held`] judges). `before` and `after` each include the
+/// admin's own `INFO` read, which is taken off.
+fn judge_reads(out: &mut GateOutcome, cluster: bool, what: &str, n: i64, before: i64, after: i64) {
     let used = (after - before - 1).max(0);
     out.figure(&format!("{what}_reads"), used);
+    if !cluster {
+        return;
+    }
     let bound = n / PER_READ;
     out.check(
         used < bound,
@@ -87,7 +95,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         Ok(v) => {
             out.figure("probe_ms", t0.elapsed().as_millis() as u64);
             let r1 = reads(&mut admin)?;
-            judge_reads(out, "probe", PROBE_N, r0, r1);
+            judge_reads(out, ctx.engine.is_cluster(), "probe", PROBE_N, r0, r1);
             let first_bad = v.iter().enumerate().find(|(i, x)| **x != *i as i64 + 1);
             let ok = v.len() == PROBE_N as usize && first_bad.is_none();
             let what = match first_bad {
@@ -124,7 +132,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     match time_batch(c.as_mut(), "s", QUEUE, n, DEPTH, "x") {
         Ok(t) => {
             let r1 = reads(&mut admin)?;
-            judge_reads(out, "batch", n, r0, r1);
+            judge_reads(out, ctx.engine.is_cluster(), "batch", n, r0, r1);
             let got = t.done;
             out.figure("batch_ms", (t.secs * 1e3).round() as u64);
             out.figure("batch_ops_per_s", t.ops_per_s.round() as u64);
@@ -159,7 +167,76 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         first.first() == Some(&want[0]) && last.first() == Some(&want[1]),
         format!("pending runs from {} to {}", want[0], want[1]),
     );
-    spread(ctx, out, c.as_mut(), &mut admin)
+    spread(ctx, out, c.as_mut(), &mut admin)?;
+    if !ctx.engine.is_cluster() {
+        held(ctx, out, &url)?;
+    }
+    Ok(())
+}
+
+/// How long the proxy waits for another held command before it lets the replies go: far above
+/// the gap between two writes of a connector that is sending, and paid once by one that waits.
+const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Part 4, one engine (R4.11, R4.12): through the proxy, with every reply withheld, the probe's
+/// `n` `INCR` and the first `depth` enqueues of a batch must all arrive before any reply does.
+/// Nothing here depends on timing but [`QUIET`], which only a waiting connector ever reaches.
+fn held(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    url: &crate::engine::Target,
+) -> Result<(), GateError> {
+    use crate::faults::{Matcher, Proxy};
+    let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
+        .map_err(|e| GateError::from(format!("the proxy could not start: {e}")))?;
+    let through =
+        crate::engine::Target::single(proxy.url_for(&url.url, &ctx.engine.host, ctx.engine.port));
+    (ctx.progress)("G5: the probe and a batch with every reply withheld");
+    let Some(mut c) = ctx.connected("h", &through, out)? else {
+        return Ok(());
+    };
+    let probe = format!("emq-probe:{}:held", ctx.seed);
+    proxy.hold(
+        Matcher {
+            name: Some("INCR".into()),
+            arg1: Some(probe.clone()),
+            nth_of_connection: None,
+        },
+        PROBE_N as u64,
+        QUIET,
+        1,
+    );
+    let probe_ok = c.pipeline_probe("h", &probe, PROBE_N);
+    let seen = proxy.take_held().unwrap_or(0);
+    out.figure("held_probe_commands", seen);
+    match probe_ok {
+        Ok(v) if v.len() == PROBE_N as usize => {}
+        Ok(v) => out.fail(format!("the held probe returned {} replies", v.len())),
+        Err(e) => out.fail(format!("the held probe failed (kind {})", e.kind)),
+    }
+    out.check(
+        seen == PROBE_N as u64,
+        format!(
+            "pipeline_probe sent all {PROBE_N} INCR before reading any reply (replies withheld until they arrived; {seen} arrived before the connector waited)"
+        ),
+    );
+    let sha = ctx.bundle.script("enqueue").entry.sha1.clone();
+    // Two windows: a connector may send one enqueue alone first (to load the script), then its
+    // pipelines; its best window must hold a whole pipeline.
+    proxy.hold(Matcher::evalsha(&sha), DEPTH as u64, QUIET, 2);
+    let done = c.batch("h", "g5h", 2 * DEPTH, DEPTH, "z");
+    let seen = proxy.take_held().unwrap_or(0);
+    out.figure("held_batch_commands", seen);
+    if let Err(e) = done {
+        out.fail(format!("the held batch failed (kind {})", e.kind));
+    }
+    out.check(
+        seen == DEPTH as u64,
+        format!(
+            "batch sent a pipeline of {DEPTH} enqueues before reading any of its replies (at most one lone call first; {seen} arrived before the connector waited)"
+        ),
+    );
+    Ok(())
 }
 
 /// Part 3, one batch over [`SPREAD`] queues (R4.12): every queue gets its share in order; on a
@@ -226,6 +303,9 @@ fn spread(
         }
     }
     let nodes = per_node.iter().filter(|c| **c > 0).count();
+    if !ctx.engine.is_cluster() {
+        return Ok(());
+    }
     out.none_of(
         &unpipelined,
         &format!(
