@@ -110,6 +110,8 @@ impl Connector for Buggy {
                 bundle: "1.0.0".into(),
                 scripts: Default::default(),
             })),
+            // A connected session, so the claim below is not `invalid` (R4.8) but a bug.
+            Request::Connect { .. } => Ok(Reply::Unit),
             _ => Err(ConnectorError::new(
                 ErrorKind::Internal,
                 "KeyError: 'attempts' (a bug in the connector)",
@@ -140,7 +142,8 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
         cluster: false,
     };
     match name {
-        "hello" | "error-internal" => {}
+        "hello" => {}
+        "error-internal" => r.push(connect),
         "error-unsupported" => r = vec![Request::Hello { protocol: 2 }],
         "error-fence" => r.push(connect),
         "error-engine" => r.push(Request::Connect {

@@ -112,6 +112,15 @@ def url(req: dict) -> str:
     # SPEC §5: one url rule for every connector; rediss:// and unix:// are refused like any other scheme.
     if not value.startswith("redis://"):
         raise Invalid("url must be redis://[:password@]host:port[/db]")
+    # SPEC §5: a port and a /db are decimal integers (redis-py would ignore a bad /db and connect).
+    try:
+        parts = urlsplit(value)
+        parts.port  # raises ValueError on a non-numeric or out-of-range port
+    except ValueError:
+        raise Invalid("url must be redis://[:password@]host:port[/db]: bad port") from None
+    db = parts.path.lstrip("/")
+    if db and not (db.isascii() and db.isdigit()):
+        raise Invalid(f"url database must be a decimal integer, not {db!r}")
     return value
 
 

@@ -58,6 +58,9 @@ pub fn resolve(bundle: Option<PathBuf>, cases: Option<PathBuf>) -> Result<Source
     }
     bundle::set_default_dir(b.clone());
     cases::set_default_dir(c.clone());
+    if unpacked.as_ref().is_some_and(|u| u.cases == c) {
+        cases::show_dir_as(c.clone(), "cases");
+    }
     Ok(Sources {
         _unpacked: unpacked,
         bundle: b,

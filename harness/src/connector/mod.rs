@@ -200,6 +200,12 @@ pub trait Connector {
     fn log_tail(&self) -> String {
         String::new()
     }
+
+    /// The wire `seq` of the last request sent (a child connector), so a failure can be found
+    /// in a `--wire-log`; `None` in process.
+    fn last_seq(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Makes fresh connector instances: a gate may need several (sessions, restarts, crashes).
@@ -233,6 +239,9 @@ impl<C: Connector + ?Sized> Connector for Box<C> {
     }
     fn log_tail(&self) -> String {
         (**self).log_tail()
+    }
+    fn last_seq(&self) -> Option<u64> {
+        (**self).last_seq()
     }
 }
 

@@ -507,6 +507,10 @@ impl Connector for ChildConnector {
         true
     }
 
+    fn last_seq(&self) -> Option<u64> {
+        (self.seq > 0).then_some(self.seq)
+    }
+
     fn log_tail(&self) -> String {
         let r = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();

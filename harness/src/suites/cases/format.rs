@@ -117,9 +117,29 @@ pub struct Case {
 }
 
 impl Case {
-    /// `file:line` of step `i` (0-based).
+    /// `file:line` of step `i` (0-based); a file of the embedded corpus is named
+    /// `cases/<file>`, never the temp directory it was unpacked to (see [`show_dir_as`]).
     pub fn location(&self, i: usize) -> String {
-        format!("{}:{}", self.file.display(), self.steps[i].line)
+        format!("{}:{}", shown(&self.file), self.steps[i].line)
+    }
+}
+
+static SHOWN_AS: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();
+
+/// Case files under `dir` are named `<name>/<file>` in messages: the embedded corpus is unpacked
+/// to a temp directory that is gone when the run ends, so its own name is what a reader can find.
+pub fn show_dir_as(dir: PathBuf, name: &str) {
+    let _ = SHOWN_AS.set((dir, name.to_string()));
+}
+
+/// How a case file is named in messages.
+pub fn shown(file: &Path) -> String {
+    match SHOWN_AS.get() {
+        Some((dir, name)) => match file.strip_prefix(dir) {
+            Ok(rel) => format!("{name}/{}", rel.display()),
+            Err(_) => file.display().to_string(),
+        },
+        None => file.display().to_string(),
     }
 }
 
@@ -142,7 +162,7 @@ struct RawCase {
 }
 
 fn bad(file: &Path, line: u64, col: u64, msg: impl std::fmt::Display) -> HarnessError {
-    HarnessError::BadInput(format!("{}:{line}:{col}: {msg}", file.display()))
+    HarnessError::BadInput(format!("{}:{line}:{col}: {msg}", shown(file)))
 }
 
 /// Parses one case file's text.

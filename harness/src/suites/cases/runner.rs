@@ -354,6 +354,14 @@ fn replay(
                     None => None,
                 };
                 let result = connector.call(&req);
+                // Named as the wire carried it, for failures: the line and its seq.
+                let sent_as = match connector.last_seq() {
+                    Some(seq) => format!(
+                        "wire seq {seq}: {}",
+                        serde_json::to_string(&req).unwrap_or_default()
+                    ),
+                    None => serde_json::to_string(&req).unwrap_or_default(),
+                };
                 if let Some(before) = t_before {
                     run.note_writes(i, verb, before)
                         .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
@@ -373,7 +381,9 @@ fn replay(
                         return Err(run.fail(
                             i,
                             verb,
-                            format!("an invalid request reached the engine ({sent} bytes sent)"),
+                            format!(
+                                "an invalid request reached the engine ({sent} bytes sent): {sent_as}"
+                            ),
                             None,
                         ));
                     }
@@ -383,18 +393,26 @@ fn replay(
                     (Expect::Ok(want), Ok(reply)) => {
                         let want = resolve(want, &run.vars);
                         let got = reply.to_json();
-                        (!matches(&want, &got))
-                            .then(|| ("reply differs".to_string(), Some(diff(&want, &got))))
+                        (!matches(&want, &got)).then(|| {
+                            (
+                                format!("reply differs (request {sent_as})"),
+                                Some(diff(&want, &got)),
+                            )
+                        })
                     }
                     (Expect::Error(kind), Err(e)) if e.kind == *kind => None,
-                    (Expect::Error(kind), Err(e)) => {
-                        Some((format!("expected error {kind}, got {e}"), None))
-                    }
-                    (Expect::Error(kind), Ok(reply)) => Some((
-                        format!("expected error {kind}, got ok {}", reply.to_json()),
+                    (Expect::Error(kind), Err(e)) => Some((
+                        format!("expected error {kind}, got {e} (request {sent_as})"),
                         None,
                     )),
-                    (_, Err(e)) => Some((format!("unexpected error {e}"), None)),
+                    (Expect::Error(kind), Ok(reply)) => Some((
+                        format!(
+                            "expected error {kind}, got ok {} (request {sent_as})",
+                            reply.to_json()
+                        ),
+                        None,
+                    )),
+                    (_, Err(e)) => Some((format!("unexpected error {e} (request {sent_as})"), None)),
                 };
                 if let Some((message, d)) = mismatch {
                     let fatal = mode == Mode::Check || result.is_err() && step.capture.is_some();
