@@ -66,8 +66,9 @@ fn judge_reads(out: &mut GateOutcome, cluster: bool, what: &str, n: i64, before:
         return;
     }
     let bound = n / PER_READ;
-    let rule =
-        format!("{what}: the engine received the {n} commands in fewer than {bound} reads (pipelined)");
+    let rule = format!(
+        "{what}: the engine received the {n} commands in fewer than {bound} reads (pipelined)"
+    );
     if used < bound {
         out.pass(rule);
     } else {

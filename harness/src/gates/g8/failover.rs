@@ -63,7 +63,7 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
         let state: String = replica.query(&["CLUSTER", "INFO"])?;
         if role.get("role").map(String::as_str) == Some("master")
             && crate::engine::cluster::info_ready(&state)
-            && settled(ctx, new)
+            && settled(ctx, old, new)
         {
             // The failover is the gate's doing: later changes are judged from here.
             ctx.engine.mark_health();
@@ -80,18 +80,25 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
     }
 }
 
-/// True when every node sees the node at `port` as a primary and all agree on the epoch, so the
-/// new health baseline is the cluster after the failover, not half-way through its gossip.
-fn settled(ctx: &GateContext<'_>, port: u16) -> bool {
+/// True when every node sees the node at `new` as a primary and the one at `old` as a replica,
+/// and all agree on the epoch, so the new health baseline is the cluster after the failover,
+/// not half-way through its gossip.
+fn settled(ctx: &GateContext<'_>, old: u16, new: u16) -> bool {
     let h = crate::engine::health::snapshot(ctx.engine);
-    let addr = format!(":{port}");
+    let role_of = |n: &crate::engine::health::NodeHealth, port: u16| {
+        let addr = format!(":{port}");
+        n.view
+            .values()
+            .find(|v| v.addr.ends_with(&addr))
+            .map(|v| v.role.clone())
+    };
     let mut epochs = std::collections::BTreeSet::new();
     h.nodes.values().all(|n| {
         n.as_ref().is_ok_and(|n| {
             epochs.insert(n.current_epoch);
-            n.view
-                .values()
-                .any(|v| v.addr.ends_with(&addr) && v.role == "master")
+            role_of(n, new).as_deref() == Some("master")
+                && role_of(n, old).as_deref() == Some("slave")
+                && n.view.values().all(|v| !v.failing)
         })
     }) && epochs.len() == 1
 }

@@ -155,18 +155,6 @@ pub const CATALOGUE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
-        id: "R3.5",
-        summary: "a connection the connector opens by itself (a client library's reconnect) reads the fence before its first script",
-        checks: &[
-            "G8: MONITOR through the crash phase: every connection's first EchoMQ command is the fence read (one engine)",
-            "G8: on a cluster, after every kill round no new connection works before a fence read",
-        ],
-        cases: &[],
-        gates: &["G8"],
-        doubles: &["SilentReconnect", "PythonSilentReconnect"],
-        unbreakable: "",
-    },
-    Rule {
         id: "R3.2",
         summary: "an absent fence is installed with one HSETNX per field inside one MULTI/EXEC, then read again",
         checks: &[
@@ -200,6 +188,18 @@ pub const CATALOGUE: &[Rule] = &[
         ],
         gates: &["G1", "G6"],
         doubles: &["FenceIgnoresProtocol"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R3.5",
+        summary: "a connection the connector opens by itself (a client library's reconnect) reads the fence before its first script",
+        checks: &[
+            "G8: MONITOR through the crash phase: every connection's first EchoMQ command is the fence read (one engine)",
+            "G8: on a cluster, after every kill round no new connection works before a fence read",
+        ],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["SilentReconnect", "PythonSilentReconnect"],
         unbreakable: "",
     },
     Rule {
@@ -469,6 +469,17 @@ pub const CATALOGUE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: "R5.11",
+        summary: "a response line is at most 16 MiB; a longer one is a connector failure, skipped unread into memory",
+        checks: &[
+            "every gate: a longer line kills the connector with the length and the limit named",
+        ],
+        cases: &[],
+        gates: &["G1"],
+        doubles: &["fixture:huge_line.py"],
+        unbreakable: "",
+    },
+    Rule {
         id: "R5.9",
         summary: "on stop the connector sends nothing and exits 0",
         checks: &["tests/child.rs: the process group is ended whatever the connector does"],
@@ -486,17 +497,6 @@ pub const CATALOGUE: &[Rule] = &[
         cases: &["session-disconnect-then-invalid"],
         gates: &["G6"],
         doubles: &["ZombieSession"],
-        unbreakable: "",
-    },
-    Rule {
-        id: "R5.11",
-        summary: "a response line is at most 16 MiB; a longer one is a connector failure, skipped unread into memory",
-        checks: &[
-            "every gate: a longer line kills the connector with the length and the limit named",
-        ],
-        cases: &[],
-        gates: &["G1"],
-        doubles: &["fixture:huge_line.py"],
         unbreakable: "",
     },
     Rule {

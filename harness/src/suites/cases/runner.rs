@@ -412,7 +412,9 @@ fn replay(
                         ),
                         None,
                     )),
-                    (_, Err(e)) => Some((format!("unexpected error {e} (request {sent_as})"), None)),
+                    (_, Err(e)) => {
+                        Some((format!("unexpected error {e} (request {sent_as})"), None))
+                    }
                 };
                 if let Some((message, d)) = mismatch {
                     let fatal = mode == Mode::Check || result.is_err() && step.capture.is_some();
