@@ -171,14 +171,15 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
     /// Connectors (rows): `reference`, or a label run from $EMQ_<LABEL>_CONNECTOR
-    /// [default: reference,python, and node when EMQ_NODE_CONNECTOR is set].
+    /// [default: reference,python, and each of node, go, elixir whose EMQ_<LABEL>_CONNECTOR is set].
     #[arg(long, value_delimiter = ',')]
     pub connectors: Option<Vec<String>>,
-    /// Engines (columns) by name, through EMQ_ENGINE_<NAME>_SERVER / _IMAGE.
+    /// Engines (columns) by name, through EMQ_ENGINE_<NAME>_SERVER / _IMAGE; `<name>-cluster`
+    /// is a Valkey Cluster of that engine's binary.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "valkey-9.1,valkey-8.1,redis-7.0"
+        default_value = "valkey-9.1,valkey-8.1,redis-7.0,valkey-9.1-cluster"
     )]
     pub engines: Vec<String>,
     /// How each engine is booted.

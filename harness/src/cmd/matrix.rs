@@ -32,11 +32,15 @@ pub struct MatrixOptions {
     pub reports: PathBuf,
 }
 
-/// `reference`, `python`, and `node` when `EMQ_NODE_CONNECTOR` is set.
+/// `reference`, `python`, and each of `node`, `go` and `elixir` whose `EMQ_<LABEL>_CONNECTOR`
+/// is set.
 pub fn default_connectors() -> Vec<String> {
     let mut out = vec!["reference".to_string(), "python".to_string()];
-    if std::env::var_os("EMQ_NODE_CONNECTOR").is_some_and(|v| !v.is_empty()) {
-        out.push("node".into());
+    for label in ["node", "go", "elixir"] {
+        let var = format!("EMQ_{}_CONNECTOR", label.to_ascii_uppercase());
+        if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
+            out.push(label.into());
+        }
     }
     out
 }
@@ -69,6 +73,13 @@ pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
 
 /// Engine options for the engine `name` booted as `kind`.
 pub fn engine_options(name: &EngineName, kind: EngineChoice) -> EngineOptions {
+    if name.cluster {
+        return EngineOptions {
+            choice: EngineChoice::Cluster,
+            valkey_server: Some(name.server_or_unset()),
+            ..EngineOptions::default()
+        };
+    }
     let mut o = EngineOptions {
         choice: kind,
         ..EngineOptions::default()
@@ -120,9 +131,14 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
         for engine in &engines {
             n += 1;
             let key = cell_key(label, &engine.name);
+            let kind = if engine.cluster {
+                EngineChoice::Cluster
+            } else {
+                opts.kind
+            };
             progress.always(&format!(
-                "cell {n}/{total}: {label} × {} ({:?}) ...",
-                engine.name, opts.kind
+                "cell {n}/{total}: {label} × {} ({kind:?}) ...",
+                engine.name
             ));
             let started = Instant::now();
             let run = RunOptions {

@@ -7,8 +7,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The engines a matrix runs by default, the pinned one first.
-pub const DEFAULT_NAMES: [&str; 3] = ["valkey-9.1", "valkey-8.1", "redis-7.0"];
+/// The engines a matrix runs by default, the pinned one first; the last is a Valkey Cluster of
+/// the pinned engine's binary (a name with [`CLUSTER_SUFFIX`]).
+pub const DEFAULT_NAMES: [&str; 4] = [
+    "valkey-9.1",
+    "valkey-8.1",
+    "redis-7.0",
+    "valkey-9.1-cluster",
+];
+
+/// `<name>-cluster` names a cluster booted from engine `<name>`'s binary.
+pub const CLUSTER_SUFFIX: &str = "-cluster";
 
 /// The image label naming the source a local image was built from.
 pub const SOURCE_LABEL: &str = "org.echomq.source";
@@ -22,6 +31,8 @@ pub struct EngineName {
     pub server: Option<PathBuf>,
     /// `EMQ_ENGINE_<NAME>_IMAGE`.
     pub image: Option<String>,
+    /// A cluster of this engine's binary (`<name>-cluster`).
+    pub cluster: bool,
 }
 
 /// `valkey-9.1` → `EMQ_ENGINE_VALKEY_9_1`.
@@ -74,6 +85,18 @@ impl EngineName {
     /// Resolves `name` through its variables; an error when neither is set.
     pub fn resolve(name: &str) -> Result<Self, String> {
         let name = name.trim().to_ascii_lowercase();
+        if let Some(base) = name.strip_suffix(CLUSTER_SUFFIX) {
+            let mut e = Self::resolve(base)?;
+            if e.server.is_none() {
+                return Err(format!(
+                    "engine {name:?}: a cluster is booted from a binary, and {}_SERVER is not set",
+                    var_prefix(base)
+                ));
+            }
+            e.name = name.clone();
+            e.cluster = true;
+            return Ok(e);
+        }
         let prefix = var_prefix(&name);
         let var = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
         let server = var(&format!("{prefix}_SERVER")).map(PathBuf::from);
@@ -94,15 +117,17 @@ impl EngineName {
             name,
             server,
             image,
+            cluster: false,
         })
     }
 
     /// The server path, or a path whose name says which variable is unset (so the binary engine's
     /// "no such file" error names it).
     pub fn server_or_unset(&self) -> PathBuf {
-        self.server
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("unset:{}_SERVER", var_prefix(&self.name))))
+        self.server.clone().unwrap_or_else(|| {
+            let base = self.name.strip_suffix(CLUSTER_SUFFIX).unwrap_or(&self.name);
+            PathBuf::from(format!("unset:{}_SERVER", var_prefix(base)))
+        })
     }
 
     /// The image, or a name that says which variable is unset.
