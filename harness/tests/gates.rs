@@ -193,6 +193,11 @@ fn seed_node_only_fails_on_a_cluster() {
 }
 
 #[test]
+fn cluster_any_database_fails_g1_on_a_cluster() {
+    judge(Some(Double::ClusterAnyDatabase));
+}
+
+#[test]
 fn load_on_seed_only_fails_on_a_cluster() {
     judge(Some(Double::LoadOnSeedOnly));
 }

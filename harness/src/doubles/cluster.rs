@@ -20,3 +20,32 @@ impl Connector for SeedNodeOnly {
         }
     }
 }
+
+/// R8.5 broken: on a cluster, a url naming another database connects anyway (to database 0).
+pub struct ClusterAnyDatabase(pub Reference);
+
+impl Connector for ClusterAnyDatabase {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        match request {
+            Request::Connect {
+                session,
+                url,
+                cluster: true,
+            } => {
+                let base = url.rsplit_once('/').map_or(url.as_str(), |(head, db)| {
+                    if head.len() > "redis:/".len() && db.bytes().all(|b| b.is_ascii_digit()) {
+                        head
+                    } else {
+                        url.as_str()
+                    }
+                });
+                self.0.call(&Request::Connect {
+                    session: session.clone(),
+                    url: format!("{base}/0"),
+                    cluster: true,
+                })
+            }
+            other => self.0.call(other),
+        }
+    }
+}

@@ -128,6 +128,8 @@ pub enum Double {
     BackoffInSeconds,
     /// Ignores `connect`'s `cluster` flag: a plain connection to the seed node only.
     SeedNodeOnly,
+    /// On a cluster, connects whatever database the url names (R8.5).
+    ClusterAnyDatabase,
     /// On a cluster, answers `NOSCRIPT` by loading the script on the seed node only.
     LoadOnSeedOnly,
     /// On a cluster, sends a batch over several queues as one pipeline to one node.
@@ -230,6 +232,7 @@ impl Double {
                 time::TimeSkew::BackoffInSeconds,
             )),
             Self::SeedNodeOnly => Box::new(cluster::SeedNodeOnly(reference())),
+            Self::ClusterAnyDatabase => Box::new(cluster::ClusterAnyDatabase(reference())),
             Self::LoadOnSeedOnly => Box::new(reference().with_quirks(Quirks {
                 load_on_seed: true,
                 ..Quirks::default()

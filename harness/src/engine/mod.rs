@@ -208,6 +208,20 @@ pub struct Engine {
     handle: Handle,
 }
 
+/// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
+/// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
+fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessError> {
+    let first = running.nodes[0].port;
+    let mut admin = Admin::connect(&format!("redis://:{password}@127.0.0.1:{first}/0"))?;
+    let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
+    let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
+    let fence = admin::shards::slot(crate::protocol::grammar::FENCE_KEY.as_bytes());
+    map.iter()
+        .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
+        .map(|(port, _, _)| *port)
+        .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
+}
+
 /// A fresh random password per run.
 pub fn random_password() -> String {
     let bytes: [u8; 16] = rand::random();
@@ -302,7 +316,7 @@ impl Engine {
         let path = binary::locate(path)?;
         let password = random_password();
         let running = cluster::start(&path, &password)?;
-        let port = running.nodes[0].port;
+        let port = seed_port(&running, &password)?;
         Ok(Self::booted(
             EngineKind::Cluster,
             path.display().to_string(),

@@ -159,6 +159,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     judge_install(&obs, out);
     if ctx.engine.is_cluster() {
         judge_order_on_cluster(&obs, out);
+        cluster_urls(ctx, out, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
     let firsts = first_actions(&obs);
@@ -181,6 +182,47 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     );
 
     refusal(ctx, out, &mut admin, db, &url)
+}
+
+/// R8.1's url rule on a cluster: a seed url naming database 3 is `invalid` (a cluster has
+/// database 0 only) and sends nothing; one naming no database connects.
+fn cluster_urls(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    url: &crate::engine::Target,
+) -> Result<(), GateError> {
+    let Some(base) = url.url.strip_suffix("/0") else {
+        return Err(format!("the cluster url {} does not end in /0", url.url).into());
+    };
+    let mut c = ctx.factory.make()?;
+    let three = crate::engine::Target {
+        url: format!("{base}/3"),
+        cluster: true,
+    };
+    match c.connect("db3", &three) {
+        Err(e) if e.kind == crate::error::ErrorKind::Invalid => out.pass(
+            "on a cluster, a connect whose url names database 3 is refused with kind invalid (R8.1)",
+        ),
+        Err(e) => out.fail(format!(
+            "on a cluster, a connect whose url names database 3 must be kind invalid (R8.1), got kind {}: {}",
+            e.kind, e.message
+        )),
+        Ok(()) => out.fail(
+            "on a cluster, a connect whose url names database 3 succeeded; it must be kind invalid (R8.1)",
+        ),
+    }
+    let none = crate::engine::Target {
+        url: base.to_string(),
+        cluster: true,
+    };
+    match c.connect("nodb", &none) {
+        Ok(()) => out.pass("on a cluster, a connect whose url names no database connects (R8.1)"),
+        Err(e) => out.fail(format!(
+            "on a cluster, a connect whose url names no database must connect (R8.1), got kind {}: {}",
+            e.kind, e.message
+        )),
+    }
+    Ok(())
 }
 
 /// On a cluster a session is a connection per node and the fence lives on one of them, so

@@ -512,6 +512,17 @@ pub const CATALOGUE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: "R8.5",
+        summary: "on a cluster: a url naming a database other than 0 is invalid; one naming none connects",
+        checks: &[
+            "G1 on a cluster: connect with /3 is kind invalid, without a database it connects",
+        ],
+        cases: &[],
+        gates: &["G1"],
+        doubles: &["ClusterAnyDatabase"],
+        unbreakable: "",
+    },
+    Rule {
         id: "R8.2",
         summary: "on a cluster: NOSCRIPT is answered by SCRIPT LOAD on the node that said it",
         checks: &[
