@@ -163,6 +163,116 @@ mod layers {
         assert!(long.is_empty(), "{long:#?}");
     }
 
+    /// Every source file as a module path (`cmd::cli`, `gates::g8`) → the file modules its
+    /// non-test code names (`crate::a::b::...` resolved to the longest file module it starts with,
+    /// `super::x` resolved from the file's parent), leaving out its own ancestors and descendants:
+    /// a `mod.rs` and its children share types both ways by design.
+    fn file_imports() -> BTreeMap<String, BTreeSet<String>> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files: BTreeMap<String, String> = BTreeMap::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let rel = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                let Some(stem) = rel.strip_suffix(".rs") else {
+                    continue;
+                };
+                let module = stem.trim_end_matches("/mod").replace('/', "::");
+                if matches!(module.as_str(), "lib" | "main") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code: String = text
+                    .split("#[cfg(test)]")
+                    .next()
+                    .unwrap()
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                files.insert(module, code);
+            }
+        }
+        let related = |a: &str, b: &str| {
+            a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"))
+        };
+        let resolve = |path: &str| -> Option<String> {
+            let mut parts: Vec<&str> = path.split("::").collect();
+            while !parts.is_empty() {
+                let m = parts.join("::");
+                if files.contains_key(&m) {
+                    return Some(m);
+                }
+                parts.pop();
+            }
+            None
+        };
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (module, code) in &files {
+            let parent = module.rsplit_once("::").map_or("", |(p, _)| p).to_string();
+            let mut refs: Vec<String> = Vec::new();
+            for (prefix, base) in [("crate::", String::new()), ("super::", parent.clone())] {
+                for part in code.split(prefix).skip(1) {
+                    let name: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                        .collect();
+                    let full = if base.is_empty() {
+                        name
+                    } else {
+                        format!("{base}::{name}")
+                    };
+                    refs.push(full.trim_end_matches(':').to_string());
+                }
+            }
+            for r in refs {
+                if let Some(to) = resolve(&r).filter(|to| !related(module, to)) {
+                    out.entry(module.clone()).or_default().insert(to);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn no_file_level_import_circle() {
+        let all = file_imports();
+        // The graph is real: known edges are in it (so a circle could be found).
+        assert!(all["cmd::matrix"].contains("cmd::run"), "{all:#?}");
+        assert!(all["report::html"].contains("report::matrix"), "{all:#?}");
+        assert!(
+            all["gates::g8::crashes"].contains("observe::reconnect"),
+            "{all:#?}"
+        );
+        let mut circles = Vec::new();
+        for (a, tos) in &all {
+            for b in tos {
+                // Any path back from b to a closes a circle.
+                let mut seen = BTreeSet::new();
+                let mut stack = vec![b.clone()];
+                while let Some(m) = stack.pop() {
+                    if m == *a {
+                        circles.push(format!("{a} -> {b} -> ... -> {a}"));
+                        break;
+                    }
+                    if seen.insert(m.clone()) {
+                        stack.extend(all.get(&m).into_iter().flatten().cloned());
+                    }
+                }
+            }
+        }
+        assert!(circles.is_empty(), "{circles:#?}");
+    }
+
     #[test]
     fn no_two_modules_import_each_other() {
         let all = imports();

@@ -117,7 +117,7 @@ fn dispatch() -> ExitCode {
             command,
             wire_log,
         } => {
-            let spec = emq::cmd::cli::child_spec_logged(&command, timeout, wire_log.as_ref());
+            let spec = emq::cmd::sources::child_spec_logged(&command, timeout, wire_log.as_ref());
             match emq::cmd::smoke::smoke(&engine.options(), &spec, &progress) {
                 Ok(report) => {
                     output::result(&report.text());
@@ -140,8 +140,9 @@ fn dispatch() -> ExitCode {
             wire_log,
             command,
         } => {
-            let child = (!command.is_empty())
-                .then(|| emq::cmd::cli::child_spec_logged(&command, timeout, wire_log.as_ref()));
+            let child = (!command.is_empty()).then(|| {
+                emq::cmd::sources::child_spec_logged(&command, timeout, wire_log.as_ref())
+            });
             let ending = emq::cmd::cases::cases(emq::cmd::cases::CasesOptions {
                 engine: &engine,
                 filter,

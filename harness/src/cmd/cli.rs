@@ -1,12 +1,10 @@
 //! `emq-gate`: the command line. Parsing here; work in `run`; printing in `output`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::cmd::run::{RunOptions, Subject};
-use crate::connector::child::ChildSpec;
 use crate::engine::{DEFAULT_IMAGE, EngineChoice, EngineOptions};
 
 const EXIT_CODES: &str = "\
@@ -327,25 +325,6 @@ impl EngineArgs {
     }
 }
 
-/// A child spec from a command line.
-pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
-    let spec = ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout));
-    crate::cmd::sources::with_bundle_env(spec)
-}
-
-/// [`child_spec`], logging the exchange to `wire_log` when given.
-pub fn child_spec_logged(
-    command: &[String],
-    timeout: u64,
-    wire_log: Option<&PathBuf>,
-) -> ChildSpec {
-    let spec = child_spec(command, timeout);
-    match wire_log {
-        Some(f) => spec.with_wire_log(f),
-        None => spec,
-    }
-}
-
 impl Common {
     /// Run options from the flags.
     pub fn options(&self) -> RunOptions {
@@ -354,7 +333,7 @@ impl Common {
             subject: if self.connector.is_empty() {
                 Subject::Reference
             } else {
-                Subject::Child(child_spec_logged(
+                Subject::Child(crate::cmd::sources::child_spec_logged(
                     &self.connector,
                     self.timeout,
                     self.wire_log.as_ref(),

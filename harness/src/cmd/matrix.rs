@@ -68,7 +68,10 @@ pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
                  or leave {label} out with --connectors)"
             ))
         })?;
-    Ok(Subject::Child(crate::cmd::cli::child_spec(&[cmd], timeout)))
+    Ok(Subject::Child(crate::cmd::sources::child_spec(
+        &[cmd],
+        timeout,
+    )))
 }
 
 /// Engine options for the engine `name` booted as `kind`.

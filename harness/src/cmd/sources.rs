@@ -13,6 +13,7 @@
 //!   A record of another connector is never overwritten without `--force`.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::connector::child::ChildSpec;
 use crate::error::HarnessError;
@@ -159,5 +160,24 @@ mod tests {
         assert_eq!(stem_of("my go/connector").unwrap(), "my-go-connector");
         assert!(stem_of("<no hello: boom>").is_err());
         assert!(stem_of("///").is_err());
+    }
+}
+
+/// A child spec from a command line.
+pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
+    let spec = ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout));
+    with_bundle_env(spec)
+}
+
+/// [`child_spec`], logging the exchange to `wire_log` when given.
+pub fn child_spec_logged(
+    command: &[String],
+    timeout: u64,
+    wire_log: Option<&PathBuf>,
+) -> ChildSpec {
+    let spec = child_spec(command, timeout);
+    match wire_log {
+        Some(f) => spec.with_wire_log(f),
+        None => spec,
     }
 }

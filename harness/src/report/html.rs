@@ -3,7 +3,9 @@
 //! every record's gates and evidence in collapsible `<details>`.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
+use crate::error::HarnessError;
 use crate::gates::Verdict;
 use crate::report::Record;
 use crate::report::grid::Grid;
@@ -484,6 +486,34 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         h.push_str("</ul></details></td></tr>\n");
     }
     h.push_str("</tbody></table>\n</div></details>\n");
+}
+
+/// The matrix's files are written here, beside the page they include, so the matrix's data
+/// module does not depend on its rendering.
+impl Matrix {
+    /// Writes `matrix.json`, `matrix.md` and `index.html` into `dir` unless it already holds a
+    /// matrix with the same stable fields (`refresh` writes anyway). True when it wrote.
+    pub fn write_if_changed(&self, dir: &Path, refresh: bool) -> Result<bool, HarnessError> {
+        let existing = dir.join("matrix.json");
+        let same = !refresh
+            && existing.is_file()
+            && Matrix::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
+        if same {
+            return Ok(false);
+        }
+        std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
+        let json = serde_json::to_string_pretty(self).expect("matrices serialize") + "\n";
+        for (file, body) in [
+            ("matrix.json", json),
+            ("matrix.md", self.markdown()),
+            ("index.html", page(self)),
+        ] {
+            let path = dir.join(file);
+            std::fs::write(&path, body)
+                .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
+        }
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -294,30 +294,6 @@ impl Matrix {
         ));
         s
     }
-
-    /// Writes `matrix.json`, `matrix.md` and `index.html` into `dir` unless it already holds a
-    /// matrix with the same stable fields (`refresh` writes anyway). True when it wrote.
-    pub fn write_if_changed(&self, dir: &Path, refresh: bool) -> Result<bool, HarnessError> {
-        let existing = dir.join("matrix.json");
-        let same = !refresh
-            && existing.is_file()
-            && Matrix::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
-        if same {
-            return Ok(false);
-        }
-        std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
-        let json = serde_json::to_string_pretty(self).expect("matrices serialize") + "\n";
-        for (file, body) in [
-            ("matrix.json", json),
-            ("matrix.md", self.markdown()),
-            ("index.html", crate::report::html::page(self)),
-        ] {
-            let path = dir.join(file);
-            std::fs::write(&path, body)
-                .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
-        }
-        Ok(true)
-    }
 }
 
 #[cfg(test)]
