@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | [`error`] | typed errors, error kinds and exit codes |
 //! | 1 | [`protocol`] | pure: the key grammar (SPEC §1), the bundle (§2), the keyspace model and its invariants |
-//! | 2 | [`engine`] | live Valkey: container, binary or url; the harness's own admin connection |
+//! | 2 | [`engine`] | live Valkey: container, binary, url or cluster; its health; the harness's own admin connection |
 //! | 2 | [`connector`] | the [`connector::Connector`] trait, its wire types, the reference and child connectors |
 //! | 3 | [`observe`] | what a connector really sent: MONITOR lines parsed and attributed |
 //! | 3 | [`faults`] | a fault-injecting TCP proxy in front of the engine: lost, dropped, cut and late replies |
@@ -16,7 +16,7 @@
 //! | 4 | [`suites`] | what connectors are replayed against: YAML cases (G6) and model histories (G7) |
 //! | 5 | [`gates`] | G1–G8: the gate context, verdicts, and one module per gate |
 //! | 6 | [`report`] | the record (JSON, Markdown, JUnit) and all user-facing printing |
-//! | 7 | [`cmd`] | `emq-gate`'s commands: cli, run, bench, smoke |
+//! | 7 | [`cmd`] | `emq-gate`'s commands (cli, run, record, matrix, cases, smoke, bench, summary, ...) and what they share (sources, preflight); nothing imports them |
 #![forbid(unsafe_code)]
 
 pub mod cmd;

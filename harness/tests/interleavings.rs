@@ -374,7 +374,7 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
         .nth(1)
         .expect("the FAIL line names the file");
     let body: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(kept).unwrap()).unwrap();
     assert_eq!(body["replays_passed"], 5);
     assert_eq!(body["history"], out.figures["failure_original_history"]);
     assert!(

@@ -21,8 +21,6 @@ use crate::protocol::bundle::Bundle;
 use crate::protocol::grammar::{job_root, key};
 use crate::report::output::Progress;
 
-/// The pipeline depths the bench compares.
-pub const DEPTHS: [i64; 4] = [1, 16, 100, 1000];
 /// The queue the bench enqueues into: keys `emq:{bench}:pending`, `:delayed`, `:seq`, `:job:`.
 pub const QUEUE: &str = "bench";
 /// The payload of every benchmark enqueue (the same bytes on both sides).

@@ -177,7 +177,7 @@ pub struct MatrixArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "valkey-9.1,valkey-8.1,redis-7.0,valkey-9.1-cluster"
+        default_values_t = crate::engine::named::DEFAULT_NAMES.map(String::from)
     )]
     pub engines: Vec<String>,
     /// How each engine is booted.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::cmd::run::{RunOptions, Subject};
-use crate::engine::named::{DEFAULT_NAMES, EngineName};
+use crate::engine::named::EngineName;
 use crate::engine::{EngineChoice, EngineOptions};
 use crate::error::{ExitCode as Code, HarnessError};
 use crate::report::matrix::{MATRIX_SCHEMA, Matrix, MatrixCell, MatrixVolatile, cell_key};
@@ -43,11 +43,6 @@ pub fn default_connectors() -> Vec<String> {
         }
     }
     out
-}
-
-/// The default engines: valkey-9.1, valkey-8.1, redis-7.0.
-pub fn default_engines() -> Vec<String> {
-    DEFAULT_NAMES.iter().map(|s| s.to_string()).collect()
 }
 
 /// The connector a label names: `reference` in-process, any other through `$EMQ_<LABEL>_CONNECTOR`.

@@ -150,19 +150,6 @@ pub fn guard_overwrite(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stems_are_file_safe() {
-        assert_eq!(stem_of("echomq-python").unwrap(), "echomq-python");
-        assert_eq!(stem_of("my go/connector").unwrap(), "my-go-connector");
-        assert!(stem_of("<no hello: boom>").is_err());
-        assert!(stem_of("///").is_err());
-    }
-}
-
 /// A child spec from a command line.
 pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
     let spec = ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout));
@@ -179,5 +166,18 @@ pub fn child_spec_logged(
     match wire_log {
         Some(f) => spec.with_wire_log(f),
         None => spec,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_are_file_safe() {
+        assert_eq!(stem_of("echomq-python").unwrap(), "echomq-python");
+        assert_eq!(stem_of("my go/connector").unwrap(), "my-go-connector");
+        assert!(stem_of("<no hello: boom>").is_err());
+        assert!(stem_of("///").is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! the gate and require exactly that (`tests/gates.rs`, `tests/interleavings.rs`,
 //! `tests/case_doubles.rs`); a test also keeps the table and the tests in step.
 //!
-//! Two kinds, so the production reference connector holds no fault branch:
+//! Several kinds; the production reference connector's only departures are [`crate::connector::reference::Quirks`] flags, all off outside a double:
 //! - **rewriters** ([`rewrite`]): wrap a correct connector and change requests or replies on the
 //!   way (a short batch, an ignored token, a duplicated enqueue);
 //! - **lowerings** ([`wire`]): use the reference connector's doubles-only lowering API

@@ -102,27 +102,6 @@ pub fn factory(
     move || Ok(Box::new(Skewed::new(Reference::new(&bundle), skew)) as Box<dyn Connector + Send>)
 }
 
-/// Reference connectors that add 1 500 ms to every non-zero lease, delay and backoff.
-pub fn adds_grace(
-    bundle: &Arc<Bundle>,
-) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
-    factory(bundle, TimeSkew::AddsGrace)
-}
-
-/// Reference connectors that round leases, delays and backoffs up to whole seconds.
-pub fn rounds_up_to_seconds(
-    bundle: &Arc<Bundle>,
-) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
-    factory(bundle, TimeSkew::RoundsUpToSeconds)
-}
-
-/// Reference connectors that read a `backoff_ms` below 1 000 as seconds.
-pub fn backoff_in_seconds(
-    bundle: &Arc<Bundle>,
-) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
-    factory(bundle, TimeSkew::BackoffInSeconds)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

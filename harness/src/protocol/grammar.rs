@@ -41,9 +41,6 @@ impl std::fmt::Display for Set {
     }
 }
 
-/// The four set names, in the order records print them.
-pub const SETS: [&str; 4] = ["pending", "active", "delayed", "dead"];
-
 /// Rejects a queue name before a byte is sent: 1–128 chars of `[A-Za-z0-9._-]`.
 pub fn validate_queue(q: &str) -> Result<(), ConnectorError> {
     let ok = (1..=128).contains(&q.len())

@@ -114,12 +114,6 @@ impl ChildSpec {
         self
     }
 
-    /// The same spec run in `dir`.
-    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(dir.into());
-        self
-    }
-
     /// The timeout of one request: the base [`ChildSpec::timeout`], plus [`PER_COMMAND`] per
     /// command for `batch` (`n` enqueues) and `pipeline_probe` (`n` INCR). Only commands the
     /// connector must send count: a request whose arguments it must reject (SPEC §4, e.g. a probe

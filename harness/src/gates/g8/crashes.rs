@@ -197,12 +197,10 @@ fn killer(
     rx: mpsc::Receiver<u64>,
     ack: mpsc::Sender<Result<bool, GateError>>,
 ) {
-    let mut round = 0u64;
-    for delay in rx {
+    for (round, delay) in (1u64..).zip(rx) {
         if delay > 0 {
             std::thread::sleep(Duration::from_micros(delay));
         }
-        round += 1;
         let r = connector_clients(&mut admin, db, &harness)
             .and_then(|ids| {
                 for id in &ids {
