@@ -7,6 +7,7 @@
 //! | layer | module | what |
 //! |---|---|---|
 //! | 0 | [`error`] | typed errors, error kinds and exit codes |
+//! | 0 | [`settings`] | the environment settings read outside the command line (`EMQ_BLESS`) |
 //! | 1 | [`protocol`] | pure: the key grammar (SPEC §1), the bundle (§2), the keyspace model and its invariants |
 //! | 2 | [`engine`] | live Valkey: container, binary, url or cluster; its health; the harness's own admin connection |
 //! | 2 | [`connector`] | the [`connector::Connector`] trait, its wire types, the reference and child connectors |
@@ -30,6 +31,7 @@ pub mod gates;
 pub mod observe;
 pub mod protocol;
 pub mod report;
+pub mod settings;
 pub mod suites;
 
 /// `path` inside this repository, shown relative to the working directory when it can be, so
@@ -61,8 +63,9 @@ mod layers {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
-    const LAYERS: [(&str, u8); 11] = [
+    const LAYERS: [(&str, u8); 12] = [
         ("error", 0),
+        ("settings", 0),
         ("protocol", 1),
         ("engine", 2),
         ("connector", 2),

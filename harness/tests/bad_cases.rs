@@ -44,7 +44,7 @@ fn inputs() -> Vec<PathBuf> {
 
 #[test]
 fn every_bad_file_gives_its_snapshotted_one_line_error() {
-    let bless = std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1");
+    let bless = emq::settings::bless();
     let inputs = inputs();
     assert!(
         inputs.len() >= 8,

@@ -33,7 +33,7 @@ fn each_double_fails_exactly_its_cases() {
     .expect("binary engine (run ci/provision)");
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
-    let bless = std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1");
+    let bless = emq::settings::bless();
     let mut problems = Vec::new();
     for b in TABLE.iter().filter(|e| e.cases).map(|e| e.double) {
         let make = b.factory(&bundle);
@@ -96,7 +96,7 @@ fn each_time_double_fails_exactly_its_cases() {
     .expect("binary engine (run ci/provision)");
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
-    let bless = std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1");
+    let bless = emq::settings::bless();
     let mut problems = Vec::new();
     for skew in TimeSkew::ALL {
         let name = format!("{skew:?}");

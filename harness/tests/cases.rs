@@ -15,16 +15,18 @@ use emq::suites::cases::harness::{Setup, Subject, run, take_bless};
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().collect();
-    let bless = take_bless(&mut argv) || std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1");
+    let bless = take_bless(&mut argv) || emq::settings::bless();
     let mut subjects = vec![Subject {
         name: "reference".into(),
         make: Arc::new(|b| Ok(Box::new(Reference::new(b)) as Box<dyn Connector + Send>)),
     }];
-    // The Python connector, when ci/provision installed it.
-    if let Some(cmd) = std::env::var("EMQ_PYTHON_CONNECTOR")
-        .ok()
-        .filter(|p| std::path::Path::new(p).is_file())
-    {
+    // The Python connector, when ci/provision installed it (in CI it must be there).
+    let python = emq::settings::python_connector();
+    if python.is_none() && emq::settings::in_ci() {
+        eprintln!("CI is set but EMQ_PYTHON_CONNECTOR names no connector: run ci/provision");
+        return ExitCode::from(2);
+    }
+    if let Some(cmd) = python.map(|p| p.display().to_string()) {
         subjects.push(Subject {
             name: "python".into(),
             make: Arc::new(move |_| {

@@ -35,8 +35,12 @@ const BASE: Duration = emq::connector::child::DEFAULT_TIMEOUT;
 const PARALLEL: usize = 4;
 
 fn python_connector() -> Option<PathBuf> {
-    let path = PathBuf::from(std::env::var_os("EMQ_PYTHON_CONNECTOR").filter(|p| !p.is_empty())?);
-    path.is_file().then_some(path)
+    let found = emq::settings::python_connector();
+    assert!(
+        found.is_some() || !emq::settings::in_ci(),
+        "CI is set but EMQ_PYTHON_CONNECTOR names no connector: run ci/provision"
+    );
+    found
 }
 
 /// A [`ChildFactory`] that notes each gate's timeout before the next gate's reset forgets it.

@@ -101,9 +101,8 @@ fn catalogue_names_real_cases_doubles_and_gates() {
 }
 
 fn python() -> String {
-    std::env::var("EMQ_PYTHON_CONNECTOR")
-        .ok()
-        .filter(|p| std::path::Path::new(p).is_file())
+    emq::settings::python_connector()
+        .map(|p| p.display().to_string())
         .expect(
             "the wire-rule doubles forward to the Python connector: run ci/provision and set \
              EMQ_PYTHON_CONNECTOR (set -a; . ~/.cache/emq/env; set +a)",

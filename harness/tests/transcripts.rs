@@ -256,7 +256,7 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
 
 #[test]
 fn record_transcripts_when_blessing() {
-    if !std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1") {
+    if !emq::settings::bless() {
         return;
     }
     let engine = common::binary_engine();

@@ -437,7 +437,7 @@ mod tests {
     fn committed_schema_has_no_drift() {
         let path = crate::repo_relative("bundle").join(FILE_NAME);
         let want = render(&generate());
-        if std::env::var("EMQ_BLESS").is_ok_and(|v| v == "1") {
+        if crate::settings::bless() {
             std::fs::write(&path, &want).unwrap();
             eprintln!("blessed {}", path.display());
             return;

@@ -147,25 +147,7 @@ impl Connector for Unavailable {
     }
 }
 
-/// The provisioned Python connector (`EMQ_PYTHON_CONNECTOR`, else `~/.cache/emq/venv-python*`),
-/// if there is one.
+/// The provisioned Python connector ([`crate::settings::python_connector`]), if there is one.
 pub fn python_connector() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("EMQ_PYTHON_CONNECTOR").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    let cache = std::env::var_os("EMQ_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/emq")))?;
-    let mut venvs: Vec<PathBuf> = std::fs::read_dir(&cache)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("venv-python"))
-        })
-        .map(|p| p.join("bin/emq-connector-py"))
-        .filter(|p| p.is_file())
-        .collect();
-    venvs.sort();
-    venvs.pop()
+    crate::settings::python_connector()
 }

@@ -37,7 +37,7 @@ mod tests {
             .join("..")
             .join(PATH);
         let want = record_schema();
-        if std::env::var("EMQ_BLESS").as_deref() == Ok("1") {
+        if crate::settings::bless() {
             std::fs::write(&path, &want).unwrap();
             return;
         }

@@ -39,13 +39,10 @@ pub fn bundle() -> Arc<Bundle> {
 /// that needs it is skipped with a line saying so; in CI (`CI` set) its absence is a failure, so
 /// no test passes there by skipping.
 pub fn python_connector() -> Option<PathBuf> {
-    let found = std::env::var_os("EMQ_PYTHON_CONNECTOR")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_file());
+    let found = emq::settings::python_connector();
     if found.is_none() {
         assert!(
-            std::env::var_os("CI").is_none(),
+            !emq::settings::in_ci(),
             "CI is set but EMQ_PYTHON_CONNECTOR names no connector: run ci/provision"
         );
         eprintln!("skipped: no Python connector (run ci/provision, or set EMQ_PYTHON_CONNECTOR)");
