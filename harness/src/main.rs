@@ -65,7 +65,11 @@ fn dispatch() -> ExitCode {
         },
         Command::Rules => {
             output::result(&emq::gates::rules::text());
-            code(Code::Pass)
+            code(if emq::gates::rules::complete() {
+                Code::Pass
+            } else {
+                Code::GateFailed
+            })
         }
         Command::Bench {
             engine,

@@ -33,6 +33,19 @@ fn double_named(name: &str) -> Option<Double> {
     Double::all().find(|d| format!("{d:?}") == name)
 }
 
+/// Every must of SPEC is a rule: a sentence that says *must* or *never* declares or cites an id
+/// (and every id is in the catalogue, with a check and a double or a reason: the tests below).
+#[test]
+fn every_must_in_spec_has_a_rule() {
+    let loose = emq::gates::rules::musts_without_rule(SPEC);
+    assert!(
+        loose.is_empty(),
+        "SPEC says must/never without a rule id here (give it an id with a check and a double, or \
+         cite the rule it restates):\n{}",
+        loose.join("\n---\n")
+    );
+}
+
 #[test]
 fn catalogue_and_spec_name_the_same_rules() {
     let in_spec = spec_ids(SPEC);

@@ -24,6 +24,7 @@ pub mod accounting;
 pub mod crashes;
 pub mod failover;
 pub mod fault_phase;
+pub mod late_reply;
 
 use crashes::{crashes, fresh};
 
@@ -52,6 +53,12 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         fault_phase::run(ctx, out)
     };
     if let Err(e) = phase {
+        out.error(e.to_string());
+        return;
+    }
+    if !ctx.engine.is_cluster()
+        && let Err(e) = late_reply::run(ctx, out)
+    {
         out.error(e.to_string());
         return;
     }

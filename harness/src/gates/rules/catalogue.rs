@@ -365,16 +365,31 @@ pub const CATALOGUE: &[Rule] = &[
     },
     Rule {
         id: "R4.16",
-        summary: "after a lost reply: kind engine, never a made-up reply, never re-sent behind the caller's back",
+        summary: "after a lost reply: the call shows as kind engine, never as a success or a made-up reply",
         checks: &["G8: the fault phase's accounting of indeterminate calls through the proxy"],
         cases: &[],
         gates: &["G8"],
-        doubles: &[
-            "ResendAfterLostReply",
-            "PythonRetryOnError",
-            "AckUnsent",
-            "SwallowConnectionErrors",
+        doubles: &["AckUnsent", "SwallowConnectionErrors"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R4.17",
+        summary: "a script call is never re-sent behind the caller's back unless the first provably did not run",
+        checks: &["G8: the fault phase's accounting finds the extra job of a re-sent call"],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["ResendAfterLostReply", "PythonRetryOnError"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R4.18",
+        summary: "after a failed read the connection is dropped: a late reply is never read as a later command's",
+        checks: &[
+            "G8: a reply held 1.5 s by the proxy, then pending_size on the same session answers what the engine holds",
         ],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["fixture:late_reader.py"],
         unbreakable: "",
     },
     Rule {
@@ -497,6 +512,15 @@ pub const CATALOGUE: &[Rule] = &[
         cases: &["session-disconnect-then-invalid"],
         gates: &["G6"],
         doubles: &["ZombieSession"],
+        unbreakable: "",
+    },
+    Rule {
+        id: "R5.12",
+        summary: "a session works in the database its url names",
+        checks: &["G8: 300 acknowledged enqueues are found in the url's database"],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["fixture:wrong_db.py"],
         unbreakable: "",
     },
     Rule {

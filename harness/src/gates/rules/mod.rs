@@ -40,7 +40,58 @@ impl Rule {
 }
 
 mod catalogue;
+
 pub use catalogue::CATALOGUE;
+
+/// The sentences of SPEC's normative sections (§1 on) that say *must* or *never* and name no
+/// rule: each bullet or paragraph holding such a word must declare or cite an `R<n>.<m>`, so
+/// every must has a rule, and every rule a check and a double (or a reason). Headings, tables,
+/// code and quoted text (between backticks) do not count. Returns the offending units.
+pub fn musts_without_rule(spec: &str) -> Vec<String> {
+    let body = spec.find("## 1.").map_or(spec, |i| &spec[i..]);
+    let mut units: Vec<String> = Vec::new();
+    for block in body.split("\n\n") {
+        let mut cur: Vec<&str> = Vec::new();
+        for line in block.lines() {
+            let t = line.trim_start();
+            if t.starts_with("- ") || t.starts_with('|') || t.starts_with('#') {
+                if !cur.is_empty() {
+                    units.push(cur.join("\n"));
+                }
+                cur = vec![line];
+            } else {
+                cur.push(line);
+            }
+        }
+        if !cur.is_empty() {
+            units.push(cur.join("\n"));
+        }
+    }
+    units
+        .into_iter()
+        .filter(|u| {
+            let t = u.trim_start();
+            !t.starts_with('#') && !t.starts_with('|') && !t.starts_with("```")
+        })
+        .filter(|u| {
+            let prose: String = u.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+            let says = prose
+                .split(|c: char| !c.is_ascii_alphabetic())
+                .any(|w| w.eq_ignore_ascii_case("must") || w.eq_ignore_ascii_case("never"));
+            says && !cites_rule(u)
+        })
+        .collect()
+}
+
+/// True when `text` holds an `R<n>.<m>`.
+fn cites_rule(text: &str) -> bool {
+    text.match_indices('R').any(|(i, _)| {
+        let rest = &text[i + 1..];
+        let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+        let a = digits(rest);
+        a > 0 && rest[a..].starts_with('.') && digits(&rest[a + 1..]) > 0
+    })
+}
 
 /// The rule ids SPEC's text declares (`**R<n>.<m>**`), in order of first appearance.
 pub fn spec_ids(spec: &str) -> Vec<String> {
@@ -65,6 +116,7 @@ pub fn spec_ids(spec: &str) -> Vec<String> {
 /// The catalogue as text, for `emq-gate rules`.
 pub fn text() -> String {
     let mut s = String::new();
+    let loose = musts_without_rule(SPEC);
     let breakable = CATALOGUE.iter().filter(|r| r.breakable()).count();
     s.push_str(&format!(
         "{} rules in bundle/SPEC.md; {breakable} breakable, each with a double the gate must FAIL\n",
@@ -88,5 +140,38 @@ pub fn text() -> String {
             s.push_str(&format!("  unbreakable: {}\n", r.unbreakable));
         }
     }
+    if loose.is_empty() {
+        s.push_str("\nevery must and never of SPEC names a rule\n");
+    } else {
+        s.push_str(&format!(
+            "\nFAIL: {} places in SPEC say must or never without a rule:\n",
+            loose.len()
+        ));
+        for u in &loose {
+            s.push_str(&format!("  {}\n", u.lines().next().unwrap_or("").trim()));
+        }
+    }
     s
+}
+
+/// The SPEC this catalogue describes (the bundle built into the binary).
+pub const SPEC: &str = include_str!("../../../../bundle/SPEC.md");
+
+/// True when every must of [`SPEC`] names a rule ([`musts_without_rule`]).
+pub fn complete() -> bool {
+    musts_without_rule(SPEC).is_empty()
+}
+
+#[cfg(test)]
+mod audit_tests {
+    use super::musts_without_rule;
+
+    #[test]
+    fn a_must_without_a_rule_is_found_and_one_with_a_rule_is_not() {
+        let spec = "intro: a connector must be nice\n\n## 1. Grammar\n\n- **R1.1** a name must be short\n- ids must be long\n  over two lines\n\nA paragraph that never cites.\n\n| a | must |\n\n`must` in code\n\nA paragraph citing (R2.3) must pass.\n";
+        let found = musts_without_rule(spec);
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert!(found[0].starts_with("- ids must be long"));
+        assert!(found[1].starts_with("A paragraph that never cites."));
+    }
 }

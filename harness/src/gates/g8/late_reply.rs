@@ -1,0 +1,67 @@
+//! G8's late-reply check (R4.18): a reply that arrives after the connector gave up on its call
+//! must never be read as the reply to a later command. Through the fault proxy (one engine), the
+//! reply to one `enqueue` is held [`HOLD`]; whatever the connector answers for that call (a
+//! success after waiting, or kind `engine` after its own timeout), the next verb on the same
+//! session, `pending_size`, must answer what the engine holds. A connector that timed out and
+//! kept its connection reads the held enqueue's id there.
+
+use std::time::Duration;
+
+use super::SESSION;
+use crate::connector::Verbs;
+use crate::faults::{Fault, Matcher, Proxy, Rule};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::protocol::grammar::key;
+
+/// How long the proxy holds the reply: past a short connector timeout, well within the harness's.
+const HOLD: Duration = Duration::from_millis(1500);
+const QUEUE: &str = "g8late";
+
+/// The check; on a cluster it does not run (the proxy fronts one node).
+pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+    for s in &ctx.bundle.scripts {
+        admin.script_load(&s.source)?;
+    }
+    let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
+        .map_err(|e| GateError::from(format!("the fault proxy did not start: {e}")))?;
+    let through =
+        crate::engine::Target::single(proxy.url_for(&url.url, &ctx.engine.host, ctx.engine.port));
+    (ctx.progress)("G8: a late reply, then the next verb on the same session");
+    let Some(mut c) = ctx.connected(SESSION, &through, out)? else {
+        return Ok(());
+    };
+    c.enqueue(SESSION, QUEUE, "before", 0)?;
+    proxy.arm(Rule {
+        matcher: Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1),
+        skip: 0,
+        fault: Fault::Delay(HOLD),
+    });
+    let late = c.enqueue(SESSION, QUEUE, "late", 0);
+    out.figure(
+        "late_reply_call",
+        match &late {
+            Ok(id) => format!("ok {id}"),
+            Err(e) => format!("error {}", e.kind),
+        },
+    );
+    // The held reply has surely arrived by now, on whatever connection it was sent.
+    std::thread::sleep(HOLD + Duration::from_millis(200));
+    let next = c.pending_size(SESSION, QUEUE);
+    let held: i64 = admin.query(&["ZCARD", &key(QUEUE, "pending")])?;
+    let rule = "a reply that came after its call ended was never read as the reply to the next \
+                verb on the same session (R4.18)";
+    match next {
+        Ok(n) if n == held => out.pass(rule),
+        Ok(n) => out.fail(format!(
+            "{rule}: pending_size answered {n}, the engine holds {held}"
+        )),
+        // Failing the next verb (kind engine: the connection was dropped) is allowed.
+        Err(e) if e.kind == crate::error::ErrorKind::Engine => out.pass(rule),
+        Err(e) => out.fail(format!(
+            "{rule}: pending_size failed with kind {}: {}",
+            e.kind, e.message
+        )),
+    }
+    Ok(())
+}
