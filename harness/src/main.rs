@@ -41,10 +41,13 @@ fn dispatch() -> ExitCode {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };
-            if let Some(dir) = out
-                && let Err(e) = record.write(&dir, common.name.as_deref().unwrap_or("reference"))
-            {
-                return fail(&e);
+            if let Some(dir) = out {
+                let options = common.options();
+                let written = emq::cmd::record::stem_after(&common, &options.subject, &record)
+                    .and_then(|stem| record.write(&dir, &stem));
+                if let Err(e) = written {
+                    return fail(&e);
+                }
             }
             output::result(&record.markdown());
             code(if record.passed() {

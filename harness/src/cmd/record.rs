@@ -35,7 +35,13 @@ fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessErro
     }
 }
 
-fn stem_after(common: &Common, subject: &Subject, record: &Record) -> Result<String, HarnessError> {
+/// The record's file stem after a run, one rule for `run --out`, `record` and `check`: `--name`,
+/// else `reference` for the in-process reference, else the child's `hello` name.
+pub fn stem_after(
+    common: &Common,
+    subject: &Subject,
+    record: &Record,
+) -> Result<String, HarnessError> {
     match (&common.name, subject) {
         (Some(n), _) => Ok(n.clone()),
         (None, Subject::Reference) => Ok("reference".into()),
