@@ -244,7 +244,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let bundle = Arc::new(Bundle::load_default()?);
     let engine = crate::cmd::run::boot(&opts.engine, progress)?;
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
-    let url = engine.url(db);
+    let url = engine.target(db);
     let mut admin = engine.prepare_db(db)?;
     let script = bundle.script("enqueue");
     let sha = admin.script_load(&script.source)?;
@@ -297,7 +297,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
             // Theirs: the same script, keys, arguments, depth and count, one connection.
             if let Some(bin) = &bench_bin {
                 admin.flushdb()?;
-                let args = benchmark_args(&url, &sha, n, depth)
+                let args = benchmark_args(&url.url, &sha, n, depth)
                     .ok_or_else(|| HarnessError::BadInput(format!("engine url {url:?}")))?;
                 match run_benchmark(bin, &args) {
                     Ok(rps) => {

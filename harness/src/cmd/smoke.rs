@@ -135,7 +135,7 @@ pub fn smoke(
             }
         },
     );
-    let url = engine.url(db);
+    let url = engine.target(db);
     s.step(
         "connect (reads the fence)",
         |c| c.connect("smoke", &url),

@@ -68,7 +68,8 @@ fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 /// Runs the soak on a flushed database of `env`.
 pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessError> {
     let mut admin = env.engine.prepare_db(env.db)?;
-    let url = env.engine.url(env.db);
+    // The connect target, flagged on a cluster (R8.1): a plain url would reach the seed only.
+    let url = env.engine.target(env.db);
     let shared = Mutex::new(Shared::default());
     let calls = AtomicU64::new(0);
     let fail = |who: &str, e: ConnectorError| {
