@@ -110,7 +110,12 @@ fn a_failover_the_gate_did_not_ask_for_is_an_error() {
     let e = common::cluster_engine();
     let o = judge(&e, unasked_failover);
     assert_eq!(o.verdict, Verdict::Error, "{:#?}", o.evidence);
-    let text = o.evidence.join("\n");
+    let text = o
+        .evidence
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
         text.contains("change role") || text.contains("epoch"),
         "{text}"

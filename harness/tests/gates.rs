@@ -129,7 +129,11 @@ fn judge_on(double: Option<Double>, cluster: bool, want: &[&str]) {
                 o.id,
                 o.name,
                 o.verdict,
-                o.evidence.join("\n  "),
+                o.evidence
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n  "),
                 o.figures
             ));
         }
@@ -326,7 +330,11 @@ fn python_connector_passes_every_gate() {
                 o.id,
                 o.name,
                 o.verdict,
-                o.evidence.join("\n  ")
+                o.evidence
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
             )
         })
         .collect();

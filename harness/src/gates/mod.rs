@@ -43,13 +43,133 @@ impl std::fmt::Display for Verdict {
     }
 }
 
+/// What a line of evidence says: a fact that held, a violation (the gate fails), or why the gate
+/// could not judge (ERROR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Severity {
+    Held,
+    Fail,
+    Error,
+}
+
+impl Severity {
+    /// How the record spells it: the line's prefix (none for a fact that held).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Held => "",
+            Self::Fail => "FAIL: ",
+            Self::Error => "ERROR: ",
+        }
+    }
+
+    /// True for a violation or an error.
+    pub fn is_violation(self) -> bool {
+        self != Self::Held
+    }
+}
+
+/// One line of evidence: its severity and its text. It reads as the line the record holds
+/// (`FAIL: ...`), so it compares and prints as text; the severity is data, never parsed back
+/// except where a record is read from JSON ([`Evidence`]'s `Deserialize`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Evidence {
+    pub severity: Severity,
+    /// The text without the prefix.
+    pub text: String,
+    /// The line as the record holds it: the prefix and the text.
+    line: String,
+}
+
+impl Evidence {
+    pub fn new(severity: Severity, text: impl Into<String>) -> Self {
+        let text = text.into();
+        Self {
+            line: format!("{}{text}", severity.prefix()),
+            severity,
+            text,
+        }
+    }
+
+    /// A fact that held.
+    pub fn held(text: impl Into<String>) -> Self {
+        Self::new(Severity::Held, text)
+    }
+
+    /// The first line of the text, without the prefix.
+    pub fn headline(&self) -> &str {
+        self.text.lines().next().unwrap_or("")
+    }
+}
+
+impl std::ops::Deref for Evidence {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.line
+    }
+}
+
+impl std::fmt::Display for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.line)
+    }
+}
+
+impl From<&str> for Evidence {
+    fn from(s: &str) -> Self {
+        Self::held(s)
+    }
+}
+
+impl Serialize for Evidence {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.line)
+    }
+}
+
+/// A record's evidence line read back from JSON: the one place a prefix is read.
+impl<'de> Deserialize<'de> for Evidence {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let line = String::deserialize(d)?;
+        for severity in [Severity::Fail, Severity::Error] {
+            if let Some(text) = line.strip_prefix(severity.prefix()) {
+                return Ok(Self::new(severity, text));
+            }
+        }
+        Ok(Self::held(line))
+    }
+}
+
+impl schemars::JsonSchema for Evidence {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Evidence".into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut s = String::json_schema(g);
+        s.insert(
+            "description".into(),
+            "One line of evidence: a fact that held, or `FAIL: ` / `ERROR: ` and a violation."
+                .into(),
+        );
+        s
+    }
+}
+
+/// Evidence as the record's lines, one per line of text.
+pub fn lines(evidence: &[Evidence]) -> String {
+    evidence
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// One gate's result. `evidence` is stable (committed, compared in CI); `figures` are volatile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateOutcome {
     pub id: String,
     pub name: String,
     pub verdict: Verdict,
-    pub evidence: Vec<String>,
+    pub evidence: Vec<Evidence>,
     pub figures: BTreeMap<String, serde_json::Value>,
     /// Per-case results of a gate made of cases (G6), in order; empty for the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -85,12 +205,12 @@ impl GateOutcome {
 
     /// Records a fact that holds.
     pub fn pass(&mut self, fact: impl Into<String>) {
-        self.evidence.push(fact.into());
+        self.evidence.push(Evidence::held(fact));
     }
 
     /// Records a violation: the gate fails (unless it already errored).
     pub fn fail(&mut self, fact: impl Into<String>) {
-        self.evidence.push(format!("FAIL: {}", fact.into()));
+        self.evidence.push(Evidence::new(Severity::Fail, fact));
         if self.verdict == Verdict::Pass {
             self.verdict = Verdict::Fail;
         }
@@ -100,7 +220,7 @@ impl GateOutcome {
     /// connector was caught; what broke afterwards often follows from it, e.g. a dead connector
     /// that sent nothing more); otherwise the verdict is ERROR, never PASS.
     pub fn error(&mut self, why: impl Into<String>) {
-        self.evidence.push(format!("ERROR: {}", why.into()));
+        self.evidence.push(Evidence::new(Severity::Error, why));
         if self.verdict != Verdict::Fail {
             self.verdict = Verdict::Error;
         }
@@ -109,10 +229,13 @@ impl GateOutcome {
     /// Records an engine event the gate did not cause: the verdict is ERROR whatever the
     /// connector did (a FAIL included), since what it saw may follow from the event.
     pub fn engine_event(&mut self, what: impl Into<String>) {
-        self.evidence.push(format!(
-            "ERROR: the engine changed during the gate, not by the gate's doing, so its verdict \
-             cannot judge the connector: {}",
-            what.into()
+        self.evidence.push(Evidence::new(
+            Severity::Error,
+            format!(
+                "the engine changed during the gate, not by the gate's doing, so its verdict \
+                 cannot judge the connector: {}",
+                what.into()
+            ),
         ));
         self.verdict = Verdict::Error;
     }

@@ -412,9 +412,12 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
     h.push_str("<table class=\"gates\"><thead><tr><th style=\"width:26%\">gate</th><th style=\"width:9%\">verdict</th><th style=\"width:9%\">wall</th><th>evidence</th></tr></thead><tbody>\n");
     for g in &r.gates {
         let ms = r.volatile.gate_wall_ms.get(&g.id).copied().unwrap_or(0);
-        let headline = g
-            .first_violation()
-            .unwrap_or_else(|| g.evidence.last().cloned().unwrap_or_default());
+        let headline = g.first_violation().unwrap_or_else(|| {
+            g.evidence
+                .last()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        });
         let headline: String = headline
             .lines()
             .next()
@@ -440,7 +443,7 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
             g.evidence.len()
         );
         for e in &g.evidence {
-            let v = e.starts_with("FAIL") || e.starts_with("ERROR");
+            let v = e.severity.is_violation();
             match e.split_once('\n') {
                 Some((first, rest)) => {
                     let _ = write!(

@@ -57,7 +57,11 @@ impl Record {
             total_ms += ms;
             let mut case = TestCase::new(
                 format!("{} {}", g.id, g.name),
-                status(g.verdict, g.first_violation(), g.evidence.join("\n")),
+                status(
+                    g.verdict,
+                    g.first_violation(),
+                    crate::gates::lines(&g.evidence),
+                ),
             );
             case.set_classname(class.clone())
                 .set_time(Duration::from_millis(ms));
@@ -99,8 +103,8 @@ mod tests {
         r.gates[2].verdict = Verdict::Fail;
         r.gates[2].evidence = vec![
             "a fact".into(),
-            "FAIL: EVAL was sent\u{1b}[31m red \u{7} bell\u{0}".into(),
-            "FAIL: second".into(),
+            crate::gates::Evidence::new(crate::gates::Severity::Fail, "EVAL was sent\u{1b}[31m red \u{7} bell\u{0}"),
+            crate::gates::Evidence::new(crate::gates::Severity::Fail, "second"),
         ];
         r.gates[5].cases = vec![
             crate::report::CaseVerdict {

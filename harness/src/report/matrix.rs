@@ -255,11 +255,7 @@ impl Matrix {
                 Some(r) => {
                     for g in r.gates.iter().filter(|g| g.verdict != Verdict::Pass) {
                         s.push_str(&format!("**{} {} — {}**\n\n", g.id, g.name, g.verdict));
-                        for e in g
-                            .evidence
-                            .iter()
-                            .filter(|e| e.starts_with("FAIL") || e.starts_with("ERROR"))
-                        {
+                        for e in g.evidence.iter().filter(|e| e.severity.is_violation()) {
                             s.push_str(&format!("- {}\n", e.lines().next().unwrap_or("")));
                         }
                         s.push('\n');

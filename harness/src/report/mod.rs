@@ -78,7 +78,7 @@ pub struct GateVerdict {
     pub id: String,
     pub name: String,
     pub verdict: Verdict,
-    pub evidence: Vec<String>,
+    pub evidence: Vec<crate::gates::Evidence>,
     /// Per-case verdicts of a gate made of cases (G6), in order; absent for the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cases: Vec<CaseVerdict>,
@@ -99,11 +99,8 @@ impl GateVerdict {
     pub fn first_violation(&self) -> Option<String> {
         self.evidence
             .iter()
-            .find_map(|e| {
-                e.strip_prefix("FAIL: ")
-                    .or_else(|| e.strip_prefix("ERROR: "))
-            })
-            .map(|e| e.lines().next().unwrap_or("").to_string())
+            .find(|e| e.severity.is_violation())
+            .map(|e| e.headline().to_string())
     }
 }
 
@@ -450,7 +447,7 @@ mod tests {
         assert_eq!(kept, written, "figures alone must not rewrite the record");
         assert!(again.write_if_changed(dir.path(), "x", true).unwrap());
         let mut changed = sample();
-        changed.gates[0].evidence.push("FAIL: something".into());
+        changed.gates[0].evidence.push(crate::gates::Evidence::new(crate::gates::Severity::Fail, "something"));
         assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
     }
 

@@ -59,9 +59,9 @@ impl Progress {
         let first = o
             .evidence
             .iter()
-            .find(|e| e.starts_with("FAIL") || e.starts_with("ERROR"))
+            .find(|e| e.severity.is_violation())
             .or(o.evidence.last())
-            .cloned()
+            .map(ToString::to_string)
             .unwrap_or_default();
         let first = first.lines().next().unwrap_or("").to_string();
         self.always(&format!(
