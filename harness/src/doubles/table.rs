@@ -28,10 +28,10 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::SkipFence,
         breaks: "SPEC §3: every connect reads the fence first",
-        gates: &["G1"],
+        gates: &["G1", "G8"],
         cases: false,
         interleavings: false,
-        why_also: "",
+        why_also: "G8: no connection it opens through the kills reads the fence either (R3.5)",
         cluster: false,
     },
     Entry {
@@ -406,10 +406,10 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::LoadOnSeedOnly,
         breaks: "R8.2: NOSCRIPT is answered by SCRIPT LOAD on the node that said it (on one node: the reference)",
-        gates: &["G1", "G3", "G4", "G5", "G8"],
+        gates: &["G1", "G2", "G3", "G4", "G5", "G8"],
         cases: false,
         interleavings: false,
-        why_also: "G1, G4, G5, G8: the scripts never reach the other primaries, so every script call there fails",
+        why_also: "G1, G2, G4, G5, G8: the scripts never reach the other primaries (the seed owns none of the gates' queues), so every script call there fails",
         cluster: true,
     },
     Entry {

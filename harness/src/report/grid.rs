@@ -173,9 +173,13 @@ pub(crate) mod tests {
         r.header.engine_version = version.into();
         if g8_fail {
             r.gates[7].verdict = Verdict::Fail;
-            r.gates[7]
-                .evidence
-                .insert(1, crate::gates::Evidence::new(crate::gates::Severity::Fail, "a job was lost <j1> & \"j2\""));
+            r.gates[7].evidence.insert(
+                1,
+                crate::gates::Evidence::new(
+                    crate::gates::Severity::Fail,
+                    "a job was lost <j1> & \"j2\"",
+                ),
+            );
             r.footer.passed = 7;
             r.footer.summary = "FAIL 7/8".into();
         }

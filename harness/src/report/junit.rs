@@ -103,7 +103,10 @@ mod tests {
         r.gates[2].verdict = Verdict::Fail;
         r.gates[2].evidence = vec![
             "a fact".into(),
-            crate::gates::Evidence::new(crate::gates::Severity::Fail, "EVAL was sent\u{1b}[31m red \u{7} bell\u{0}"),
+            crate::gates::Evidence::new(
+                crate::gates::Severity::Fail,
+                "EVAL was sent\u{1b}[31m red \u{7} bell\u{0}",
+            ),
             crate::gates::Evidence::new(crate::gates::Severity::Fail, "second"),
         ];
         r.gates[5].cases = vec![

@@ -447,7 +447,10 @@ mod tests {
         assert_eq!(kept, written, "figures alone must not rewrite the record");
         assert!(again.write_if_changed(dir.path(), "x", true).unwrap());
         let mut changed = sample();
-        changed.gates[0].evidence.push(crate::gates::Evidence::new(crate::gates::Severity::Fail, "something"));
+        changed.gates[0].evidence.push(crate::gates::Evidence::new(
+            crate::gates::Severity::Fail,
+            "something",
+        ));
         assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
     }
 
