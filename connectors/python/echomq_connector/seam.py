@@ -63,6 +63,16 @@ CONNECT_TIMEOUT_S = 10.0
 # as redis-py does by default. R3.1 forbids it; G8 fails it.
 SILENT_RECONNECT = os.environ.get("EMQ_PY_SILENT_RECONNECT") == "1"
 
+# BROKEN ON PURPOSE when true (`--cluster-retry` or EMQ_PY_CLUSTER_RETRY=1), for the gate's
+# self-test: on a cluster, redis-py's defaults are kept. RedisCluster is built without
+# `cluster_error_retry_attempts=0`, and every dispatch runs under its own retry loop as
+# RedisCluster._internal_execute_command does: on a ConnectionError or TimeoutError
+# (ERRORS_ALLOW_RETRY) the slot map is read again and the whole node pipeline is sent again, up to
+# `1 + RedisCluster.retry.get_retries()` times, which is also ClusterPipeline's re-send of every
+# command of a node whose read failed. A script call whose reply was lost runs twice (R4.16); G8's
+# fault phase on a cluster fails it. One engine is untouched.
+CLUSTER_RETRY = os.environ.get("EMQ_PY_CLUSTER_RETRY") == "1"
+
 
 def _client_default_retry() -> Retry:
     """The retry policy `redis.Redis(...)` gets by default (from_url alone gets none): re-send a
@@ -468,6 +478,8 @@ class ClusterSession(Session):
     def open(self) -> None:
         from redis.cluster import RedisCluster
 
+        # The default retry is kept only in the broken-on-purpose double (CLUSTER_RETRY).
+        knobs = {} if CLUSTER_RETRY else {"cluster_error_retry_attempts": 0}  # see the class docstring
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # cluster_error_retry_attempts, lib_name: deprecated
@@ -475,7 +487,7 @@ class ClusterSession(Session):
                     self.url,
                     protocol=2,
                     decode_responses=False,
-                    cluster_error_retry_attempts=0,  # see the class docstring
+                    **knobs,
                     read_from_replicas=False,
                     retry_on_timeout=False,
                     lib_name=None,
@@ -601,6 +613,19 @@ class ClusterSession(Session):
             raise
 
     def _dispatch(self, items: list[tuple[int, tuple]], load: Script | None = None) -> list:
+        if not CLUSTER_RETRY:
+            return self._dispatch_once(items, load)
+        # BROKEN ON PURPOSE (CLUSTER_RETRY): RedisCluster's default retry loop, see the flag.
+        retries = self.client.retry.get_retries()
+        while True:
+            try:
+                return self._dispatch_once(items, load)
+            except (RedisConnectionError, RedisTimeoutError):
+                if retries <= 0:
+                    raise
+                retries -= 1  # _stale is set: the next self.client reads the slot map again
+
+    def _dispatch_once(self, items: list[tuple[int, tuple]], load: Script | None = None) -> list:
         """Send each (slot, command) to its slot's primary: one pipeline per node, in order (a
         node's share of `items` in their order, so in order within each queue); with `load`,
         SCRIPT LOAD of that script first in every node's pipeline. MOVED/ASK replies are followed
