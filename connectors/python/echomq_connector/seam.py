@@ -462,8 +462,12 @@ class ClusterSession(Session):
         once failures > retries) and never re-sent;
       - read_from_replicas=False and no load_balancing_strategy: RedisCluster.on_connect sends no
         READONLY and get_node_from_slot returns the primary (`node_idx = 0`);
-      - no `redis_connect_func`: the fence is read at connect, on the fence's node (below), and
-        again before the next call after any connection failure of the session.
+      - `redis_connect_func` (RedisCluster.on_connect runs it after AUTH on every connection it
+        opens): the fence is read at connect, on the fence's node (below), again before the next
+        call after any connection failure of the session, and again before any connection opened
+        once the session is open says a word (`_on_node_connection`): redis-py's pool replaces a
+        connection the engine closed at checkout ("Connection has data"), silently, so without
+        this a killed connection's replacement would send a script before any fence read (R3.1).
     """
 
     def __init__(self, bundle: Bundle, url: str):
@@ -471,6 +475,22 @@ class ClusterSession(Session):
         self._cluster: Any = None
         self._stale = False  # a connection of this session failed: refresh the map, re-read the fence
         self._extra_nodes: list[Any] = []  # ASK targets outside the slot map (closed with the session)
+        self._open_done = False  # the connect's own fence read is done
+        self._fencing = False  # a fence read (or the slot map read before one) is under way
+
+    def _on_node_connection(self, conn: Any) -> None:
+        """redis-py calls this for every connection the session opens, on any node, before it sends
+        anything of ours. One opened once the session is open (a replacement for a connection the
+        engine closed, or a first one to another node) waits for a fence read on the fence's node
+        (R3.1, R8.1). The read's own connection, and those the connect or a refresh opens (they
+        read the fence themselves), go through."""
+        if not self._open_done or self._fencing:
+            return
+        self._fencing = True
+        try:
+            self._fence_cluster()
+        finally:
+            self._fencing = False
 
     # ----------------------------------------------------------------------------- connect
 
@@ -494,12 +514,14 @@ class ClusterSession(Session):
                     lib_version=None,  # no CLIENT SETINFO
                     socket_timeout=SOCKET_TIMEOUT_S,
                     socket_connect_timeout=CONNECT_TIMEOUT_S,
+                    redis_connect_func=self._on_node_connection,
                 )
         except (ValueError, TypeError) as e:
             raise Invalid(f"url: {e}") from None
         self._cluster = client
         try:
             self._fence_cluster()
+            self._open_done = True
         except BaseException:
             self._cluster = None
             client.close()
@@ -567,12 +589,15 @@ class ClusterSession(Session):
             # A connection failed on the last call: learn the slot map afresh (a failover may be
             # under way) and read the fence again before any script, as a reconnect does (§7).
             self._stale = False
+            fencing, self._fencing = self._fencing, True  # this refresh reads the fence itself
             try:
                 self._cluster.nodes_manager.initialize()
                 self._fence_cluster()
             except BaseException:
                 self._stale = True
                 raise
+            finally:
+                self._fencing = fencing
         return self._cluster
 
     # ----------------------------------------------------------------------------- routing
