@@ -539,8 +539,7 @@ fn replies(
             }
         }
     };
-    // The engine sent bytes no forwarded command is owed (a reply's action is always queued
-    // before its command goes up): look again after a pause instead of spinning.
+    // Bytes no command is owed (an action is queued before its command goes up): pause, not spin.
     let mut unowed = false;
     loop {
         let action = match rx.try_recv() {
@@ -553,9 +552,8 @@ fn replies(
                 if std::mem::take(&mut unowed) {
                     std::thread::sleep(IDLE_PEEK);
                 }
-                // Idle: wait for the engine, so that when it closes the connection (CLIENT KILL,
-                // a restart) the client's side closes at once, as on a direct connection, not at
-                // the client's next call. A reply (or IDLE_PEEK) ends the wait.
+                // Idle: wait on the engine, so that its closing the connection (CLIENT KILL)
+                // closes the client's side at once, not at its next call; a reply ends the wait.
                 match upstream.peek(&mut [0u8; 1]) {
                     Ok(0) => break,
                     Err(e) if !waiting(&e) => break,

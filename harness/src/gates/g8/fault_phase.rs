@@ -221,6 +221,9 @@ fn fault_name(f: Fault) -> String {
     }
 }
 
+/// A cluster node (the port it announces) and a slot it owns, for evidence.
+type NodeSlot = (u16, u16);
+
 /// Where the phase's faults are armed: its own proxy in front of a single engine, or the proxies
 /// a cluster's nodes announce.
 enum Proxies<'a> {
@@ -231,7 +234,7 @@ enum Proxies<'a> {
 impl Proxies<'_> {
     /// The proxy that carries queue `q`'s calls, and on a cluster the node (its announced port)
     /// and slot, for evidence.
-    fn of(&self, admin: &Admin, q: &str) -> Result<(&Proxy, Option<(u16, u16)>), GateError> {
+    fn of(&self, admin: &Admin, q: &str) -> Result<(&Proxy, Option<NodeSlot>), GateError> {
         match self {
             Self::Single(p) => Ok((p, None)),
             Self::Cluster(engine) => {
