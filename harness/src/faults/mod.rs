@@ -1,7 +1,7 @@
 //! A fault-injecting TCP proxy between a connector and the engine, for G8's fault phase. The
 //! harness starts one [`Proxy`] on loopback in front of a single engine and hands connectors its
 //! url; a cluster has one in front of every node, announced to clients
-//! ([`crate::engine::cluster`]). An engine closing a connection (`CLIENT KILL`) closes the
+//! (`engine::cluster`). An engine closing a connection (`CLIENT KILL`) closes the
 //! client's side at once, idle or not, as a direct connection would show it. The proxy splits each client connection's byte
 //! stream into RESP commands ([`resp::Splitter`]) and the engine's into replies, and counts both,
 //! so a [`Rule`] can act on one exact command: the `skip + 1`-th command that matches its
