@@ -114,7 +114,7 @@ pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
         ];
         if cli_query(&cli, password, node.port, &set).is_none_or(|r| !r.contains("OK")) {
             return Err(HarnessError::Engine(format!(
-                "the node at port {} refused cluster-announce-client-port (Valkey 9.0 or later has it; 8.1 does not)",
+                "the node at port {} refused cluster-announce-client-port (Valkey 9.1 has it; 8.1 does not)",
                 node.port
             )));
         }
