@@ -10,9 +10,9 @@
 //! | 0 | [`settings`] | the environment settings read outside the command line (`EMQ_BLESS`) |
 //! | 1 | [`protocol`] | pure: the key grammar (SPEC §1), the bundle (§2), the keyspace model and its invariants |
 //! | 2 | [`engine`] | live Valkey: container, binary, url or cluster; its health; the harness's own admin connection |
+//! | 2 | [`faults`] | a fault-injecting TCP proxy in front of the engine (of each cluster node, which [`engine`] announces): lost, dropped, cut and late replies |
 //! | 2 | [`connector`] | the [`connector::Connector`] trait, its wire types, the reference and child connectors |
 //! | 3 | [`observe`] | what a connector really sent: MONITOR lines parsed and attributed |
-//! | 3 | [`faults`] | a fault-injecting TCP proxy in front of the engine: lost, dropped, cut and late replies |
 //! | 3 | [`doubles`] | deliberately broken connectors, each named for what it breaks (feature `doubles`) |
 //! | 4 | [`suites`] | what connectors are replayed against: YAML cases (G6) and model histories (G7) |
 //! | 5 | [`gates`] | G1–G8: the gate context, verdicts, and one module per gate |
@@ -71,7 +71,7 @@ mod layers {
         ("connector", 2),
         ("observe", 3),
         ("doubles", 3),
-        ("faults", 3),
+        ("faults", 2),
         ("suites", 4),
         ("gates", 5),
         ("report", 6),

@@ -297,6 +297,23 @@ fn python_retry_on_error_fails_g8() {
     judge(Some(Double::PythonRetryOnError));
 }
 
+/// redis-py `ClusterPipeline`'s re-send of a node's whole pipeline after a failed read, in the
+/// reference: G8's fault phase on a cluster (the proxy in front of every node) catches it.
+#[test]
+fn resend_cluster_pipeline_fails_g8_on_a_cluster() {
+    judge(Some(Double::ResendClusterPipeline));
+}
+
+/// redis-py `RedisCluster`'s default retry on a connection error, kept in the Python connector
+/// (`--cluster-retry`): skipped when the Python connector is not provisioned.
+#[test]
+fn python_cluster_retry_fails_g8_on_a_cluster() {
+    if common::python_connector().is_none() {
+        return;
+    }
+    judge(Some(Double::PythonClusterRetry));
+}
+
 #[test]
 fn silent_reconnect_fails_g8() {
     judge(Some(Double::SilentReconnect));

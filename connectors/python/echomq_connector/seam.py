@@ -63,6 +63,16 @@ CONNECT_TIMEOUT_S = 10.0
 # as redis-py does by default. R3.1 forbids it; G8 fails it.
 SILENT_RECONNECT = os.environ.get("EMQ_PY_SILENT_RECONNECT") == "1"
 
+# BROKEN ON PURPOSE when true (`--cluster-retry` or EMQ_PY_CLUSTER_RETRY=1), for the gate's
+# self-test: on a cluster, redis-py's defaults are kept. RedisCluster is built without
+# `cluster_error_retry_attempts=0`, and every dispatch runs under its own retry loop as
+# RedisCluster._internal_execute_command does: on a ConnectionError or TimeoutError
+# (ERRORS_ALLOW_RETRY) the slot map is read again and the whole node pipeline is sent again, up to
+# `1 + RedisCluster.retry.get_retries()` times, which is also ClusterPipeline's re-send of every
+# command of a node whose read failed. A script call whose reply was lost runs twice (R4.16); G8's
+# fault phase on a cluster fails it. One engine is untouched.
+CLUSTER_RETRY = os.environ.get("EMQ_PY_CLUSTER_RETRY") == "1"
+
 
 def _client_default_retry() -> Retry:
     """The retry policy `redis.Redis(...)` gets by default (from_url alone gets none): re-send a
@@ -452,8 +462,12 @@ class ClusterSession(Session):
         once failures > retries) and never re-sent;
       - read_from_replicas=False and no load_balancing_strategy: RedisCluster.on_connect sends no
         READONLY and get_node_from_slot returns the primary (`node_idx = 0`);
-      - no `redis_connect_func`: the fence is read at connect, on the fence's node (below), and
-        again before the next call after any connection failure of the session.
+      - `redis_connect_func` (RedisCluster.on_connect runs it after AUTH on every connection it
+        opens): the fence is read at connect, on the fence's node (below), again before the next
+        call after any connection failure of the session, and again before any connection opened
+        once the session is open says a word (`_on_node_connection`): redis-py's pool replaces a
+        connection the engine closed at checkout ("Connection has data"), silently, so without
+        this a killed connection's replacement would send a script before any fence read (R3.1).
     """
 
     def __init__(self, bundle: Bundle, url: str):
@@ -461,6 +475,22 @@ class ClusterSession(Session):
         self._cluster: Any = None
         self._stale = False  # a connection of this session failed: refresh the map, re-read the fence
         self._extra_nodes: list[Any] = []  # ASK targets outside the slot map (closed with the session)
+        self._open_done = False  # the connect's own fence read is done
+        self._fencing = False  # a fence read (or the slot map read before one) is under way
+
+    def _on_node_connection(self, conn: Any) -> None:
+        """redis-py calls this for every connection the session opens, on any node, before it sends
+        anything of ours. One opened once the session is open (a replacement for a connection the
+        engine closed, or a first one to another node) waits for a fence read on the fence's node
+        (R3.1, R8.1). The read's own connection, and those the connect or a refresh opens (they
+        read the fence themselves), go through."""
+        if not self._open_done or self._fencing:
+            return
+        self._fencing = True
+        try:
+            self._fence_cluster()
+        finally:
+            self._fencing = False
 
     # ----------------------------------------------------------------------------- connect
 
@@ -468,6 +498,8 @@ class ClusterSession(Session):
     def open(self) -> None:
         from redis.cluster import RedisCluster
 
+        # The default retry is kept only in the broken-on-purpose double (CLUSTER_RETRY).
+        knobs = {} if CLUSTER_RETRY else {"cluster_error_retry_attempts": 0}  # see the class docstring
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # cluster_error_retry_attempts, lib_name: deprecated
@@ -475,19 +507,21 @@ class ClusterSession(Session):
                     self.url,
                     protocol=2,
                     decode_responses=False,
-                    cluster_error_retry_attempts=0,  # see the class docstring
+                    **knobs,
                     read_from_replicas=False,
                     retry_on_timeout=False,
                     lib_name=None,
                     lib_version=None,  # no CLIENT SETINFO
                     socket_timeout=SOCKET_TIMEOUT_S,
                     socket_connect_timeout=CONNECT_TIMEOUT_S,
+                    redis_connect_func=self._on_node_connection,
                 )
         except (ValueError, TypeError) as e:
             raise Invalid(f"url: {e}") from None
         self._cluster = client
         try:
             self._fence_cluster()
+            self._open_done = True
         except BaseException:
             self._cluster = None
             client.close()
@@ -555,12 +589,15 @@ class ClusterSession(Session):
             # A connection failed on the last call: learn the slot map afresh (a failover may be
             # under way) and read the fence again before any script, as a reconnect does (§7).
             self._stale = False
+            fencing, self._fencing = self._fencing, True  # this refresh reads the fence itself
             try:
                 self._cluster.nodes_manager.initialize()
                 self._fence_cluster()
             except BaseException:
                 self._stale = True
                 raise
+            finally:
+                self._fencing = fencing
         return self._cluster
 
     # ----------------------------------------------------------------------------- routing
@@ -601,6 +638,19 @@ class ClusterSession(Session):
             raise
 
     def _dispatch(self, items: list[tuple[int, tuple]], load: Script | None = None) -> list:
+        if not CLUSTER_RETRY:
+            return self._dispatch_once(items, load)
+        # BROKEN ON PURPOSE (CLUSTER_RETRY): RedisCluster's default retry loop, see the flag.
+        retries = self.client.retry.get_retries()
+        while True:
+            try:
+                return self._dispatch_once(items, load)
+            except (RedisConnectionError, RedisTimeoutError):
+                if retries <= 0:
+                    raise
+                retries -= 1  # _stale is set: the next self.client reads the slot map again
+
+    def _dispatch_once(self, items: list[tuple[int, tuple]], load: Script | None = None) -> list:
         """Send each (slot, command) to its slot's primary: one pipeline per node, in order (a
         node's share of `items` in their order, so in order within each queue); with `load`,
         SCRIPT LOAD of that script first in every node's pipeline. MOVED/ASK replies are followed

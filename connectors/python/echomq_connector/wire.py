@@ -200,6 +200,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="BROKEN ON PURPOSE, for the gate's self-test: a replacement connection does not read the "
         "fence, as redis-py's pool reconnects by default (also $EMQ_PY_SILENT_RECONNECT=1). G8 fails it.",
     )
+    p.add_argument(
+        "--cluster-retry",
+        action="store_true",
+        help="BROKEN ON PURPOSE, for the gate's self-test: on a cluster keep RedisCluster's default retry, "
+        "which reads the slot map again and re-sends a node's commands after a dropped connection "
+        "(also $EMQ_PY_CLUSTER_RETRY=1). G8 fails it on a cluster.",
+    )
     return p.parse_args(argv)
 
 
@@ -209,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         seam.RETRY_ON_ERROR = True
     if args.silent_reconnect:
         seam.SILENT_RECONNECT = True
+    if args.cluster_retry:
+        seam.CLUSTER_RETRY = True
     directory = resolve_bundle_dir(args.bundle)
     try:
         bundle = load_bundle(directory)

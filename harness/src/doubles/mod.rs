@@ -136,6 +136,12 @@ pub enum Double {
     UngroupedBatch,
     /// On a cluster, never follows `MOVED`/`ASK` (and never reads the slot map again).
     NoRedirects,
+    /// On a cluster, sends a node's whole pipeline again on a new connection when its read
+    /// failed (redis-py `ClusterPipeline`'s re-send, whatever `retry` says).
+    ResendClusterPipeline,
+    /// The Python connector with `--cluster-retry`: `RedisCluster`'s default retry on a
+    /// connection error (`ERRORS_ALLOW_RETRY`, `cluster_error_retry_attempts`) kept.
+    PythonClusterRetry,
 }
 
 impl Double {
@@ -250,6 +256,11 @@ impl Double {
                 ..Quirks::default()
             })),
             Self::PythonSilentReconnect => python_double("--silent-reconnect"),
+            Self::ResendClusterPipeline => Box::new(reference().with_quirks(Quirks {
+                resend_pipelines: true,
+                ..Quirks::default()
+            })),
+            Self::PythonClusterRetry => python_double("--cluster-retry"),
         }
     }
 
@@ -261,6 +272,10 @@ impl Double {
         }
         if let (Self::PythonSilentReconnect, Some(f)) =
             (self, python_flag_factory("--silent-reconnect"))
+        {
+            return Box::new(f);
+        }
+        if let (Self::PythonClusterRetry, Some(f)) = (self, python_flag_factory("--cluster-retry"))
         {
             return Box::new(f);
         }

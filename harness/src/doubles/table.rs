@@ -430,4 +430,22 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
         cluster: true,
     },
+    Entry {
+        double: Double::ResendClusterPipeline,
+        breaks: "R4.16: a batch whose read failed is never re-sent, on a cluster either (redis-py ClusterPipeline; on one node: the reference)",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+        cluster: true,
+    },
+    Entry {
+        double: Double::PythonClusterRetry,
+        breaks: "R4.16: no retry after a connection error, on a cluster either (redis-py RedisCluster's default retry; on one node: the Python connector)",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+        cluster: true,
+    },
 ];

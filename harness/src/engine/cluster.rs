@@ -2,6 +2,15 @@
 //! primaries, three replicas), created with `valkey-cli --cluster create`, one password on every
 //! node (`requirepass` and `masterauth`). Each node is a binary engine with its own owner file, so
 //! the stale-engine sweep removes the nodes of a harness that is gone, as it does single servers.
+//!
+//! **Every client connection goes through the harness's fault proxy.** Each node has a
+//! [`Proxy`] in front of it and announces the proxy's port to clients
+//! (`cluster-announce-client-port`): `CLUSTER SLOTS`, `CLUSTER NODES`, `MOVED` and `ASK` name the
+//! proxy, so a cluster client reaches every node through it and G8 can fault any node's calls
+//! (SPEC §5). Only clients see the proxy: replication and the cluster bus use the node's own port
+//! (`cluster-announce-port` stays unset), so the proxy never carries a replication stream, which
+//! is not one reply per command. The harness's own connections (admin, `MONITOR`, `CLIENT KILL`,
+//! the failover) go to the real port: [`Running::real_port`] maps an announced port back.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -9,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::binary::{self, free_port};
 use crate::error::HarnessError;
+use crate::faults::Proxy;
 
 /// Primaries and replicas the harness boots.
 pub const PRIMARIES: usize = 3;
@@ -23,6 +33,8 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 pub struct Running {
     /// Every node, in creation order: the first [`PRIMARIES`] were created as primaries.
     pub nodes: Vec<binary::Running>,
+    /// Each node's fault proxy, in the order of `nodes`: the port the node announces to clients.
+    pub proxies: Vec<Proxy>,
 }
 
 /// The node timeout: how long a node may not answer before its peers flag it failing. A gate's
@@ -83,13 +95,31 @@ pub fn locate_cli(server: &Path) -> Result<PathBuf, HarnessError> {
 /// with all [`SLOTS`] slots assigned and every replica in sync with its primary.
 pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
     let cli = locate_cli(server)?;
-    let mut running = Running { nodes: Vec::new() };
+    let mut running = Running {
+        nodes: Vec::new(),
+        proxies: Vec::new(),
+    };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
         let bus = free_port()?;
         let flags = node_flags(password, &i.to_string(), bus);
-        running
-            .nodes
-            .push(binary::start_with(server, password, &flags)?);
+        let node = binary::start_with(server, password, &flags)?;
+        let proxy = Proxy::start(&format!("127.0.0.1:{}", node.port))
+            .map_err(|e| HarnessError::io("start a node's fault proxy", e))?;
+        // Set before the nodes meet, so the first gossip already carries the proxy's port.
+        let set = [
+            "CONFIG",
+            "SET",
+            "cluster-announce-client-port",
+            &proxy.port().to_string(),
+        ];
+        if cli_query(&cli, password, node.port, &set).is_none_or(|r| !r.contains("OK")) {
+            return Err(HarnessError::Engine(format!(
+                "the node at port {} refused cluster-announce-client-port (Valkey 9.1 has it; 8.1 does not)",
+                node.port
+            )));
+        }
+        running.nodes.push(node);
+        running.proxies.push(proxy);
     }
     let addrs: Vec<String> = running
         .nodes
@@ -162,8 +192,23 @@ pub fn nodes_ready(nodes: &str) -> bool {
     count("master") == PRIMARIES && count("slave") == PRIMARIES * REPLICAS_PER_PRIMARY
 }
 
+/// True when every node in `CLUSTER NODES` text (one node's view) is announced at one of
+/// `proxy_ports`: a client that reads this view reaches every node through its proxy.
+pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
+    let port = |l: &str| -> Option<u16> {
+        let addr = l.split(' ').nth(1)?.split('@').next()?;
+        addr.rsplit_once(':')?.1.parse().ok()
+    };
+    let lines: Vec<&str> = nodes.lines().filter(|l| !l.trim().is_empty()).collect();
+    !lines.is_empty()
+        && lines
+            .iter()
+            .all(|l| port(l).is_some_and(|p| proxy_ports.contains(&p)))
+}
+
 fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessError> {
     let deadline = Instant::now() + READY_WITHIN;
+    let proxy_ports: Vec<u16> = running.proxies.iter().map(Proxy::port).collect();
     loop {
         let ready = running.nodes.iter().all(|n| {
             let info = cli_query(cli, password, n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
@@ -173,6 +218,7 @@ fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), Harne
             info_ready(&info)
                 && (repl.contains("role:master") || repl.contains("master_link_status:up"))
                 && nodes_ready(&nodes)
+                && announced(&nodes, &proxy_ports)
         });
         if ready {
             return Ok(());
@@ -188,6 +234,24 @@ fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), Harne
 }
 
 impl Running {
+    /// The real port of the node announced at `port` (its proxy's), or `port` itself when no
+    /// proxy has it (already a real port).
+    pub fn real_port(&self, port: u16) -> u16 {
+        self.proxies
+            .iter()
+            .position(|p| p.port() == port)
+            .map_or(port, |i| self.nodes[i].port)
+    }
+
+    /// The fault proxy in front of the node announced (or listening) at `port`.
+    pub fn proxy(&self, port: u16) -> Option<&Proxy> {
+        self.proxies
+            .iter()
+            .zip(&self.nodes)
+            .find(|(p, n)| p.port() == port || n.port == port)
+            .map(|(p, _)| p)
+    }
+
     /// Kills every node.
     pub fn stop(&mut self) {
         for n in &mut self.nodes {
@@ -225,5 +289,14 @@ mod tests {
         assert!(super::nodes_ready(&all));
         let fewer: String = all.lines().take(5).map(|l| format!("{l}\n")).collect();
         assert!(!super::nodes_ready(&fewer));
+    }
+
+    #[test]
+    fn announced_needs_every_node_at_a_proxy_port() {
+        let view = "a 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
+                    b 127.0.0.1:7001@17001 slave a 0 0 1 connected\n";
+        assert!(super::announced(view, &[7000, 7001]));
+        assert!(!super::announced(view, &[7000]));
+        assert!(!super::announced("", &[7000]));
     }
 }

@@ -404,11 +404,23 @@ impl Engine {
         }
     }
 
-    /// Where a connector connects for database `db`: [`Engine::url`], flagged on a cluster.
+    /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
+    /// node's fault proxy (every connection a cluster client makes goes through a proxy), flagged.
     pub fn target(&self, db: u32) -> Target {
-        Target {
-            url: self.url(db),
-            cluster: self.is_cluster(),
+        match &self.handle {
+            Handle::Cluster(c) => Target {
+                url: self.node_url_at(c.proxies[0].port()),
+                cluster: true,
+            },
+            _ => Target::single(self.url(db)),
+        }
+    }
+
+    /// The fault proxy in front of a cluster's node announced (or listening) at `port`.
+    pub fn node_proxy(&self, port: u16) -> Option<&crate::faults::Proxy> {
+        match &self.handle {
+            Handle::Cluster(c) => c.proxy(port),
+            _ => None,
         }
     }
 
@@ -443,8 +455,18 @@ impl Engine {
         Admin::connect(&self.url(db))
     }
 
-    /// The url of a cluster's node at `port` (database 0, the shared password).
+    /// The url of a cluster's node at `port` (database 0, the shared password) for the harness's
+    /// own connections: a port the node announces (its proxy's) is mapped to the node's real
+    /// port, so `MONITOR`, `CLIENT KILL` and the admin never pass through a proxy.
     pub fn node_url(&self, port: u16) -> String {
+        let port = match &self.handle {
+            Handle::Cluster(c) => c.real_port(port),
+            _ => port,
+        };
+        self.node_url_at(port)
+    }
+
+    fn node_url_at(&self, port: u16) -> String {
         match &self.password {
             Some(p) => format!("redis://:{p}@{}:{port}/0", self.host),
             None => format!("redis://{}:{port}/0", self.host),

@@ -1,7 +1,8 @@
-//! A fault-injecting TCP proxy between a connector and the engine, for G8's fault phase.
-//!
-//! The harness starts one [`Proxy`] on loopback in front of the engine and hands connectors its
-//! url (`redis://:pw@127.0.0.1:<proxyport>/<db>`). The proxy splits each client connection's byte
+//! A fault-injecting TCP proxy between a connector and the engine, for G8's fault phase. The
+//! harness starts one [`Proxy`] on loopback in front of a single engine and hands connectors its
+//! url; a cluster has one in front of every node, announced to clients
+//! (`engine::cluster`). An engine closing a connection (`CLIENT KILL`) closes the
+//! client's side at once, idle or not, as a direct connection would show it. The proxy splits each client connection's byte
 //! stream into RESP commands ([`resp::Splitter`]) and the engine's into replies, and counts both,
 //! so a [`Rule`] can act on one exact command: the `skip + 1`-th command that matches its
 //! [`Matcher`] (a name such as `EVALSHA`, a first argument such as a script's SHA, the n-th command
@@ -26,12 +27,12 @@
 //! (through `toxiproxy_rust`, a client for the Go server) act on bytes and time per direction:
 //! latency, bandwidth, slicer, limit_data, timeout, slow_close, reset_peer. None knows where a
 //! command or a reply begins and ends, so none can "forward command n, swallow its reply"; a
-//! byte-count toxic would depend on each connector's handshake and pipelining. The proxy needs
-//! RESP framing, which is small, and std threads with a `TcpListener` are enough for a gate's
-//! handful of loopback connections, with no runtime and no external process.
+//! byte-count toxic would depend on each connector's handshake and pipelining. RESP framing is
+//! small, and std threads with a `TcpListener` are enough for loopback connections.
 
 pub mod resp;
 
+use std::io::ErrorKind::{TimedOut, WouldBlock};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -507,6 +508,9 @@ fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> 
     Some(rule.fault)
 }
 
+/// How long the reply side waits for a command or the engine before looking again.
+const IDLE_PEEK: Duration = Duration::from_millis(25);
+
 /// Engine → client: one reply per forwarded command, each handled as its action says.
 fn replies(
     mut upstream: TcpStream,
@@ -516,8 +520,11 @@ fn replies(
 ) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
+    // A read (or the idle peek below) gives up after IDLE_PEEK and looks again.
+    let _ = upstream.set_read_timeout(Some(IDLE_PEEK));
+    let waiting = |e: &std::io::Error| matches!(e.kind(), WouldBlock | TimedOut);
     // Reads until one whole reply is buffered; returns its length.
-    let mut next_reply = |buf: &mut Vec<u8>| -> Option<usize> {
+    let mut next_reply = |upstream: &mut TcpStream, buf: &mut Vec<u8>| -> Option<usize> {
         loop {
             match value_len(buf) {
                 Ok(Some(n)) => return Some(n),
@@ -525,16 +532,43 @@ fn replies(
                 Err(_) => return None,
             }
             match upstream.read(&mut chunk) {
-                Ok(0) | Err(_) => return None,
+                Ok(0) => return None,
+                Err(e) if waiting(&e) => {}
+                Err(_) => return None,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         }
     };
-    for action in rx {
+    // Bytes no command is owed (an action is queued before its command goes up): pause, not spin.
+    let mut unowed = false;
+    loop {
+        let action = match rx.try_recv() {
+            Ok(a) => {
+                unowed = false;
+                a
+            }
+            Err(mpsc::TryRecvError::Disconnected) => break,
+            Err(mpsc::TryRecvError::Empty) => {
+                if std::mem::take(&mut unowed) {
+                    std::thread::sleep(IDLE_PEEK);
+                }
+                // Idle: wait on the engine, so that its closing the connection (CLIENT KILL)
+                // closes the client's side at once, not at its next call; a reply ends the wait.
+                match upstream.peek(&mut [0u8; 1]) {
+                    Ok(0) => break,
+                    Err(e) if !waiting(&e) => break,
+                    Ok(_) => unowed = true,
+                    Err(_) => {}
+                }
+                continue;
+            }
+        };
         if let Action::Close = action {
             break;
         }
-        let Some(n) = next_reply(&mut buf) else { break };
+        let Some(n) = next_reply(&mut upstream, &mut buf) else {
+            break;
+        };
         let reply: Vec<u8> = buf.drain(..n).collect();
         match action {
             Action::Forward => {

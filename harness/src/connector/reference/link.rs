@@ -50,6 +50,8 @@ pub(super) struct Cluster {
     stale: bool,
     /// Redirects are followed (always, except in a double).
     follow: bool,
+    /// A failed pipeline is sent again whole on a new connection (never, except in a double).
+    resend_pipelines: bool,
 }
 
 /// Where a redirect sends a command.
@@ -115,6 +117,7 @@ impl Link {
             pipes: HashMap::new(),
             stale: false,
             follow: true,
+            resend_pipelines: false,
         })))
     }
 
@@ -122,6 +125,13 @@ impl Link {
     pub(super) fn set_follow(&mut self, follow: bool) {
         if let Self::Cluster(c) = self {
             c.follow = follow;
+        }
+    }
+
+    /// Whether a failed pipeline is sent again whole (a double turns it on).
+    pub(super) fn set_resend_pipelines(&mut self, resend: bool) {
+        if let Self::Cluster(c) = self {
+            c.resend_pipelines = resend;
         }
     }
 
@@ -293,7 +303,15 @@ impl Link {
         let r = self
             .pipe_for(key)
             .and_then(|c| c.req_packed_commands(bytes, 0, count));
-        self.drop_pipes_on_error(r)
+        let r = self.drop_pipes_on_error(r);
+        if r.is_err() && matches!(self, Self::Cluster(c) if c.resend_pipelines) {
+            // The double's ClusterPipeline re-send: every command again, on a new connection.
+            let again = self
+                .pipe_for(key)
+                .and_then(|c| c.req_packed_commands(bytes, 0, count));
+            return self.drop_pipes_on_error(again);
+        }
+        r
     }
 
     /// A `MULTI`/`EXEC` transaction of `count` commands on `key`'s slot; errors inside as `Err`.

@@ -61,6 +61,10 @@ pub struct Quirks {
     /// the call on it without reading the fence, as redis-py's pool and redis-rb's
     /// `ensure_connected` do (breaks R3.1; one engine only).
     pub silent_reconnect: bool,
+    /// On a cluster, when a node's pipeline fails before every reply was read, open a new
+    /// connection to that node and send the whole pipeline again, as redis-py's `ClusterPipeline`
+    /// does whatever `retry` says (breaks R4.16; a cluster only).
+    pub resend_pipelines: bool,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
@@ -147,6 +151,7 @@ impl Reference {
     fn connect(&mut self, session: &str, url: &str, cluster: bool) -> Result<(), ConnectorError> {
         let mut link = Self::open(url, cluster)?;
         link.set_follow(!self.quirks.no_redirects);
+        link.set_resend_pipelines(self.quirks.resend_pipelines);
         self.check_fence(&mut link)?;
         self.sessions.insert(session.to_string(), link);
         if self.quirks.silent_reconnect {

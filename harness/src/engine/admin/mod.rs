@@ -374,6 +374,18 @@ impl Admin {
             .map_err(err)
     }
 
+    /// `SCRIPT LOAD` on every node (every primary of a cluster, else the one engine).
+    pub fn script_load_each(&mut self, source: &[u8]) -> Result<(), HarnessError> {
+        for con in self.nodes_mut() {
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(source)
+                .query::<String>(con)
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+
     /// Zeroes the command statistics (of every primary of a cluster).
     pub fn config_resetstat(&mut self) -> Result<(), HarnessError> {
         self.query_each::<()>(&["CONFIG", "RESETSTAT"]).map(drop)

@@ -221,17 +221,96 @@ fn fault_name(f: Fault) -> String {
     }
 }
 
+/// A cluster node (the port it announces) and a slot it owns, for evidence.
+type NodeSlot = (u16, u16);
+
+/// Where the phase's faults are armed: its own proxy in front of a single engine, or the proxies
+/// a cluster's nodes announce.
+enum Proxies<'a> {
+    Single(Proxy),
+    Cluster(&'a crate::engine::Engine),
+}
+
+impl Proxies<'_> {
+    /// The proxy that carries queue `q`'s calls, and on a cluster the node (its announced port)
+    /// and slot, for evidence.
+    fn of(&self, admin: &Admin, q: &str) -> Result<(&Proxy, Option<NodeSlot>), GateError> {
+        match self {
+            Self::Single(p) => Ok((p, None)),
+            Self::Cluster(engine) => {
+                let port = admin.primaries()[admin.shard_of(q)];
+                let slot = crate::engine::admin::shards::slot(q.as_bytes());
+                let p = engine.node_proxy(port).ok_or_else(|| {
+                    GateError::Instrument(format!("no fault proxy in front of the node at {port}"))
+                })?;
+                Ok((p, Some((port, slot))))
+            }
+        }
+    }
+
+    /// The proxy a `connect` opens its first connection through (the seed's, on a cluster).
+    fn seed(&self) -> Option<&Proxy> {
+        match self {
+            Self::Single(p) => Some(p),
+            Self::Cluster(engine) => engine.node_proxy(engine.port),
+        }
+    }
+
+    /// Disarms every proxy and forgets what fired; true when a rule was left unfired.
+    fn disarm(&self, admin: &Admin) -> bool {
+        let mut unfired = false;
+        let mut each = |p: &Proxy| {
+            unfired |= !p.disarm().is_empty();
+            p.take_fired();
+        };
+        match self {
+            Self::Single(p) => each(p),
+            Self::Cluster(engine) => admin
+                .primaries()
+                .into_iter()
+                .filter_map(|port| engine.node_proxy(port))
+                .for_each(each),
+        }
+        unfired
+    }
+
+    /// Connections accepted and commands seen, over every proxy.
+    fn counts(&self, admin: &Admin) -> (u64, u64) {
+        match self {
+            Self::Single(p) => p.counts(),
+            Self::Cluster(engine) => admin
+                .primaries()
+                .into_iter()
+                .filter_map(|port| engine.node_proxy(port))
+                .map(Proxy::counts)
+                .fold((0, 0), |(a, b), (c, d)| (a + c, b + d)),
+        }
+    }
+}
+
 /// The phase: runs the schedule and records one verdict line (and the breaches, if any).
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { url, mut admin, .. } = ctx.database("G8")?;
-    // Every script cached first, so a NOSCRIPT reply never takes the place of a faulted one.
+    // Every script cached first (on every primary), so a NOSCRIPT reply never takes the place of
+    // a faulted one.
     for s in &ctx.bundle.scripts {
-        admin.script_load(&s.source)?;
+        admin.script_load_each(&s.source)?;
     }
-    let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
-        .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
-    let purl =
-        crate::engine::Target::single(proxy.url_for(&url.url, &ctx.engine.host, ctx.engine.port));
+    let (proxies, purl) = if ctx.engine.is_cluster() {
+        // The gate's url is already the seed's proxy: every node announces its own.
+        (Proxies::Cluster(ctx.engine), url.clone())
+    } else {
+        let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
+            .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
+        let purl = crate::engine::Target::single(proxy.url_for(
+            &url.url,
+            &ctx.engine.host,
+            ctx.engine.port,
+        ));
+        (Proxies::Single(proxy), purl)
+    };
+    proxies.disarm(&admin);
+    let (conns0, commands0) = proxies.counts(&admin);
     let sha = |verb: &str| {
         let script = if verb == "batch" { "enqueue" } else { verb };
         ctx.bundle.script(script).entry.sha1.clone()
@@ -250,10 +329,22 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let (mut failed, mut answered) = (0u64, 0u64);
     for (i, t) in trials.iter().enumerate() {
         if i == reset_at {
-            reset_on_connect(&proxy, &mut *c, &purl.url, &mut breaches);
+            let seed = proxies
+                .seed()
+                .ok_or_else(|| GateError::Instrument("no fault proxy at the seed node".into()))?;
+            reset_on_connect(seed, &mut *c, &purl, &mut breaches);
+            proxies.disarm(&admin);
         }
         let q = format!("g8f{i}");
-        let label = format!("{} (trial {i}, {})", t.verb, fault_name(t.fault));
+        let (proxy, node) = proxies.of(&admin, &q)?;
+        let label = match node {
+            None => format!("{} (trial {i}, {})", t.verb, fault_name(t.fault)),
+            Some((port, slot)) => format!(
+                "{} (trial {i}, {}, on node {port}, slot {slot})",
+                t.verb,
+                fault_name(t.fault)
+            ),
+        };
         let token = format!("t{i}");
         let call = match setup(&mut *c, &q, t.verb, rng.random_range(2..=4), &token) {
             Ok(call) => call,
@@ -279,8 +370,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             fault: t.fault,
         });
         let result = c.call(&request(&q, &call));
-        let unfired = proxy.disarm();
-        proxy.take_fired();
+        let unfired = proxies.disarm(&admin);
         let (post, v) = snapshot(&mut admin, &q)?;
         violations.extend(v.iter().map(|v| stable(v)));
         let outcome = match result {
@@ -296,7 +386,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
                 Outcome::Failed(e.kind.as_str().to_string())
             }
         };
-        if !unfired.is_empty() {
+        if unfired {
             breaches.push(format!(
                 "{label}: the call sent no EVALSHA of the {} script, so the fault never fired",
                 if t.verb == "batch" { "enqueue" } else { t.verb }
@@ -314,15 +404,21 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             c = fresh(ctx, &purl)?;
         }
     }
-    let (conns, commands) = proxy.counts();
+    let (conns, commands) = proxies.counts(&admin);
+    let (conns, commands) = (conns - conns0, commands - commands0);
     out.figure("fault_phase_ms", t0.elapsed().as_millis() as u64);
     out.figure("fault_calls", trials.len() as u64);
     out.figure("fault_calls_failed", failed);
     out.figure("fault_calls_answered", answered);
     out.figure("fault_proxy_connections", conns);
     out.figure("fault_proxy_commands", commands);
+    let through = if ctx.engine.is_cluster() {
+        "the proxy of the node that owns its queue's slot (every node's clients go through one)"
+    } else {
+        "the harness's proxy"
+    };
     out.pass(format!(
-        "fault phase (seed {}): {} calls through the harness's proxy, each meeting one fault on its own \
+        "fault phase (seed {}): {} calls through {through}, each meeting one fault on its own \
          EVALSHA: every mutating verb ({}) × {{{}}}, {ROUNDS} times each; and a reset on connect",
         ctx.seed,
         trials.len(),
@@ -357,7 +453,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
 fn reset_on_connect(
     proxy: &Proxy,
     c: &mut (dyn Connector + Send),
-    url: &str,
+    url: &crate::engine::Target,
     breaches: &mut Vec<String>,
 ) {
     let _ = c.disconnect(SESSION);

@@ -10,6 +10,8 @@
 //! forwarding, reply cut, reply delayed) on its own `EVALSHA`, in a seeded schedule, and each call
 //! is judged by the accounting of indeterminate calls ([`accounting`]). Deterministic: a connector
 //! that re-sends after a lost reply, or answers for a call it could not know, fails on every run.
+//! On a cluster every node has its proxy (its clients reach it through one), and the graceful
+//! failover of [`failover`] follows.
 //!
 //! (c) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
 //! while ≥ 100 connections are killed on the engine (`CLIENT KILL`) at random points — before a call
@@ -47,11 +49,15 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         out.error(e.to_string());
         return;
     }
-    let phase = if ctx.engine.is_cluster() {
-        failover::run(ctx, out)
-    } else {
-        fault_phase::run(ctx, out)
-    };
+    // The fault phase runs on every engine (on a cluster through the proxy of each node); a
+    // cluster adds its failover (R8.4).
+    let phase = fault_phase::run(ctx, out).and_then(|()| {
+        if ctx.engine.is_cluster() {
+            failover::run(ctx, out)
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = phase {
         out.error(e.to_string());
         return;

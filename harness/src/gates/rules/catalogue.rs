@@ -366,7 +366,9 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "R4.16",
         summary: "after a lost reply: the call shows as kind engine, never as a success or a made-up reply",
-        checks: &["G8: the fault phase's accounting of indeterminate calls through the proxy"],
+        checks: &[
+            "G8: the fault phase's accounting of indeterminate calls through the proxy (on a cluster, the proxy of every node: R8.4)",
+        ],
         cases: &[],
         gates: &["G8"],
         doubles: &["AckUnsent", "SwallowConnectionErrors"],
@@ -571,14 +573,15 @@ pub const CATALOGUE: &[Rule] = &[
     },
     Rule {
         id: "R8.4",
-        summary: "on a cluster: after a graceful failover the connector follows MOVED; no job lost, duplicated or orphaned",
+        summary: "on a cluster: the fault phase through the proxy of every node (no re-send after a lost reply, R4.17); after a graceful failover the connector follows MOVED; no job lost, duplicated or orphaned",
         checks: &[
+            "G8: the fault phase on a cluster, each fault armed on the proxy of the node that owns the queue's slot, judged by the same accounting",
             "G8: CLUSTER FAILOVER of a seeded shard mid-loop, then 300 rounds without an error",
             "G8: every acknowledged job completed exactly once, none left in any set",
         ],
         cases: &[],
         gates: &["G8"],
-        doubles: &["NoRedirects"],
+        doubles: &["NoRedirects", "ResendClusterPipeline", "PythonClusterRetry"],
         unbreakable: "",
     },
 ];
