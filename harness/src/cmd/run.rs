@@ -157,9 +157,12 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         progress: &say,
     };
     let outcomes = run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress);
-    Ok(Record::new(
-        header,
-        &outcomes,
-        engine.boot_time.as_millis() as u64,
-    ))
+    let mut record = Record::new(header, &outcomes, engine.boot_time.as_millis() as u64);
+    record.volatile.connector_starts = factory.starts();
+    if let Some(s) = &record.volatile.connector_starts {
+        progress.line(&format!("connector processes started: {}", s.describe()));
+    }
+    // Dropping the factory stops its idle processes: nothing is left running.
+    drop(factory);
+    Ok(record)
 }

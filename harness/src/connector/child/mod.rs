@@ -25,20 +25,24 @@
 //! println!("{}", c.hello().unwrap().name);
 //! ```
 
+mod factory;
 mod process;
 mod wirelog;
 
+pub use factory::ChildFactory;
+
+use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
 
 use self::process::{Ring, Running, push_line};
-use crate::connector::ConnectorFactory;
+use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
 
@@ -194,6 +198,15 @@ pub struct ChildConnector {
     restarts: u32,
     max_restarts: u32,
     wire_log: Option<wirelog::WireLog>,
+    /// The sessions the connector holds (from its successful `connect`/`disconnect` replies):
+    /// what it must `disconnect` before its process can serve another connector.
+    sessions: BTreeSet<String>,
+    /// Why its process must not be reused, once it must not: what its replacement is counted as.
+    death: Option<StartReason>,
+    /// The factory it came from: a connector dropped healthy goes back there, idle.
+    home: Option<Weak<factory::Shared>>,
+    /// The `seq` of the `hello` a spare was sent as it started, while its answer is unread.
+    probe: Option<u64>,
 }
 
 impl std::fmt::Debug for ChildConnector {
@@ -239,7 +252,29 @@ impl ChildConnector {
             dead: None,
             restarts: 0,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            sessions: BTreeSet::new(),
+            death: None,
+            home: None,
+            probe: None,
         }
+    }
+
+    /// A connector on a process that served another connector before (its sessions all
+    /// disconnected) or was started ahead of need: no start-up to wait for.
+    fn resume(spec: &ChildSpec, idle: factory::Idle, hung: Hung) -> Self {
+        let mut c = Self::unstarted(spec, idle.log, hung);
+        c.proc = Some(idle.proc);
+        c.seq = idle.seq;
+        c.wire_log = idle.wire_log;
+        c.probe = idle.probe;
+        c
+    }
+
+    /// Whether its process may serve another connector: alive, not killed, no timeout.
+    fn reusable(&mut self) -> bool {
+        self.dead.is_none()
+            && first_hang(&self.hung).is_none()
+            && self.proc.as_mut().is_some_and(|p| p.try_status().is_none())
     }
 
     /// A connector that is never started, because `hung` already holds a timeout: every call
@@ -294,6 +329,10 @@ impl ChildConnector {
             p.kill();
         }
         self.restarts += 1;
+        self.sessions.clear();
+        if let Some(home) = self.home.as_ref().and_then(Weak::upgrade) {
+            home.note_start(StartReason::Restart);
+        }
         push_line(
             &self.log,
             format!("[emq harness] restart {} of the connector", self.restarts),
@@ -318,6 +357,7 @@ impl ChildConnector {
             p.settle_log(Duration::from_millis(200));
         }
         self.dead = Some(message.clone());
+        self.death.get_or_insert(StartReason::Died);
         ConnectorError::internal(message)
     }
 
@@ -347,6 +387,7 @@ impl ChildConnector {
             && let Some(first) = first_hang(&self.hung)
         {
             // A sibling timed out: this one is not waited on either.
+            self.death = Some(StartReason::Timeout);
             self.die(hung_reason(&first));
         }
         if let Some(why) = &self.dead {
@@ -355,6 +396,7 @@ impl ChildConnector {
                 request.cmd()
             )));
         }
+        factory::settle(self)?;
         self.seq += 1;
         let seq = self.seq;
         let what = format!("{} (seq {seq})", request.cmd());
@@ -408,6 +450,7 @@ impl ChildConnector {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .get_or_insert_with(|| message.clone());
+                self.death = Some(StartReason::Timeout);
                 return Err(self.die(message));
             }
             Err(RecvTimeoutError::Disconnected) => {
@@ -485,7 +528,21 @@ fn decode_error(what: &str, err: Value) -> ConnectorError {
 
 impl Connector for ChildConnector {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        self.exchange(request)
+        let reply = self.exchange(request);
+        match (request, &reply) {
+            (Request::Connect { session, .. }, Ok(_)) => {
+                self.sessions.insert(session.clone());
+            }
+            // `invalid`: the connector does not know the session (R5.10), so it holds none.
+            (Request::Disconnect { session }, Ok(_)) => {
+                self.sessions.remove(session);
+            }
+            (Request::Disconnect { session }, Err(e)) if e.kind == ErrorKind::Invalid => {
+                self.sessions.remove(session);
+            }
+            _ => {}
+        }
+        reply
     }
 
     /// SIGKILL to the whole process group; the child is reaped before this returns.
@@ -496,6 +553,7 @@ impl Connector for ChildConnector {
         }
         if self.dead.is_none() {
             self.dead = Some("connector was killed by the harness".into());
+            self.death = Some(StartReason::Killed);
         }
         true
     }
@@ -512,54 +570,16 @@ impl Connector for ChildConnector {
 }
 
 impl Drop for ChildConnector {
+    /// A connector of a factory goes back to it (see [`ChildFactory`]); any other is stopped.
     fn drop(&mut self) {
-        if let Some(p) = self.proc.take() {
-            p.stop();
+        match self.home.take().and_then(|h| h.upgrade()) {
+            Some(home) => home.take_back(self),
+            None => {
+                if let Some(p) = self.proc.take() {
+                    p.stop();
+                }
+            }
         }
-    }
-}
-
-/// Makes [`ChildConnector`]s from one spec, for gates that need fresh or killable connectors.
-///
-/// It remembers the first timeout of any connector it made: from then until [`Self::reset`]
-/// (which [`crate::gates::run_gate`] calls as each gate starts), every connector it made fails
-/// its next call at once and every connector it makes is never started, both naming that
-/// timeout. Clones share that memory.
-#[derive(Debug, Clone)]
-pub struct ChildFactory {
-    pub spec: ChildSpec,
-    hung: Hung,
-}
-
-impl ChildFactory {
-    pub fn new(spec: ChildSpec) -> Self {
-        Self {
-            spec,
-            hung: Hung::default(),
-        }
-    }
-
-    /// The first timeout since the last reset (`no answer to batch (seq 4) within 10.5 s`).
-    pub fn timed_out(&self) -> Option<String> {
-        first_hang(&self.hung)
-    }
-}
-
-impl ConnectorFactory for ChildFactory {
-    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
-        Ok(Box::new(match first_hang(&self.hung) {
-            Some(first) => ChildConnector::stillborn(&self.spec, self.hung.clone(), &first),
-            None => ChildConnector::spawn_sharing(&self.spec, self.hung.clone())?,
-        }))
-    }
-
-    fn killable(&self) -> bool {
-        true
-    }
-
-    /// Forgets the timeout, so the next gate starts its connectors afresh.
-    fn reset(&self) {
-        *self.hung.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 

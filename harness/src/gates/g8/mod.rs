@@ -23,6 +23,7 @@
 pub mod accounting;
 pub mod failover;
 pub mod fault_phase;
+mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
@@ -31,6 +32,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use self::plan::{Crash, Plan};
+use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
@@ -49,6 +52,9 @@ const SESSION: &str = "w";
 
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    // The crash phase's replacements start now, while the first two phases run (issue #24).
+    let kills = Plan::new(ctx.seed, ctx.factory.killable()).process_kills();
+    ctx.factory.warm(kills + 1, StartReason::Killed);
     if let Err(e) = discipline(ctx, out) {
         out.error(e.to_string());
         return;
@@ -300,6 +306,7 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let (tx, rx) = mpsc::channel::<u64>();
     let (ack_tx, ack_rx) = mpsc::channel();
     let killable = ctx.factory.killable();
+    let mut plan = Plan::new(ctx.seed, killable);
     let (mut conn_kills, mut proc_kills, mut steps, mut errors) = (0u32, 0u32, 0u64, 0u64);
     let t0 = Instant::now();
     let result = std::thread::scope(|s| -> Result<(), GateError> {
@@ -312,21 +319,23 @@ fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
                 )
                 .into());
             }
-            let crash = rng.random_bool(0.3);
             let mut pending_ack = false;
-            if crash && killable && rng.random_bool(0.2) {
-                c.kill();
-                proc_kills += 1;
-                c = fresh(ctx, &url)?;
-            } else if crash {
+            match plan.next() {
+                Crash::None => {}
+                Crash::Process => {
+                    c.kill();
+                    proc_kills += 1;
+                    c = fresh(ctx, &url)?;
+                }
                 // Before the call (delay 0, acknowledged first) or while it is in flight.
-                if rng.random_bool(0.3) {
+                Crash::Connections(None) => {
                     tx.send(0).map_err(|_| KILLER_GONE)?;
                     if ack_rx.recv().map_err(|_| KILLER_GONE)?? {
                         conn_kills += 1;
                     }
-                } else {
-                    tx.send(rng.random_range(0..600)).map_err(|_| KILLER_GONE)?;
+                }
+                Crash::Connections(Some(delay)) => {
+                    tx.send(delay).map_err(|_| KILLER_GONE)?;
                     pending_ack = true;
                 }
             }
