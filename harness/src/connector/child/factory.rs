@@ -158,18 +158,19 @@ impl Shared {
                 let _ = c.disconnect(&s);
             }
         }
-        if c.reusable() && c.sessions.is_empty() {
-            if let Some(proc) = c.proc.take() {
-                lock(&self.idle).push(Idle {
-                    proc,
-                    log: c.log.clone(),
-                    seq: c.seq,
-                    wire_log: c.wire_log.take(),
-                    probe: None,
-                    started: Instant::now(),
-                });
-                return;
-            }
+        if c.reusable()
+            && c.sessions.is_empty()
+            && let Some(proc) = c.proc.take()
+        {
+            lock(&self.idle).push(Idle {
+                proc,
+                log: c.log.clone(),
+                seq: c.seq,
+                wire_log: c.wire_log.take(),
+                probe: None,
+                started: Instant::now(),
+            });
+            return;
         }
         if let Some(p) = c.proc.take() {
             p.stop();

@@ -50,11 +50,20 @@ const QUEUE: &str = "g8c";
 const MAX_ATTEMPTS: i64 = 5;
 const SESSION: &str = "w";
 
+/// How many connectors the crash phase of `seed` uses one after another, a killable connector
+/// being killed at the planned points: its first, and the replacement of each planned kill.
+pub fn crash_connectors(seed: u64) -> usize {
+    Plan::new(seed, true).process_kills() + 1
+}
+
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
-    // The crash phase's replacements start now, while the first two phases run (issue #24).
-    let kills = Plan::new(ctx.seed, ctx.factory.killable()).process_kills();
-    ctx.factory.warm(kills + 1, StartReason::Killed);
+    // The crash phase's replacements start now, all at once, while the first two phases run
+    // (issue #24); idle processes (G7's) count among them.
+    if ctx.factory.killable() {
+        ctx.factory
+            .warm(crash_connectors(ctx.seed), StartReason::Killed);
+    }
     if let Err(e) = discipline(ctx, out) {
         out.error(e.to_string());
         return;
