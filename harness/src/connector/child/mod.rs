@@ -13,8 +13,10 @@
 //! gate, not one per step.
 //!
 //! The child runs in its own process group, registered with [`crate::engine::cleanup`] so a Ctrl-C
-//! kills it; dropping the connector sends `stop`, waits up to 2 s, then kills the whole group and
-//! reaps the child, so nothing is left running.
+//! kills it. Dropping a connector of a [`ChildFactory`] that is still healthy disconnects its
+//! sessions and keeps its process idle for the factory's next connector (see `factory`); dropping
+//! any other sends `stop`, waits up to 2 s, then kills the whole group and reaps the child, so
+//! nothing is left running.
 //!
 //! ```no_run
 //! use emq::connector::Verbs;
