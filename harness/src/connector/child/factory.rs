@@ -19,7 +19,7 @@
 
 use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -39,7 +39,9 @@ pub(super) struct Idle {
     /// The `seq` of the warm-up `hello` (a spare), while its answer is unread.
     pub(super) probe: Option<u64>,
     /// When it started: of the spares still starting, the oldest is taken first.
-    started: Instant,
+    pub(super) started: Instant,
+    /// How many processes started together with it (a spare; 1 otherwise): they share the CPU.
+    pub(super) together: u32,
 }
 
 impl Idle {
@@ -87,13 +89,24 @@ fn answers(text: &str, seq: u64) -> Result<(), String> {
     }
 }
 
+/// What each process started together with a spare adds to the time its warm-up `hello` has,
+/// counted from its start: spares share the CPU while they start (a runtime taking up to 1 s of
+/// CPU to start, on a loaded machine, is not cut short because 30 others started with it).
+pub const PER_SPARE: Duration = Duration::from_secs(1);
+
 /// Reads a spare's answer to its warm-up `hello`, before its connector's first request: a
-/// timeout or a broken answer is the connector's, as for any request.
+/// timeout or a broken answer is the connector's, as for any request. The answer has the base
+/// timeout from now, or from the spare's start plus [`PER_SPARE`] for every other process
+/// started with it, whichever ends later.
 pub(super) fn settle(c: &mut ChildConnector) -> Result<(), ConnectorError> {
     let Some(seq) = c.probe.take() else {
         return Ok(());
     };
-    let timeout = c.spec.timeout;
+    let shared = c.spec.timeout + PER_SPARE.saturating_mul(c.together.saturating_sub(1));
+    let timeout = c
+        .spec
+        .timeout
+        .max(shared.saturating_sub(c.started.elapsed()));
     let Some(p) = c.proc.as_mut() else {
         return Ok(());
     };
@@ -169,6 +182,7 @@ impl Shared {
                 wire_log: c.wire_log.take(),
                 probe: None,
                 started: Instant::now(),
+                together: 1,
             });
             return;
         }
@@ -199,6 +213,7 @@ impl Shared {
             wire_log,
             probe: None,
             started: Instant::now(),
+            together: 1,
         })
     }
 
@@ -359,9 +374,13 @@ impl ConnectorFactory for ChildFactory {
             return;
         }
         let missing = n.saturating_sub(self.idle());
+        let together = u32::try_from(missing).unwrap_or(u32::MAX);
         for _ in 0..missing {
             match self.shared.spare(reason) {
-                Ok(i) => lock(&self.shared.idle).insert(0, i),
+                Ok(mut i) => {
+                    i.together = together;
+                    lock(&self.shared.idle).insert(0, i);
+                }
                 // `make` reports a start that fails, where a gate can say so.
                 Err(_) => return,
             }

@@ -209,6 +209,9 @@ pub struct ChildConnector {
     home: Option<Weak<factory::Shared>>,
     /// The `seq` of the `hello` a spare was sent as it started, while its answer is unread.
     probe: Option<u64>,
+    /// When its process started, and how many started with it (see `factory::settle`).
+    started: std::time::Instant,
+    together: u32,
 }
 
 impl std::fmt::Debug for ChildConnector {
@@ -258,6 +261,8 @@ impl ChildConnector {
             death: None,
             home: None,
             probe: None,
+            started: std::time::Instant::now(),
+            together: 1,
         }
     }
 
@@ -269,6 +274,8 @@ impl ChildConnector {
         c.seq = idle.seq;
         c.wire_log = idle.wire_log;
         c.probe = idle.probe;
+        c.started = idle.started;
+        c.together = idle.together;
         c
     }
 
