@@ -87,6 +87,21 @@ fn header(
     })
 }
 
+/// Starts, all at once, as many connector processes as the gates hold side by side (G7's soak:
+/// its workers, a producer and a reaper), so a connector with a slow start-up pays it about once
+/// for all of them (issue #24); the gates take them as they need them, and they are stopped when
+/// the run ends. G8 starts the replacements of its planned process kills itself, as it begins:
+/// started here, their start-ups would compete for the CPU with every gate before it. An
+/// in-process connector starts nothing.
+fn warm_up(factory: &dyn ConnectorFactory) {
+    use crate::connector::starts::StartReason;
+    factory.warm(1, StartReason::First);
+    factory.warm(
+        crate::gates::g7_interleavings::SOAK_WORKERS + 2,
+        StartReason::Concurrent,
+    );
+}
+
 /// Boots the engine, saying so.
 pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, HarnessError> {
     progress.line("booting the engine");
@@ -141,6 +156,7 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     let engine = boot(&opts.engine, progress)?;
     crate::cmd::preflight::engine_usable(&engine)?;
     let factory = factory(&opts.subject, &bundle);
+    warm_up(factory.as_ref());
     let header = header(opts, &bundle, &engine, factory.as_ref())?;
     progress.line(&format!(
         "connector: {} {}",
@@ -157,9 +173,12 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         progress: &say,
     };
     let outcomes = run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress);
-    Ok(Record::new(
-        header,
-        &outcomes,
-        engine.boot_time.as_millis() as u64,
-    ))
+    let mut record = Record::new(header, &outcomes, engine.boot_time.as_millis() as u64);
+    record.volatile.connector_starts = factory.starts();
+    if let Some(s) = &record.volatile.connector_starts {
+        progress.line(&format!("connector processes started: {}", s.describe()));
+    }
+    // Dropping the factory stops its idle processes: nothing is left running.
+    drop(factory);
+    Ok(record)
 }

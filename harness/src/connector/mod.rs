@@ -41,6 +41,7 @@ pub mod args;
 pub mod child;
 pub mod reference;
 pub mod schema;
+pub mod starts;
 
 use std::collections::BTreeMap;
 
@@ -219,6 +220,18 @@ pub trait ConnectorFactory: Send + Sync {
     /// Forgets what the factory learned from earlier connectors (a child connector's timeout),
     /// so a new gate starts afresh. [`crate::gates::run_gate`] calls it as each gate starts.
     fn reset(&self) {}
+    /// Names the gate now running, so the processes started from here on are counted in it.
+    fn enter(&self, _gate: &str) {}
+    /// Makes sure `n` connectors wait idle, starting the missing ones now, all at once, so their
+    /// start-ups overlap instead of following one another: a gate about to hold `n` connectors
+    /// side by side, or to kill `n` processes on purpose (G8), has them ready. The starts are
+    /// counted under `reason`. A no-op for connectors that start at no cost (in-process).
+    fn warm(&self, _n: usize, _reason: starts::StartReason) {}
+    /// The processes started so far, by gate and reason; `None` when the factory starts no
+    /// processes (the in-process reference).
+    fn starts(&self) -> Option<starts::Starts> {
+        None
+    }
 }
 
 impl<F> ConnectorFactory for F

@@ -90,6 +90,9 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { db, url, mut admin } = ctx.database("G1")?;
+    // Two connectors side by side below: their start-ups overlap (issue #24).
+    ctx.factory
+        .warm(2, crate::connector::starts::StartReason::Concurrent);
     let m = &ctx.bundle.manifest;
     if !admin.hgetall(FENCE_KEY)?.is_empty() {
         return Err(format!("database {db} still holds a fence after the flush").into());

@@ -377,6 +377,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let t0 = Instant::now();
     // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
     ctx.factory.reset();
+    ctx.factory.enter(gate.id);
     ctx.engine.mark_health();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
@@ -396,6 +397,12 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
         out.error("the check recorded no evidence");
     }
     out.wall = t0.elapsed();
+    // Processes started for this gate (issue #24); absent for an in-process connector.
+    if let Some(starts) = ctx.factory.starts() {
+        let by_reason = starts.in_gate(gate.id);
+        out.figure("connector_starts", by_reason.values().sum::<u64>());
+        out.figure("connector_starts_by_reason", serde_json::json!(by_reason));
+    }
     out
 }
 

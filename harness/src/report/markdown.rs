@@ -131,6 +131,9 @@ fn figures(r: &Record) -> String {
     for (id, ms) in &r.volatile.gate_wall_ms {
         rows.push((format!("{id} wall"), format!("{ms} ms")));
     }
+    if let Some(s) = &r.volatile.connector_starts {
+        rows.push(("connector processes started".into(), s.describe()));
+    }
     for (id, figs) in &r.volatile.figures {
         for (k, v) in figs {
             let shown = match v {

@@ -124,6 +124,10 @@ pub struct Volatile {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub case_wall_ms: BTreeMap<String, u64>,
     pub figures: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    /// Connector processes the run started, by gate and reason; absent for the in-process
+    /// reference, which starts none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector_starts: Option<crate::connector::starts::Starts>,
 }
 
 /// A whole record.

@@ -13,8 +13,10 @@
 //! gate, not one per step.
 //!
 //! The child runs in its own process group, registered with [`crate::engine::cleanup`] so a Ctrl-C
-//! kills it; dropping the connector sends `stop`, waits up to 2 s, then kills the whole group and
-//! reaps the child, so nothing is left running.
+//! kills it. Dropping a connector of a [`ChildFactory`] that is still healthy disconnects its
+//! sessions and keeps its process idle for the factory's next connector (see `factory`); dropping
+//! any other sends `stop`, waits up to 2 s, then kills the whole group and reaps the child, so
+//! nothing is left running.
 //!
 //! ```no_run
 //! use emq::connector::Verbs;
@@ -25,21 +27,25 @@
 //! println!("{}", c.hello().unwrap().name);
 //! ```
 
+mod factory;
 mod process;
 mod wirelog;
+mod words;
 
-use std::os::unix::process::ExitStatusExt;
+pub use factory::ChildFactory;
+
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::ExitStatus;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
 
 pub use self::process::MAX_LINE;
 use self::process::{Line, Ring, Running, push_line};
-use crate::connector::ConnectorFactory;
+use self::words::{ended, quote, secs};
+use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
 
@@ -53,8 +59,6 @@ pub const PER_COMMAND: Duration = Duration::from_micros(250);
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 /// How many stderr lines [`Connector::log_tail`] keeps.
 pub const LOG_LINES: usize = 200;
-/// How much of a bad line an error message quotes.
-const QUOTE_CHARS: usize = 200;
 
 /// How to start a connector: argv (no shell), per-request timeout, extra environment, directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,33 +140,6 @@ impl ChildSpec {
     }
 }
 
-/// `10 s`, `1.5 s`, `0.25 s`.
-fn secs(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        let s = format!("{:.3}", d.as_secs_f64());
-        format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
-    }
-}
-
-/// `exited with status 3`, `was killed by signal 11`.
-fn ended(s: ExitStatus) -> String {
-    match (s.code(), s.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(sig)) => format!("was killed by signal {sig}"),
-        _ => format!("ended ({s})"),
-    }
-}
-
-fn quote(line: &str) -> String {
-    let mut q: String = line.chars().take(QUOTE_CHARS).collect();
-    if line.chars().nth(QUOTE_CHARS).is_some() {
-        q.push_str("...");
-    }
-    q
-}
-
 /// The first timeout among the connectors of one [`ChildFactory`] since its last reset: shared
 /// by the factory and every connector it made.
 type Hung = Arc<Mutex<Option<String>>>;
@@ -189,6 +166,18 @@ pub struct ChildConnector {
     restarts: u32,
     max_restarts: u32,
     wire_log: Option<wirelog::WireLog>,
+    /// The sessions the connector holds (from its successful `connect`/`disconnect` replies):
+    /// what it must `disconnect` before its process can serve another connector.
+    sessions: BTreeSet<String>,
+    /// Why its process must not be reused, once it must not: what its replacement is counted as.
+    death: Option<StartReason>,
+    /// The factory it came from: a connector dropped healthy goes back there, idle.
+    home: Option<Weak<factory::Shared>>,
+    /// The `seq` of the `hello` a spare was sent as it started, while its answer is unread.
+    probe: Option<u64>,
+    /// When its process started, and how many started with it (see `factory::settle`).
+    started: std::time::Instant,
+    together: u32,
 }
 
 impl std::fmt::Debug for ChildConnector {
@@ -234,7 +223,33 @@ impl ChildConnector {
             dead: None,
             restarts: 0,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            sessions: BTreeSet::new(),
+            death: None,
+            home: None,
+            probe: None,
+            started: std::time::Instant::now(),
+            together: 1,
         }
+    }
+
+    /// A connector on a process that served another connector before (its sessions all
+    /// disconnected) or was started ahead of need: no start-up to wait for.
+    fn resume(spec: &ChildSpec, idle: factory::Idle, hung: Hung) -> Self {
+        let mut c = Self::unstarted(spec, idle.log, hung);
+        c.proc = Some(idle.proc);
+        c.seq = idle.seq;
+        c.wire_log = idle.wire_log;
+        c.probe = idle.probe;
+        c.started = idle.started;
+        c.together = idle.together;
+        c
+    }
+
+    /// Whether its process may serve another connector: alive, not killed, no timeout.
+    fn reusable(&mut self) -> bool {
+        self.dead.is_none()
+            && first_hang(&self.hung).is_none()
+            && self.proc.as_mut().is_some_and(|p| p.try_status().is_none())
     }
 
     /// A connector that is never started, because `hung` already holds a timeout: every call
@@ -289,6 +304,10 @@ impl ChildConnector {
             p.kill();
         }
         self.restarts += 1;
+        self.sessions.clear();
+        if let Some(home) = self.home.as_ref().and_then(Weak::upgrade) {
+            home.note_start(StartReason::Restart);
+        }
         push_line(
             &self.log,
             format!("[emq harness] restart {} of the connector", self.restarts),
@@ -313,6 +332,7 @@ impl ChildConnector {
             p.settle_log(Duration::from_millis(200));
         }
         self.dead = Some(message.clone());
+        self.death.get_or_insert(StartReason::Died);
         ConnectorError::internal(message)
     }
 
@@ -342,6 +362,7 @@ impl ChildConnector {
             && let Some(first) = first_hang(&self.hung)
         {
             // A sibling timed out: this one is not waited on either.
+            self.death = Some(StartReason::Timeout);
             self.die(hung_reason(&first));
         }
         if let Some(why) = &self.dead {
@@ -350,6 +371,7 @@ impl ChildConnector {
                 request.cmd()
             )));
         }
+        factory::settle(self)?;
         self.seq += 1;
         let seq = self.seq;
         let what = format!("{} (seq {seq})", request.cmd());
@@ -409,6 +431,7 @@ impl ChildConnector {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .get_or_insert_with(|| message.clone());
+                self.death = Some(StartReason::Timeout);
                 return Err(self.die(message));
             }
             Err(RecvTimeoutError::Disconnected) => {
@@ -486,7 +509,21 @@ fn decode_error(what: &str, err: Value) -> ConnectorError {
 
 impl Connector for ChildConnector {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        self.exchange(request)
+        let reply = self.exchange(request);
+        match (request, &reply) {
+            (Request::Connect { session, .. }, Ok(_)) => {
+                self.sessions.insert(session.clone());
+            }
+            // `invalid`: the connector does not know the session (R5.10), so it holds none.
+            (Request::Disconnect { session }, Ok(_)) => {
+                self.sessions.remove(session);
+            }
+            (Request::Disconnect { session }, Err(e)) if e.kind == ErrorKind::Invalid => {
+                self.sessions.remove(session);
+            }
+            _ => {}
+        }
+        reply
     }
 
     /// SIGKILL to the whole process group; the child is reaped before this returns.
@@ -497,6 +534,7 @@ impl Connector for ChildConnector {
         }
         if self.dead.is_none() {
             self.dead = Some("connector was killed by the harness".into());
+            self.death = Some(StartReason::Killed);
         }
         true
     }
@@ -517,54 +555,16 @@ impl Connector for ChildConnector {
 }
 
 impl Drop for ChildConnector {
+    /// A connector of a factory goes back to it (see [`ChildFactory`]); any other is stopped.
     fn drop(&mut self) {
-        if let Some(p) = self.proc.take() {
-            p.stop();
+        match self.home.take().and_then(|h| h.upgrade()) {
+            Some(home) => home.take_back(self),
+            None => {
+                if let Some(p) = self.proc.take() {
+                    p.stop();
+                }
+            }
         }
-    }
-}
-
-/// Makes [`ChildConnector`]s from one spec, for gates that need fresh or killable connectors.
-///
-/// It remembers the first timeout of any connector it made: from then until [`Self::reset`]
-/// (which [`crate::gates::run_gate`] calls as each gate starts), every connector it made fails
-/// its next call at once and every connector it makes is never started, both naming that
-/// timeout. Clones share that memory.
-#[derive(Debug, Clone)]
-pub struct ChildFactory {
-    pub spec: ChildSpec,
-    hung: Hung,
-}
-
-impl ChildFactory {
-    pub fn new(spec: ChildSpec) -> Self {
-        Self {
-            spec,
-            hung: Hung::default(),
-        }
-    }
-
-    /// The first timeout since the last reset (`no answer to batch (seq 4) within 10.5 s`).
-    pub fn timed_out(&self) -> Option<String> {
-        first_hang(&self.hung)
-    }
-}
-
-impl ConnectorFactory for ChildFactory {
-    fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
-        Ok(Box::new(match first_hang(&self.hung) {
-            Some(first) => ChildConnector::stillborn(&self.spec, self.hung.clone(), &first),
-            None => ChildConnector::spawn_sharing(&self.spec, self.hung.clone())?,
-        }))
-    }
-
-    fn killable(&self) -> bool {
-        true
-    }
-
-    /// Forgets the timeout, so the next gate starts its connectors afresh.
-    fn reset(&self) {
-        *self.hung.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 

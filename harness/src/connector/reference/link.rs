@@ -314,6 +314,31 @@ impl Link {
         r
     }
 
+    /// Writes pre-encoded commands of `key`'s node and reads nothing: their replies wait for
+    /// [`Link::recv_packed`], so the nodes of a cluster work on their shares at once.
+    pub(super) fn send_packed(&mut self, key: &str, bytes: &[u8]) -> RedisResult<()> {
+        let r = self
+            .pipe_for(key)
+            .and_then(|c| c.send_packed_command(bytes));
+        self.drop_pipes_on_error(r)
+    }
+
+    /// The `count` replies to what [`Link::send_packed`] wrote on `key`'s node, in order, as
+    /// [`Link::pipeline`] gives them.
+    pub(super) fn recv_packed(&mut self, key: &str, count: usize) -> RedisResult<Vec<Value>> {
+        let r = self.pipe_for(key).and_then(|c| {
+            let mut out = Vec::with_capacity(count);
+            while out.len() < count {
+                match c.recv_response()? {
+                    Value::Push { .. } => {}
+                    v => out.push(v),
+                }
+            }
+            Ok(out)
+        });
+        self.drop_pipes_on_error(r)
+    }
+
     /// A `MULTI`/`EXEC` transaction of `count` commands on `key`'s slot; errors inside as `Err`.
     pub(super) fn transaction(&mut self, key: &str, p: &Pipeline, count: usize) -> RedisResult<()> {
         let r = self

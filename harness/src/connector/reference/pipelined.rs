@@ -112,81 +112,105 @@ impl Reference {
             groups.entry(g).or_default().push(qi);
         }
         let len = queues.len() as i64;
-        let mut done = 0;
-        for members in groups.values() {
-            // This group's enqueues, in order: `i` with `queues[i % len]` in the group.
-            let mine: Vec<usize> = (0..n)
-                .filter(|i| members.contains(&((i % len) as usize)))
-                .map(|i| (i % len) as usize)
-                .collect();
-            let anchor = key(&queues[members[0]], "pending");
-            done += self.batch_group(session, &encoded, &mine, depth, &anchor)?;
-        }
-        Ok(done)
+        let lanes: Vec<Lane> = groups
+            .values()
+            .map(|members| Lane {
+                // This group's enqueues, in order: `i` with `queues[i % len]` in the group.
+                todo: (0..n)
+                    .filter(|i| members.contains(&((i % len) as usize)))
+                    .map(|i| (i % len) as usize)
+                    .collect(),
+                anchor: key(&queues[members[0]], "pending"),
+                idle: 0,
+            })
+            .collect();
+        self.batch_lanes(session, &encoded, lanes, depth)
     }
 
-    /// Sends `calls` (indexes into `encoded`) in pipelines of `depth` on the node of `anchor`.
-    /// Calls that did not run (`NOSCRIPT`, a redirect) go first into the next pipeline; a
-    /// pipeline in which nothing ran twice in a row is an error, never a loop.
-    fn batch_group(
+    /// Sends every lane's enqueues (indexes into `encoded`) in pipelines of `depth` on its
+    /// node: each round writes one pipeline per lane before it reads any reply, so the nodes of a
+    /// cluster work at once. Calls that did not run (`NOSCRIPT`, a redirect) go first into their
+    /// lane's next pipeline, after every reply of the round is read (a script load or a slot map
+    /// read never lands between a pipeline and its replies); a lane in which nothing ran three
+    /// rounds in a row is an error, never a loop.
+    fn batch_lanes(
         &mut self,
         session: &str,
         encoded: &[Vec<u8>],
-        calls: &[usize],
+        mut lanes: Vec<Lane>,
         depth: i64,
-        anchor: &str,
     ) -> Result<i64, ConnectorError> {
         let quirks = self.quirks;
         let depth = usize::try_from(depth.max(1)).unwrap_or(1);
-        let mut todo: VecDeque<usize> = calls.iter().copied().collect();
         let mut done = 0;
-        let mut idle = 0;
         let mut packed = Vec::new();
-        while !todo.is_empty() {
-            let chunk: Vec<usize> = todo.drain(..depth.min(todo.len())).collect();
-            packed.clear();
-            for &q in &chunk {
-                packed.extend_from_slice(&encoded[q]);
-            }
+        loop {
             let link = self.live(session)?;
-            let replies = link
-                .packed(anchor, &packed, chunk.len())
-                .map_err(engine_err)?;
-            let (mut again, mut missed_script, mut redirected) = (Vec::new(), false, false);
-            for (&q, v) in chunk.iter().zip(&replies) {
-                match v {
-                    Value::ServerError(e) => match e.kind() {
-                        Some(ServerErrorKind::NoScript) => {
-                            missed_script = true;
-                            again.push(q);
-                        }
-                        Some(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
-                            redirected = true;
-                            again.push(q);
-                        }
-                        _ => return Err(ConnectorError::engine(format!("{e:?}"))),
-                    },
-                    _ => done += 1,
+            let mut round: Vec<(usize, Vec<usize>)> = Vec::new();
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                if lane.todo.is_empty() {
+                    continue;
+                }
+                let chunk: Vec<usize> = lane.todo.drain(..depth.min(lane.todo.len())).collect();
+                packed.clear();
+                for &q in &chunk {
+                    packed.extend_from_slice(&encoded[q]);
+                }
+                link.send_packed(&lane.anchor, &packed)
+                    .map_err(engine_err)?;
+                round.push((l, chunk));
+            }
+            if round.is_empty() {
+                return Ok(done);
+            }
+            let mut replies = Vec::with_capacity(round.len());
+            for (l, chunk) in &round {
+                replies.push(
+                    link.recv_packed(&lanes[*l].anchor, chunk.len())
+                        .map_err(engine_err)?,
+                );
+            }
+            let (mut missed_script, mut redirected) = (Vec::new(), false);
+            for ((l, chunk), replies) in round.into_iter().zip(replies) {
+                let lane = &mut lanes[l];
+                let mut again = Vec::new();
+                for (&q, v) in chunk.iter().zip(&replies) {
+                    match v {
+                        Value::ServerError(e) => match e.kind() {
+                            Some(ServerErrorKind::NoScript) => {
+                                if !missed_script.contains(&l) {
+                                    missed_script.push(l);
+                                }
+                                again.push(q);
+                            }
+                            Some(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
+                                redirected = true;
+                                again.push(q);
+                            }
+                            _ => return Err(ConnectorError::engine(format!("{e:?}"))),
+                        },
+                        _ => done += 1,
+                    }
+                }
+                lane.idle = if again.len() == chunk.len() {
+                    lane.idle + 1
+                } else {
+                    0
+                };
+                if lane.idle > 2 {
+                    return Err(ConnectorError::engine(format!(
+                        "a pipeline of {} enqueues ran none of them three times in a row (NOSCRIPT or a redirect after the script was loaded and the slot map read)",
+                        chunk.len()
+                    )));
+                }
+                for q in again.into_iter().rev() {
+                    lane.todo.push_front(q);
                 }
             }
-            idle = if again.len() == chunk.len() {
-                idle + 1
-            } else {
-                0
-            };
-            if idle > 2 {
-                return Err(ConnectorError::engine(format!(
-                    "a pipeline of {} enqueues ran none of them three times in a row (NOSCRIPT or a redirect after the script was loaded and the slot map read)",
-                    chunk.len()
-                )));
-            }
-            for q in again.into_iter().rev() {
-                todo.push_front(q);
-            }
-            if missed_script {
+            for l in missed_script {
                 let script = &self.scripts["enqueue"];
                 let link = self.sessions.get_mut(session).expect("live() kept it");
-                Self::load(link, anchor, script, quirks)?;
+                Self::load(link, &lanes[l].anchor, script, quirks)?;
             }
             if redirected {
                 self.sessions
@@ -195,6 +219,13 @@ impl Reference {
                     .mark_stale();
             }
         }
-        Ok(done)
     }
+}
+
+/// One pipeline group of a batch: the enqueues left to send to the node of `anchor`'s slot.
+struct Lane {
+    todo: VecDeque<usize>,
+    anchor: String,
+    /// Rounds in a row in which none of its pipeline ran.
+    idle: u32,
 }

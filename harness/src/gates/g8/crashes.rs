@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::plan::{CRASHES, Crash, Plan};
 use super::{MAX_ATTEMPTS, SESSION};
 use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::Admin;
@@ -19,8 +20,6 @@ use crate::observe::reconnect::{CALL_MARK, KILL_MARK, unfenced_after_kills, unfe
 use crate::observe::{Watch, connector_clients, stable};
 use crate::protocol::grammar::{Set, job_id, key};
 
-/// Connection kills to inject.
-const CRASHES: u32 = 100;
 /// Jobs enqueued before the crash phase.
 const JOBS: usize = 300;
 const QUEUE: &str = "g8c";
@@ -261,6 +260,7 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
     let (tx, rx) = mpsc::channel::<u64>();
     let (ack_tx, ack_rx) = mpsc::channel();
     let killable = ctx.factory.killable();
+    let mut plan = Plan::new(ctx.seed, killable);
     let (mut conn_kills, mut proc_kills, mut steps, mut errors) = (0u32, 0u32, 0u64, 0u64);
     let t0 = Instant::now();
     let result = std::thread::scope(|s| -> Result<(), GateError> {
@@ -274,22 +274,24 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
                 )
                 .into());
             }
-            let crash = rng.random_bool(0.3);
             let mut pending_ack = false;
-            if crash && killable && rng.random_bool(0.2) {
-                c.kill();
-                proc_kills += 1;
-                marker.mark("connect");
-                c = fresh(ctx, &url)?;
-            } else if crash {
+            match plan.next() {
+                Crash::None => {}
+                Crash::Process => {
+                    c.kill();
+                    proc_kills += 1;
+                    marker.mark("connect");
+                    c = fresh(ctx, &url)?;
+                }
                 // Before the call (delay 0, acknowledged first) or while it is in flight.
-                if rng.random_bool(0.3) {
+                Crash::Connections(None) => {
                     tx.send(0).map_err(|_| KILLER_GONE)?;
                     if ack_rx.recv().map_err(|_| KILLER_GONE)?? {
                         conn_kills += 1;
                     }
-                } else {
-                    tx.send(rng.random_range(0..600)).map_err(|_| KILLER_GONE)?;
+                }
+                Crash::Connections(Some(delay)) => {
+                    tx.send(delay).map_err(|_| KILLER_GONE)?;
                     pending_ack = true;
                 }
             }

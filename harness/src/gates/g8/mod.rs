@@ -27,12 +27,15 @@ pub mod crashes;
 pub mod failover;
 pub mod fault_phase;
 pub mod late_reply;
+mod plan;
 
 use crashes::{crashes, fresh};
 
 use std::collections::BTreeSet;
 
+use self::plan::Plan;
 use crate::connector::Verbs;
+use crate::connector::starts::StartReason;
 use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::observe::{Watch, every_transition, keys_of, names_emq_key, stable};
@@ -43,8 +46,20 @@ use crate::protocol::grammar::FENCE_KEY;
 const MAX_ATTEMPTS: i64 = 5;
 const SESSION: &str = "w";
 
+/// How many connectors the crash phase of `seed` uses one after another, a killable connector
+/// being killed at the planned points: its first, and the replacement of each planned kill.
+pub fn crash_connectors(seed: u64) -> usize {
+    Plan::new(seed, true).process_kills() + 1
+}
+
 /// The gate's check.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    // The crash phase's replacements start now, all at once, while the first phases run
+    // (issue #24); idle processes (G7's) count among them.
+    if ctx.factory.killable() {
+        ctx.factory
+            .warm(crash_connectors(ctx.seed), StartReason::Killed);
+    }
     if let Err(e) = discipline(ctx, out) {
         out.error(e.to_string());
         return;

@@ -77,7 +77,12 @@ pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessErro
             .violations
             .push(format!("{who}: the connector failed: {e}"));
     };
-    // Connect everyone first, so a failing factory stops the soak before it starts.
+    // Everyone's process starts at once (issue #24), then everyone connects, so a failing
+    // factory stops the soak before it starts.
+    env.factory.warm(
+        opts.workers + 2,
+        crate::connector::starts::StartReason::Concurrent,
+    );
     let connect = |name: &str| -> Result<Box<dyn Connector + Send>, HarnessError> {
         let mut c = env.factory.make()?;
         if let Err(e) = c.connect(name, &url) {
