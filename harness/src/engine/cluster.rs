@@ -243,6 +243,16 @@ impl Running {
             .map_or(port, |i| self.nodes[i].port)
     }
 
+    /// The port the node listening at `real` announces (its proxy's); `real` itself when no
+    /// node listens there.
+    pub fn proxy_of(&self, real: u16) -> u16 {
+        self.nodes
+            .iter()
+            .position(|n| n.port == real)
+            .and_then(|i| self.proxies.get(i))
+            .map_or(real, |p| p.port())
+    }
+
     /// The fault proxy in front of the node announced (or listening) at `port`.
     pub fn proxy(&self, port: u16) -> Option<&Proxy> {
         self.proxies

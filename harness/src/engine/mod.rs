@@ -216,9 +216,11 @@ fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessE
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
     let fence = admin::shards::slot(crate::protocol::grammar::FENCE_KEY.as_bytes());
+    // CLUSTER SLOTS names the ports the nodes announce (their proxies'); the engine's own port is
+    // the node's real one (the harness talks to nodes directly).
     map.iter()
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
-        .map(|(port, _, _)| *port)
+        .map(|(port, _, _)| running.real_port(*port))
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
 }
 
@@ -408,8 +410,10 @@ impl Engine {
     /// node's fault proxy (every connection a cluster client makes goes through a proxy), flagged.
     pub fn target(&self, db: u32) -> Target {
         match &self.handle {
+            // The seed: a primary that does not own the fence's slot ([`seed_port`]), as its
+            // proxy (the port it announces).
             Handle::Cluster(c) => Target {
-                url: self.node_url_at(c.proxies[0].port()),
+                url: self.node_url_at(c.proxy_of(self.port)),
                 cluster: true,
             },
             _ => Target::single(self.url(db)),

@@ -4,8 +4,8 @@
 //! next verb and sends its `EVALSHA` at once; these functions find such connections.
 //!
 //! The harness marks what it is doing in the same `MONITOR` stream with keyless `ECHO`s from its
-//! own connection: [`CALL_MARK`] before each connector call (so a connection is named with the
-//! verb that opened it) and, on a cluster, [`KILL_MARK`] after each `CLIENT KILL` round.
+//! own connection: [`CALL_MARK`] before each connector call, so a connection is named with the
+//! verb that opened it.
 
 use crate::observe::attribute::Observed;
 use crate::observe::line::{Line, is_script_cmd, keys_of, names_emq_key, stable};
@@ -13,8 +13,6 @@ use crate::protocol::grammar::FENCE_KEY;
 
 /// `ECHO "emq-call <n> <cmd>"`: the harness is about to send call `n`, a `<cmd>`.
 pub const CALL_MARK: &str = "emq-call ";
-/// `ECHO "emq-killed <n>"`: kill round `n` is done; every connection the connector had is gone.
-pub const KILL_MARK: &str = "emq-killed ";
 
 /// A connection that sent a script (or touched an EchoMQ key) before reading the fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,58 +120,6 @@ pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
     (bad, working)
 }
 
-/// On a cluster a session is a connection per node and reads the fence once, on the fence's
-/// node (R8.1), so "first" is judged in engine time over every node: after each kill round
-/// ([`KILL_MARK`]), no connection opened since may send EchoMQ work before the connector's
-/// first fence read since the kill. Returns the offenders and the kill rounds seen.
-pub fn unfenced_after_kills(obs: &Observed) -> (Vec<Unfenced>, usize) {
-    let mut call: Option<&str> = None;
-    let mut fenced = true;
-    let mut kills = 0;
-    let mut last_round: Option<&str> = None;
-    let mut seen: std::collections::BTreeSet<&str> = Default::default();
-    // Connections first seen since the last kill, with the call under way then.
-    let mut fresh: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
-    let mut bad: Vec<Unfenced> = Vec::new();
-    for l in &obs.all {
-        if let Some(m) = mark(l, CALL_MARK) {
-            call = Some(m);
-            continue;
-        }
-        if let Some(round) = mark(l, KILL_MARK) {
-            // One round is marked on every node, one after the other: its first mark starts it,
-            // and a fence read between two nodes' marks of the same round counts for it.
-            if last_round != Some(round) {
-                last_round = Some(round);
-                kills += 1;
-                fenced = false;
-                fresh.clear();
-            }
-            continue;
-        }
-        if !obs.commands.contains_key(&l.addr) || l.is_lua() {
-            continue;
-        }
-        if seen.insert(l.addr.as_str()) {
-            fresh.insert(l.addr.as_str(), call);
-        }
-        if is_fence_read(&l.args) {
-            fenced = true;
-        } else if !fenced
-            && is_emq(&l.args)
-            && let Some(opened) = fresh.get(l.addr.as_str())
-            && !bad.iter().any(|b| b.client == l.addr)
-        {
-            bad.push(Unfenced {
-                client: l.addr.clone(),
-                during: during(*opened),
-                first: vec![describe(&l.args)],
-            });
-        }
-    }
-    (bad, kills)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,51 +154,5 @@ mod tests {
         assert_eq!(bad[0].during, "claim (call 2)");
         assert_eq!(bad[0].first, ["EVALSHA abc"]);
         assert!(bad[0].to_string().contains("opened during claim (call 2)"));
-    }
-
-    #[test]
-    fn on_a_cluster_each_kill_round_needs_a_fence_read_before_new_work() {
-        let good = monitor(&[
-            r#"[5 127.0.0.1:2] "HGETALL" "emq:fence""#,
-            r#"[5 127.0.0.1:3] "EVALSHA" "abc" "0""#,
-            r#"[5 127.0.0.1:1] "ECHO" "emq-killed 1""#,
-            r#"[5 127.0.0.1:1] "ECHO" "emq-call 9 connect""#,
-            r#"[5 127.0.0.1:4] "HGETALL" "emq:fence""#,
-            r#"[5 127.0.0.1:5] "EVALSHA" "abc" "0""#,
-        ]);
-        assert_eq!(unfenced_after_kills(&good), (vec![], 1));
-        let bad = monitor(&[
-            r#"[5 127.0.0.1:2] "HGETALL" "emq:fence""#,
-            r#"[5 127.0.0.1:1] "ECHO" "emq-killed 1""#,
-            r#"[5 127.0.0.1:1] "ECHO" "emq-call 9 enqueue""#,
-            r#"[5 127.0.0.1:5] "EVALSHA" "abc" "0""#,
-            r#"[5 127.0.0.1:4] "HGETALL" "emq:fence""#,
-        ]);
-        let (found, kills) = unfenced_after_kills(&bad);
-        assert_eq!(kills, 1);
-        assert_eq!(found.len(), 1);
-        assert_eq!(found[0].during, "enqueue (call 9)");
-    }
-
-    #[test]
-    fn a_fence_read_between_two_nodes_marks_of_one_round_counts() {
-        let obs = monitor(&[
-            r#"[5 127.0.0.1:1] "ECHO" "emq-killed 1""#,
-            r#"[5 127.0.0.1:4] "HGETALL" "emq:fence""#,
-            r#"[5 127.0.0.1:1] "ECHO" "emq-killed 1""#,
-            r#"[5 127.0.0.1:5] "EVALSHA" "abc" "0""#,
-        ]);
-        assert_eq!(unfenced_after_kills(&obs), (vec![], 1));
-    }
-
-    #[test]
-    fn a_survivor_of_a_kill_round_is_not_new() {
-        let obs = monitor(&[
-            r#"[5 127.0.0.1:2] "HGETALL" "emq:fence""#,
-            r#"[5 127.0.0.1:3] "EVALSHA" "abc" "0""#,
-            r#"[5 127.0.0.1:1] "ECHO" "emq-killed 1""#,
-            r#"[5 127.0.0.1:3] "EVALSHA" "abc" "0""#,
-        ]);
-        assert_eq!(unfenced_after_kills(&obs).0, vec![]);
     }
 }

@@ -165,10 +165,16 @@ impl Reference {
             }
             let mut replies = Vec::with_capacity(round.len());
             for (l, chunk) in &round {
-                replies.push(
-                    link.recv_packed(&lanes[*l].anchor, chunk.len())
-                        .map_err(engine_err)?,
-                );
+                let got = match link.recv_packed(&lanes[*l].anchor, chunk.len()) {
+                    // The ClusterPipeline double: the node's whole share again, on a new connection.
+                    Err(_) if quirks.resend_pipelines => {
+                        let bytes: Vec<u8> =
+                            chunk.iter().flat_map(|&q| encoded[q].clone()).collect();
+                        link.packed(&lanes[*l].anchor, &bytes, chunk.len())
+                    }
+                    other => other,
+                };
+                replies.push(got.map_err(engine_err)?);
             }
             let (mut missed_script, mut redirected) = (Vec::new(), false);
             for ((l, chunk), replies) in round.into_iter().zip(replies) {
