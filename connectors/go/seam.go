@@ -108,13 +108,14 @@ func ParseTarget(raw string, cluster bool) (Target, *WireError) {
 
 // Engine is one session's connection(s): one on a single engine, one per primary on a cluster.
 type Engine struct {
-	b      *Bundle
-	t      Target
-	logf   func(string, ...interface{})
-	conns  map[string]redis.Conn
-	slots  []string // cluster: slot -> primary address
-	nodes  []string // cluster: every address seen, to find the slot map again
-	broken bool     // a connection failed: reconnect (fence first) at the next verb
+	b       *Bundle
+	t       Target
+	logf    func(string, ...interface{})
+	conns   map[string]redis.Conn
+	slots   []string // cluster: slot -> primary address
+	nodes   []string // cluster: every address seen, to find the slot map again
+	broken  bool     // a connection failed: reconnect (fence first) at the next verb
+	inFence bool     // reading or installing the fence (no fence re-read from inside it)
 }
 
 // Open connects a session: dial, (cluster: learn the slot map), read the fence (SPEC §3).
@@ -201,7 +202,7 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 // ---- the fence (SPEC §3) ----
 
 func (e *Engine) fenceRead() (map[string]string, *WireError) {
-	r, err := e.exec([]*op{{key: fenceKey, cmd: "HGETALL", args: []interface{}{fenceKey}}}, 1, false, false)
+	r, err := e.exec([]*op{{key: fenceKey, cmd: "HGETALL", args: []interface{}{fenceKey}}}, 1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +217,8 @@ func (e *Engine) fenceRead() (map[string]string, *WireError) {
 }
 
 func (e *Engine) checkFence() *WireError {
+	e.inFence = true
+	defer func() { e.inFence = false }()
 	f, err := e.fenceRead()
 	if err != nil {
 		return err
@@ -229,7 +232,7 @@ func (e *Engine) checkFence() *WireError {
 			{key: fenceKey, cmd: "HSETNX", args: []interface{}{fenceKey, "digest", e.b.Digest}},
 			{key: fenceKey, cmd: "EXEC"},
 		}
-		r, err := e.exec(ops, len(ops), true, false)
+		r, err := e.exec(ops, len(ops), true)
 		if err != nil {
 			return err
 		}
@@ -271,6 +274,7 @@ func (e *Engine) refreshSlots() *WireError {
 			continue
 		}
 		seen[addr] = true
+		_, existing := e.conns[addr]
 		c, err := e.conn(addr)
 		if err != nil {
 			tried = append(tried, err.Msg)
@@ -280,6 +284,10 @@ func (e *Engine) refreshSlots() *WireError {
 		if rerr != nil {
 			if re, ok := rerr.(redis.Error); ok {
 				return enginef("CLUSTER SLOTS on %s: %s", addr, string(re))
+			}
+			if existing {
+				// A connection the session was using died: that is a connection failure (R4.16).
+				return e.fail(addr, rerr)
 			}
 			c.Close()
 			delete(e.conns, addr)
@@ -308,6 +316,18 @@ func (e *Engine) refreshSlots() *WireError {
 	e.Close()
 	e.broken = true
 	return enginef("no cluster node answered CLUSTER SLOTS: %s", strings.Join(tried, "; "))
+}
+
+// rereadSlots reads the slot map again and then the fence: a session that reads the slot map
+// again reads the fence again (R8.1). The fence read itself never recurses into this.
+func (e *Engine) rereadSlots() *WireError {
+	if err := e.refreshSlots(); err != nil {
+		return err
+	}
+	if e.inFence {
+		return nil
+	}
+	return e.checkFence()
 }
 
 func contains(xs []string, x string) bool {
@@ -365,7 +385,7 @@ func (e *Engine) route(key string) (string, *WireError) {
 	}
 	addr := e.slots[redisc.Slot(key)]
 	if addr == "" {
-		if err := e.refreshSlots(); err != nil {
+		if err := e.rereadSlots(); err != nil {
 			return "", err
 		}
 		if addr = e.slots[redisc.Slot(key)]; addr == "" {
@@ -415,8 +435,8 @@ var errNotSent = redis.Error("ERR not sent: an earlier command of the batch fail
 // connections and returns kind engine; nothing is re-sent after it. Calls answered by MOVED, ASK,
 // TRYAGAIN, CLUSTERDOWN or NOSCRIPT did not run and are re-sent as SPEC allows. With stopOnError,
 // ops after a final error reply are not sent (a batch stops at its first failure).
-// refreshFence: after a MOVED the slot map is read again, and then the fence too (R8.1).
-func (e *Engine) exec(ops []*op, depth int, stopOnError bool, refreshFence bool) ([]interface{}, *WireError) {
+// After a MOVED the slot map is read again, and then the fence too (R8.1).
+func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *WireError) {
 	replies := make([]interface{}, len(ops))
 	todo := make([]int, len(ops))
 	for i := range todo {
@@ -524,9 +544,9 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool, refreshFence bool)
 				return nil, err
 			}
 			for slot, addr := range moved {
-				e.slots[slot] = addr
+				e.slots[slot] = addr // the redirect is authoritative, the map may lag behind it
 			}
-			if refreshFence {
+			if !e.inFence {
 				// Reading the slot map again is a reconnect of sorts: the fence comes first (R8.1).
 				if err := e.checkFence(); err != nil {
 					return nil, err
@@ -601,7 +621,7 @@ func (e *Engine) call(o *op) (interface{}, *WireError) {
 	if err := e.ready(); err != nil {
 		return nil, err
 	}
-	r, err := e.exec([]*op{o}, 1, false, true)
+	r, err := e.exec([]*op{o}, 1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -747,7 +767,7 @@ func (e *Engine) Browse(q string, offset, limit int64) ([]BrowsedJob, *WireError
 	for i, id := range ids {
 		ops[i] = &op{key: k.root + id, cmd: "HGET", args: []interface{}{k.root + id, "payload"}}
 	}
-	rs, err := e.exec(ops, len(ops), false, true)
+	rs, err := e.exec(ops, len(ops), false)
 	if err != nil {
 		return nil, err
 	}
@@ -777,7 +797,7 @@ func (e *Engine) Probe(key string, n int64) ([]int64, *WireError) {
 	for i := range ops {
 		ops[i] = &op{key: key, cmd: "INCR", args: args}
 	}
-	rs, err := e.exec(ops, len(ops), false, true)
+	rs, err := e.exec(ops, len(ops), false)
 	if err != nil {
 		return nil, err
 	}
@@ -814,7 +834,7 @@ func (e *Engine) Batch(queues []string, n, depth int64, payload string) (int64, 
 	if depth > n {
 		depth = n
 	}
-	rs, err := e.exec(ops, int(depth), true, true)
+	rs, err := e.exec(ops, int(depth), true)
 	if err != nil {
 		return 0, err
 	}
