@@ -81,7 +81,7 @@ func (s *Server) Handle(line []byte) (resp []byte, stop bool) {
 	if err != nil {
 		return encodeErr(req.Seq, err), false
 	}
-	return encodeOK(req.Seq, ok), false
+	return encodeReply(req.Seq, req.Cmd, ok), false
 }
 
 func (s *Server) dispatch(req *Request) (ok interface{}, werr *WireError) {

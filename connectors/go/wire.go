@@ -30,6 +30,8 @@ const (
 	maxDepth     = 100_000
 	maxQueues    = 64
 	maxQueueName = 128
+
+	maxResponseLine = 16 << 20 // R5.11: a response line is at most 16 MiB, its \n not counted
 )
 
 // WireError is a failure with the kind the wire reports.
@@ -222,6 +224,17 @@ func encodeOK(seq json.RawMessage, ok interface{}) []byte {
 		return encodeErr(seq, &WireError{KindInternal, "cannot encode the reply: " + err.Error()})
 	}
 	return join(`{"seq":`, seq, `,"ok":`, v, "}\n")
+}
+
+// encodeReply encodes an ok value, or, when its line would pass R5.11's limit (a connector
+// failure), an error of kind internal that says so.
+func encodeReply(seq json.RawMessage, cmd string, ok interface{}) []byte {
+	out := encodeOK(seq, ok)
+	if len(out)-1 > maxResponseLine {
+		return encodeErr(seq, &WireError{KindInternal, fmt.Sprintf(
+			"the %s reply would be a %d-byte line, over the wire's %d-byte limit (R5.11)", cmd, len(out)-1, maxResponseLine)})
+	}
+	return out
 }
 
 func encodeErr(seq json.RawMessage, e *WireError) []byte {

@@ -268,3 +268,14 @@ func TestBundleChecks(t *testing.T) {
 		t.Fatalf("a changed reap.lua was accepted: %v", err)
 	}
 }
+
+func TestResponseLineLimit(t *testing.T) {
+	fits := strings.Repeat("x", maxResponseLine-len(`{"seq":1,"ok":""}`))
+	if got := encodeReply(json.RawMessage("1"), "browse", fits); len(got)-1 != maxResponseLine || !bytes.Contains(got, []byte(`"ok"`)) {
+		t.Fatalf("a reply of exactly the limit was not sent as is (%d bytes)", len(got)-1)
+	}
+	got := encodeReply(json.RawMessage("1"), "browse", fits+"x")
+	if len(got) > 1000 || !bytes.Contains(got, []byte(`"kind":"internal"`)) {
+		t.Fatalf("an over-long reply: %.200s", got)
+	}
+}
