@@ -115,6 +115,11 @@ func TestValidation(t *testing.T) {
 		`{"seq":1,"cmd":"enqueue","session":"w","queue":"q","delay_ms":0}`,
 		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"j1","attempts":1}`,
 		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"j000000000000000a","attempts":1}`,
+		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"j0000000000000001\n","attempts":1}`,
+		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":" j0000000000000001","attempts":1}`,
+		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"j000000000000000١","attempts":1}`,
+		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"J0000000000000001","attempts":1}`,
+		`{"seq":1,"cmd":"enqueue","session":"w","queue":"q\n","payload":"p","delay_ms":0}`,
 		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"j0000000000000001","attempts":2147483648}`,
 		`{"seq":1,"cmd":"complete","session":"w","queue":"q","id":"j0000000000000001","attempts":-1}`,
 		`{"seq":1,"cmd":"retry","session":"w","queue":"q","id":"j0000000000000001","attempts":1,"backoff_ms":0,"max_attempts":0}`,
@@ -176,7 +181,7 @@ func TestQueueAndProbeKeyRules(t *testing.T) {
 			t.Errorf("%q refused: %v", q, err)
 		}
 	}
-	for _, q := range []string{"", "a b", "a:b", "{a}", "é", strings.Repeat("z", 129)} {
+	for _, q := range []string{"", "a b", "a:b", "{a}", "é", strings.Repeat("z", 129), "q\n", "\nq", "q\r", "q\x00", "ａ", "٣"} {
 		if CheckQueue(q) == nil {
 			t.Errorf("%q accepted", q)
 		}
