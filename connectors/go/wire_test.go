@@ -202,6 +202,10 @@ func TestParseTarget(t *testing.T) {
 	if err != nil || tg.DB != 0 || !tg.Cluster || tg.Password != "" {
 		t.Fatalf("%+v %v", tg, err)
 	}
+	tg, err = ParseTarget("REDIS://:p%40w@[::1]:6390/", false)
+	if err != nil || tg.Addr != "[::1]:6390" || tg.Password != "p@w" || tg.DB != 0 {
+		t.Fatalf("%+v %v", tg, err)
+	}
 	if _, err := ParseTarget("redis://:pw@127.0.0.1:6390/0", true); err != nil {
 		t.Fatal(err)
 	}
