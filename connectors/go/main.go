@@ -19,6 +19,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "emq-connector-go: %v\n", err)
 		os.Exit(2)
 	}
+	// The harness names the bundle it judges by (§7): refuse to start on another one.
+	if v := os.Getenv("EMQ_BUNDLE_VERSION"); v != "" && v != b.Version {
+		fmt.Fprintf(os.Stderr, "emq-connector-go: EMQ_BUNDLE_VERSION is %s but the bundle in %s is %s\n", v, dir, b.Version)
+		os.Exit(2)
+	}
 	NewServer(b).Serve(os.Stdin, os.Stdout)
 	os.Exit(0)
 }

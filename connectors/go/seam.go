@@ -95,7 +95,7 @@ func ParseTarget(raw string, cluster bool) (Target, *WireError) {
 	}
 	if path := strings.TrimPrefix(u.Path, "/"); path != "" {
 		db, err := strconv.Atoi(path)
-		if err != nil || db < 0 || strings.HasPrefix(path, "+") {
+		if err != nil || strings.Trim(path, "0123456789") != "" {
 			return t, invalidf("url %q: database %q is not a number", raw, path)
 		}
 		t.DB = db

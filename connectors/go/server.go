@@ -141,12 +141,13 @@ func (s *Server) session(name string) (*Engine, *WireError) {
 }
 
 func (s *Server) hello(req *Request) (interface{}, *WireError) {
-	p, err := req.Int("protocol", 0, 1<<32-1)
-	if err != nil {
-		return nil, err
+	// Any protocol but the integer 1 (the string "1" included) is unsupported (R5.5, §7).
+	raw, present := req.raw("protocol")
+	if !present {
+		return nil, invalidf("missing field protocol")
 	}
-	if p != wireProtocol {
-		return nil, &WireError{KindUnsupported, fmt.Sprintf("wire protocol %d (this connector speaks %d)", p, wireProtocol)}
+	if p, err := parseIntLiteral(trimSpace(raw)); err != nil || p != wireProtocol {
+		return nil, &WireError{KindUnsupported, fmt.Sprintf("wire protocol %s (this connector speaks %d)", string(raw), wireProtocol)}
 	}
 	shas := map[string]string{}
 	for name, sc := range s.b.Scripts {

@@ -156,11 +156,15 @@ func (r *Request) OptBool(name string) (bool, *WireError) {
 	return b, nil
 }
 
-// OptStrings reads an optional array of strings (absent or null: nil, false).
+// OptStrings reads an optional array of strings: absent is (nil, false); null is invalid, the
+// field is absent or a list (§7).
 func (r *Request) OptStrings(name string) ([]string, bool, *WireError) {
-	v, ok := r.raw(name)
+	v, ok := r.Fields[name]
 	if !ok {
 		return nil, false, nil
+	}
+	if isNull(v) {
+		return nil, true, invalidf("%s must be a list of queue names when present, got null", name)
 	}
 	var raws []json.RawMessage
 	if bytes.TrimSpace(v)[0] != '[' || json.Unmarshal(v, &raws) != nil {

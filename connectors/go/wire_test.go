@@ -54,8 +54,10 @@ func TestHello(t *testing.T) {
 	if scripts["claim"] != "2319de1e94e21dd355032c7a25b90636b53f36cd" || len(scripts) != 6 {
 		t.Fatalf("hello scripts: %v", scripts)
 	}
-	if k := errKind(reply(t, s, `{"seq": 2, "cmd": "hello", "protocol": 2}`)); k != KindUnsupported {
-		t.Fatalf("hello protocol 2: kind %q", k)
+	for _, p := range []string{"2", "0", `"1"`, "1.0", "true", "-1", "[1]"} {
+		if k := errKind(reply(t, s, `{"seq": 2, "cmd": "hello", "protocol": `+p+`}`)); k != KindUnsupported {
+			t.Errorf("hello protocol %s: kind %q, want unsupported", p, k)
+		}
 	}
 }
 
@@ -141,6 +143,11 @@ func TestValidation(t *testing.T) {
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":["r"]}`,
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":["q","bad q"]}`,
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":"q"}`,
+		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":null}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:x/0"}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/+1"}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/1.5"}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/-1"}`,
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":["q",1]}`,
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":[` + strings.Repeat(`"q",`, 64) + `"q"]}`,
 		`{"seq":1,"cmd":"disconnect","session":"w"}`,
@@ -152,7 +159,6 @@ func TestValidation(t *testing.T) {
 		`{"seq":1,"cmd":"connect","session":"","url":"redis://127.0.0.1:1/0"}`,
 		`{"seq":1,"cmd":"connect","session":"w"}`,
 		`{"seq":1,"cmd":"hello"}`,
-		`{"seq":1,"cmd":"hello","protocol":"1"}`,
 	}
 	for _, line := range cases {
 		if k := errKind(reply(t, s, line)); k != KindInvalid {
