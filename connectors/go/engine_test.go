@@ -296,3 +296,55 @@ func TestEngineLostReplyIsEngineAndNotResent(t *testing.T) {
 		t.Fatalf("after the lost reply: %d %v", n, werr)
 	}
 }
+
+// A connect without "cluster": true that meets a MOVED reports it as kind engine at once and
+// follows nothing (R8.1, R5.4). A fake engine answers every command with a MOVED.
+func TestSingleEngineDoesNotFollowMoved(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	commands := 0
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						k := bytes.Count(buf[:n], []byte("*")) // one array header per command here
+						mu.Lock()
+						commands += k
+						mu.Unlock()
+						for i := 0; i < k; i++ {
+							c.Write([]byte("-MOVED 4709 127.0.0.1:1\r\n"))
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	tg, werr := ParseTarget("redis://"+ln.Addr().String()+"/0", false)
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	_, werr = Open(testBundle(t), tg, t.Logf)
+	if werr == nil || werr.Kind != KindEngine || !strings.Contains(werr.Msg, "MOVED") {
+		t.Fatalf("connect: %v, want kind engine naming the MOVED", werr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if commands != 1 {
+		t.Fatalf("the connector sent %d commands, want 1 (the fence read, not followed)", commands)
+	}
+}

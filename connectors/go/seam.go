@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -427,6 +428,8 @@ func errPrefix(re redis.Error) string {
 	return s
 }
 
+var debugRedirects = os.Getenv("EMQ_GO_DEBUG") != ""
+
 // errNotSent marks ops a batch did not send after an earlier error reply.
 var errNotSent = redis.Error("ERR not sent: an earlier command of the batch failed")
 
@@ -443,10 +446,11 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 		todo[i] = i
 	}
 	failed := false
+	last := map[int]redis.Error{} // the last redirect/TRYAGAIN reply per op, for the error message
 	for round := 0; len(todo) > 0; round++ {
 		if round >= maxRounds {
 			for _, i := range todo {
-				replies[i] = redis.Error("ERR too many cluster redirects or TRYAGAIN replies; the call did not run")
+				replies[i] = redis.Error(fmt.Sprintf("ERR %d cluster redirects or TRYAGAIN replies, the last %q; the call did not run", maxRounds, string(last[i])))
 			}
 			break
 		}
@@ -497,7 +501,21 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 						if !isErr {
 							continue
 						}
-						switch errPrefix(re) {
+						kind := errPrefix(re)
+						if !e.t.Cluster && kind != "NOSCRIPT" {
+							// One engine: a redirect is an error reply like any other (kind engine);
+							// a connect without "cluster": true never follows one (R8.1).
+							failed = true
+							continue
+						}
+						switch kind {
+						case "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN":
+							last[i] = re
+							if debugRedirects {
+								e.logf("round %d: %s answered %s to %s %v", round, addr, string(re), ops[i].cmd, ops[i].key)
+							}
+						}
+						switch kind {
 						case "MOVED":
 							if r := redisc.ParseRedir(re); r != nil {
 								moved[r.NewSlot] = r.Addr
