@@ -475,6 +475,10 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 		for _, addr := range order {
 			c, err := e.conn(addr)
 			if err != nil {
+				// A connection that could not be opened is a failed connection too: the session
+				// starts afresh, fence first, at its next verb (R3.5).
+				e.Close()
+				e.broken = true
 				return nil, err
 			}
 			idx := groups[addr]
