@@ -151,6 +151,14 @@ func (e *Engine) establish() *WireError {
 		if err := e.refreshSlots(); err != nil {
 			return err
 		}
+		// A session is a connection per node (R8.1): open one to every primary now, so a node
+		// that cannot be reached fails the connect, not a later verb.
+		for _, addr := range e.primaries() {
+			if _, err := e.conn(addr); err != nil {
+				e.Close()
+				return err
+			}
+		}
 	}
 	if err := e.checkFence(); err != nil {
 		return err
@@ -317,6 +325,17 @@ func (e *Engine) refreshSlots() *WireError {
 	e.Close()
 	e.broken = true
 	return enginef("no cluster node answered CLUSTER SLOTS: %s", strings.Join(tried, "; "))
+}
+
+// primaries lists the primaries of the slot map, in slot order.
+func (e *Engine) primaries() []string {
+	var out []string
+	for _, a := range e.slots {
+		if a != "" && !contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // rereadSlots reads the slot map again and then the fence: a session that reads the slot map
