@@ -1,0 +1,900 @@
+package main
+
+// The sole raw-Redis seam (SPEC R4.15): this file alone imports the client library (redigo, and
+// redisc for cluster slots and redirect parsing) and alone spells the key schema. seam_test.go
+// enforces that. Everything that reaches the engine goes through exec below:
+//
+//   - EVALSHA first (R4.9): a NOSCRIPT reply costs one SCRIPT LOAD on the node that answered it and
+//     one re-send of the calls that answered NOSCRIPT (they did not run); NOSCRIPT again is engine.
+//   - No silent re-send (R4.16): any I/O error or timeout drops every connection of the session and
+//     surfaces as kind engine. The session reconnects only at its next verb, and a reconnect is a
+//     connect: it reads the fence first (R3.1).
+//   - Cluster (R8.1-R8.4): one connection per primary, routed by the {q} slot; MOVED refreshes the
+//     slot map (and re-reads the fence) and re-sends to the named node; ASK sends ASKING and the
+//     call to the named node; TRYAGAIN/CLUSTERDOWN are re-sent after a pause. All four say the call
+//     did not run. Never a replica, never READONLY.
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/mna/redisc"
+)
+
+const (
+	keyPrefix   = "emq:"
+	fenceKey    = "emq:fence"
+	dialTimeout = 3 * time.Second
+	ioTimeout   = 4 * time.Second // per reply; the harness allows 10 s per request (R5.8)
+	maxRounds   = 16              // redirect / TRYAGAIN rounds before giving up (engine)
+	numSlots    = 16384
+)
+
+// queueKeys is the key schema of one queue (SPEC §1).
+type queueKeys struct{ pending, active, delayed, dead, seq, root string }
+
+func keysOf(q string) queueKeys {
+	p := keyPrefix + "{" + q + "}:"
+	return queueKeys{p + "pending", p + "active", p + "delayed", p + "dead", p + "seq", p + "job:"}
+}
+
+// CheckProbeKey applies R4.7: non-empty and not under emq: (a case-sensitive prefix test).
+func CheckProbeKey(key string) *WireError {
+	if key == "" {
+		return invalidf("key must be non-empty")
+	}
+	if strings.HasPrefix(key, keyPrefix) {
+		return invalidf("key %q must not be under %s", key, keyPrefix)
+	}
+	return nil
+}
+
+// Target is a parsed connect url: redis://[:password@]host:port[/db].
+type Target struct {
+	Addr     string
+	Host     string
+	User     string
+	Password string
+	DB       int
+	Cluster  bool
+}
+
+// ParseTarget checks the url (scheme redis only, SPEC §5; database 0 on a cluster, R8.1).
+func ParseTarget(raw string, cluster bool) (Target, *WireError) {
+	var t Target
+	u, err := url.Parse(raw)
+	if err != nil {
+		return t, invalidf("url %q does not parse: %v", raw, err)
+	}
+	if u.Scheme != "redis" {
+		return t, invalidf("url scheme %q is not supported (only redis://host:port[/db])", u.Scheme)
+	}
+	if u.Opaque != "" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return t, invalidf("url %q must be redis://[:password@]host:port[/db]", raw)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		host, port = u.Host, "6379"
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return t, invalidf("url %q has a bad port", raw)
+	}
+	if host == "" {
+		return t, invalidf("url %q has no host", raw)
+	}
+	t.Host, t.Addr, t.Cluster = host, net.JoinHostPort(host, port), cluster
+	if u.User != nil {
+		t.User = u.User.Username()
+		t.Password, _ = u.User.Password()
+	}
+	if path := strings.TrimPrefix(u.Path, "/"); path != "" {
+		db, err := strconv.Atoi(path)
+		if err != nil || strings.Trim(path, "0123456789") != "" {
+			return t, invalidf("url %q: database %q is not a number", raw, path)
+		}
+		t.DB = db
+	}
+	if cluster && t.DB != 0 {
+		return t, invalidf("a cluster url names database 0, got %d", t.DB)
+	}
+	return t, nil
+}
+
+// Engine is one session's connection(s): one on a single engine, one per primary on a cluster.
+type Engine struct {
+	b       *Bundle
+	t       Target
+	logf    func(string, ...interface{})
+	conns   map[string]redis.Conn
+	slots   []string // cluster: slot -> primary address
+	nodes   []string // cluster: every address seen, to find the slot map again
+	broken  bool     // a connection failed: reconnect (fence first) at the next verb
+	inFence bool     // reading or installing the fence (no fence re-read from inside it)
+}
+
+// Open connects a session: dial, (cluster: learn the slot map), read the fence (SPEC §3).
+func Open(b *Bundle, t Target, logf func(string, ...interface{})) (*Engine, *WireError) {
+	e := &Engine{b: b, t: t, logf: logf, conns: map[string]redis.Conn{}, nodes: []string{t.Addr}}
+	if err := e.establish(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close closes every connection of the session.
+func (e *Engine) Close() {
+	for addr, c := range e.conns {
+		c.Close()
+		delete(e.conns, addr)
+	}
+}
+
+// fail drops every connection after an I/O error, so no late reply is ever read (R4.16).
+func (e *Engine) fail(addr string, err error) *WireError {
+	e.Close()
+	e.broken = true
+	return enginef("connection to %s failed: %v", addr, err)
+}
+
+func (e *Engine) establish() *WireError {
+	e.Close()
+	e.broken = true
+	if e.t.Cluster {
+		if err := e.refreshSlots(); err != nil {
+			return err
+		}
+		// A session is a connection per node (R8.1): open one to every primary now, so a node
+		// that cannot be reached fails the connect, not a later verb.
+		for _, addr := range e.primaries() {
+			if _, err := e.conn(addr); err != nil {
+				e.Close()
+				return err
+			}
+		}
+	}
+	if err := e.checkFence(); err != nil {
+		return err
+	}
+	e.broken = false
+	return nil
+}
+
+// ready reconnects a broken session, fence first: a new connection is a connect (R3.1, §7).
+func (e *Engine) ready() *WireError {
+	if !e.broken {
+		return nil
+	}
+	e.logf("session to %s reconnects (fence first)", e.t.Addr)
+	return e.establish()
+}
+
+func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
+	if c, ok := e.conns[addr]; ok {
+		if c.Err() == nil {
+			return c, nil
+		}
+		return nil, e.fail(addr, c.Err())
+	}
+	opts := []redis.DialOption{
+		redis.DialConnectTimeout(dialTimeout),
+		redis.DialReadTimeout(ioTimeout),
+		redis.DialWriteTimeout(ioTimeout),
+	}
+	if e.t.Password != "" {
+		opts = append(opts, redis.DialPassword(e.t.Password))
+		if e.t.User != "" {
+			opts = append(opts, redis.DialUsername(e.t.User))
+		}
+	}
+	if !e.t.Cluster && e.t.DB != 0 {
+		opts = append(opts, redis.DialDatabase(e.t.DB))
+	}
+	c, err := redis.Dial("tcp", addr, opts...)
+	if err != nil {
+		if re, ok := err.(redis.Error); ok {
+			return nil, enginef("connect to %s: %s", addr, string(re))
+		}
+		return nil, enginef("connect to %s: %v", addr, err)
+	}
+	e.conns[addr] = c
+	return c, nil
+}
+
+// ---- the fence (SPEC §3) ----
+
+func (e *Engine) fenceRead() (map[string]string, *WireError) {
+	r, err := e.exec([]*op{{key: fenceKey, cmd: "HGETALL", args: []interface{}{fenceKey}}}, 1, false)
+	if err != nil {
+		return nil, err
+	}
+	if re, ok := r[0].(redis.Error); ok {
+		return nil, enginef("reading %s: %s", fenceKey, string(re))
+	}
+	m, cerr := redis.StringMap(r[0], nil)
+	if cerr != nil {
+		return nil, enginef("reading %s: %v", fenceKey, cerr)
+	}
+	return m, nil
+}
+
+func (e *Engine) checkFence() *WireError {
+	e.inFence = true
+	defer func() { e.inFence = false }()
+	f, err := e.fenceRead()
+	if err != nil {
+		return err
+	}
+	if _, ok := f["protocol"]; !ok {
+		// Absent (or without protocol): install ours with HSETNX in MULTI/EXEC, then read again (R3.2).
+		ops := []*op{
+			{key: fenceKey, cmd: "MULTI"},
+			{key: fenceKey, cmd: "HSETNX", args: []interface{}{fenceKey, "protocol", e.b.Protocol}},
+			{key: fenceKey, cmd: "HSETNX", args: []interface{}{fenceKey, "bundle", e.b.Version}},
+			{key: fenceKey, cmd: "HSETNX", args: []interface{}{fenceKey, "digest", e.b.Digest}},
+			{key: fenceKey, cmd: "EXEC"},
+		}
+		r, err := e.exec(ops, len(ops), true)
+		if err != nil {
+			return err
+		}
+		for _, x := range r {
+			if re, ok := x.(redis.Error); ok {
+				return enginef("installing %s: %s", fenceKey, string(re))
+			}
+		}
+		if f, err = e.fenceRead(); err != nil {
+			return err
+		}
+	}
+	p, ok := f["protocol"]
+	if !ok {
+		p = "(absent)"
+	}
+	if p != e.b.Protocol {
+		return &WireError{KindFence, fmt.Sprintf("fence protocol %s (bundle %s) does not match connector protocol %s",
+			p, f["bundle"], e.b.Protocol)}
+	}
+	if f["digest"] != e.b.Digest {
+		e.logf("warning: fence digest %s (bundle %s) differs from this connector's %s (bundle %s)",
+			f["digest"], f["bundle"], e.b.Digest, e.b.Version)
+	}
+	return nil
+}
+
+// ---- cluster slot map (R8.1) ----
+
+func (e *Engine) refreshSlots() *WireError {
+	var tried []string
+	cands := append([]string{}, e.nodes...)
+	for addr := range e.conns {
+		cands = append([]string{addr}, cands...)
+	}
+	seen := map[string]bool{}
+	for _, addr := range cands {
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		_, existing := e.conns[addr]
+		c, err := e.conn(addr)
+		if err != nil {
+			tried = append(tried, err.Msg)
+			continue
+		}
+		v, rerr := c.Do("CLUSTER", "SLOTS")
+		if rerr != nil {
+			if re, ok := rerr.(redis.Error); ok {
+				return enginef("CLUSTER SLOTS on %s: %s", addr, string(re))
+			}
+			if existing {
+				// A connection the session was using died: that is a connection failure (R4.16).
+				return e.fail(addr, rerr)
+			}
+			c.Close()
+			delete(e.conns, addr)
+			tried = append(tried, fmt.Sprintf("%s: %v", addr, rerr))
+			continue
+		}
+		slots, primaries, perr := parseSlots(v, e.t.Host)
+		if perr != nil {
+			return enginef("CLUSTER SLOTS on %s: %v", addr, perr)
+		}
+		e.slots = slots
+		for _, p := range primaries {
+			if !contains(e.nodes, p) {
+				e.nodes = append(e.nodes, p)
+			}
+		}
+		// Keep connections to primaries only: never a replica (R8.1).
+		for a, c := range e.conns {
+			if !contains(primaries, a) {
+				c.Close()
+				delete(e.conns, a)
+			}
+		}
+		return nil
+	}
+	e.Close()
+	e.broken = true
+	return enginef("no cluster node answered CLUSTER SLOTS: %s", strings.Join(tried, "; "))
+}
+
+// primaries lists the primaries of the slot map, in slot order.
+func (e *Engine) primaries() []string {
+	var out []string
+	for _, a := range e.slots {
+		if a != "" && !contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// rereadSlots reads the slot map again and then the fence: a session that reads the slot map
+// again reads the fence again (R8.1). The fence read itself never recurses into this.
+func (e *Engine) rereadSlots() *WireError {
+	if err := e.refreshSlots(); err != nil {
+		return err
+	}
+	if e.inFence {
+		return nil
+	}
+	return e.checkFence()
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func parseSlots(v interface{}, defaultHost string) ([]string, []string, error) {
+	ranges, err := redis.Values(v, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	slots := make([]string, numSlots)
+	var primaries []string
+	for _, r := range ranges {
+		entry, err := redis.Values(r, nil)
+		if err != nil || len(entry) < 3 {
+			return nil, nil, fmt.Errorf("bad slot range %v", r)
+		}
+		start, err1 := redis.Int(entry[0], nil)
+		end, err2 := redis.Int(entry[1], nil)
+		node, err3 := redis.Values(entry[2], nil)
+		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || start < 0 || end >= numSlots || start > end {
+			return nil, nil, fmt.Errorf("bad slot range %v", r)
+		}
+		host, _ := redis.String(node[0], nil)
+		port, perr := redis.Int(node[1], nil)
+		if perr != nil {
+			return nil, nil, fmt.Errorf("bad node %v", node)
+		}
+		if host == "" || host == "?" {
+			host = defaultHost
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		for s := start; s <= end; s++ {
+			slots[s] = addr
+		}
+		if !contains(primaries, addr) {
+			primaries = append(primaries, addr)
+		}
+	}
+	if len(primaries) == 0 {
+		return nil, nil, fmt.Errorf("the cluster serves no slots")
+	}
+	return slots, primaries, nil
+}
+
+func (e *Engine) route(key string) (string, *WireError) {
+	if !e.t.Cluster {
+		return e.t.Addr, nil
+	}
+	addr := e.slots[redisc.Slot(key)]
+	if addr == "" {
+		if err := e.rereadSlots(); err != nil {
+			return "", err
+		}
+		if addr = e.slots[redisc.Slot(key)]; addr == "" {
+			return "", enginef("no primary serves the slot of %s", key)
+		}
+	}
+	return addr, nil
+}
+
+// ---- the one way to the engine ----
+
+// op is one command: a raw command, or (script set) an EVALSHA of a bundle script with args.
+type op struct {
+	key    string // routing key (its slot picks the node)
+	cmd    string
+	script *Script
+	args   []interface{} // EVALSHA: numkeys, keys..., argv... (may be shared between ops)
+	ask    string        // ASK target for the next send
+	loaded bool          // a SCRIPT LOAD was already spent on this op
+}
+
+func (o *op) send(c redis.Conn) error {
+	if o.ask != "" {
+		if err := c.Send("ASKING"); err != nil {
+			return err
+		}
+	}
+	if o.script != nil {
+		return c.Send("EVALSHA", append([]interface{}{o.script.SHA}, o.args...)...)
+	}
+	return c.Send(o.cmd, o.args...)
+}
+
+func errPrefix(re redis.Error) string {
+	s := string(re)
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+var debugRedirects = os.Getenv("EMQ_GO_DEBUG") != ""
+
+// errNotSent marks ops a batch did not send after an earlier error reply.
+var errNotSent = redis.Error("ERR not sent: an earlier command of the batch failed")
+
+// exec sends ops, grouped by node and in their order within a node, in pipelines of depth, and
+// returns one reply per op: a value or a redis.Error. An I/O failure drops the session's
+// connections and returns kind engine; nothing is re-sent after it. Calls answered by MOVED, ASK,
+// TRYAGAIN, CLUSTERDOWN or NOSCRIPT did not run and are re-sent as SPEC allows. With stopOnError,
+// ops after a final error reply are not sent (a batch stops at its first failure).
+// After a MOVED the slot map is read again, and then the fence too (R8.1).
+func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *WireError) {
+	replies := make([]interface{}, len(ops))
+	todo := make([]int, len(ops))
+	for i := range todo {
+		todo[i] = i
+	}
+	failed := false
+	last := map[int]redis.Error{} // the last redirect/TRYAGAIN reply per op, for the error message
+	for round := 0; len(todo) > 0; round++ {
+		if round >= maxRounds {
+			for _, i := range todo {
+				replies[i] = redis.Error(fmt.Sprintf("ERR %d cluster redirects or TRYAGAIN replies, the last %q; the call did not run", maxRounds, string(last[i])))
+			}
+			break
+		}
+		var order []string
+		groups := map[string][]int{}
+		for _, i := range todo {
+			addr := ops[i].ask
+			if addr == "" {
+				var err *WireError
+				if addr, err = e.route(ops[i].key); err != nil {
+					return nil, err
+				}
+			}
+			if _, ok := groups[addr]; !ok {
+				order = append(order, addr)
+			}
+			groups[addr] = append(groups[addr], i)
+		}
+		var next []int
+		moved := map[int]string{}
+		pause := false
+		for _, addr := range order {
+			c, err := e.conn(addr)
+			if err != nil {
+				// A connection that could not be opened is a failed connection too: the session
+				// starts afresh, fence first, at its next verb (R3.5).
+				e.Close()
+				e.broken = true
+				return nil, err
+			}
+			idx := groups[addr]
+			for start := 0; start < len(idx); start += depth {
+				if failed && stopOnError {
+					for _, i := range idx[start:] {
+						replies[i] = errNotSent
+					}
+					break
+				}
+				end := start + depth
+				if end > len(idx) {
+					end = len(idx)
+				}
+				pending := idx[start:end]
+				for attempt := 0; len(pending) > 0; attempt++ {
+					noscript, werr := e.roundTrip(c, addr, ops, pending, replies)
+					if werr != nil {
+						return nil, werr
+					}
+					var again []int
+					for _, i := range pending {
+						re, isErr := replies[i].(redis.Error)
+						if !isErr {
+							continue
+						}
+						kind := errPrefix(re)
+						if !e.t.Cluster && kind != "NOSCRIPT" {
+							// One engine: a redirect is an error reply like any other (kind engine);
+							// a connect without "cluster": true never follows one (R8.1).
+							failed = true
+							continue
+						}
+						switch kind {
+						case "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN":
+							last[i] = re
+							if debugRedirects {
+								e.logf("round %d: %s answered %s to %s %v", round, addr, string(re), ops[i].cmd, ops[i].key)
+							}
+						}
+						switch kind {
+						case "MOVED":
+							if r := redisc.ParseRedir(re); r != nil {
+								moved[r.NewSlot] = r.Addr
+							}
+							next = append(next, i)
+						case "ASK":
+							if r := redisc.ParseRedir(re); r != nil {
+								ops[i].ask = r.Addr
+							}
+							next = append(next, i)
+						case "TRYAGAIN", "CLUSTERDOWN":
+							pause = true
+							next = append(next, i)
+						case "NOSCRIPT":
+							if noscript[i] {
+								again = append(again, i)
+							} else {
+								failed = true
+							}
+						default:
+							failed = true
+						}
+					}
+					if len(again) > 0 {
+						// One SCRIPT LOAD per script on this node, then re-send only these calls.
+						loadedNow := map[*Script]bool{}
+						for _, i := range again {
+							s := ops[i].script
+							if !loadedNow[s] {
+								if werr := e.load(c, addr, s); werr != nil {
+									return nil, werr
+								}
+								loadedNow[s] = true
+							}
+							ops[i].loaded = true
+						}
+					}
+					pending = again
+				}
+			}
+		}
+		if len(moved) > 0 {
+			if err := e.refreshSlots(); err != nil {
+				return nil, err
+			}
+			for slot, addr := range moved {
+				e.slots[slot] = addr // the redirect is authoritative, the map may lag behind it
+			}
+			if !e.inFence {
+				// Reading the slot map again is a reconnect of sorts: the fence comes first (R8.1).
+				if err := e.checkFence(); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if pause {
+			time.Sleep(time.Duration(20*(round+1)) * time.Millisecond)
+		}
+		sort.Ints(next)
+		todo = next
+	}
+	return replies, nil
+}
+
+// roundTrip writes the pending ops to one connection as one pipeline and reads every reply.
+// It returns which ops answered a NOSCRIPT that may still be answered by a load (first time).
+func (e *Engine) roundTrip(c redis.Conn, addr string, ops []*op, pending []int, replies []interface{}) (map[int]bool, *WireError) {
+	for _, i := range pending {
+		if err := ops[i].send(c); err != nil {
+			return nil, e.fail(addr, err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return nil, e.fail(addr, err)
+	}
+	noscript := map[int]bool{}
+	for _, i := range pending {
+		o := ops[i]
+		if o.ask != "" {
+			if _, err := c.Receive(); err != nil {
+				if _, ok := err.(redis.Error); !ok {
+					return nil, e.fail(addr, err)
+				}
+			}
+			o.ask = ""
+		}
+		v, err := c.Receive()
+		if err != nil {
+			re, ok := err.(redis.Error)
+			if !ok {
+				return nil, e.fail(addr, err)
+			}
+			replies[i] = re
+			if errPrefix(re) == "NOSCRIPT" && o.script != nil && !o.loaded {
+				noscript[i] = true
+			}
+			continue
+		}
+		replies[i] = v
+	}
+	return noscript, nil
+}
+
+func (e *Engine) load(c redis.Conn, addr string, s *Script) *WireError {
+	v, err := c.Do("SCRIPT", "LOAD", s.Source)
+	if err != nil {
+		if re, ok := err.(redis.Error); ok {
+			return enginef("SCRIPT LOAD %s on %s: %s", s.Name, addr, string(re))
+		}
+		return e.fail(addr, err)
+	}
+	sha, _ := redis.String(v, nil)
+	if sha != s.SHA {
+		return enginef("SCRIPT LOAD %s on %s answered %q, the bundle's sha1 is %s", s.Name, addr, sha, s.SHA)
+	}
+	return nil
+}
+
+// call runs one op and turns an error reply into kind engine.
+func (e *Engine) call(o *op) (interface{}, *WireError) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
+	r, err := e.exec([]*op{o}, 1, false)
+	if err != nil {
+		return nil, err
+	}
+	if re, ok := r[0].(redis.Error); ok {
+		return nil, enginef("%s", string(re))
+	}
+	return r[0], nil
+}
+
+func (e *Engine) script(name string, keys []string, argv ...interface{}) *op {
+	args := make([]interface{}, 0, 1+len(keys)+len(argv))
+	args = append(args, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	args = append(args, argv...)
+	return &op{key: keys[0], script: e.b.Scripts[name], args: args}
+}
+
+func badReply(verb string, v interface{}) *WireError {
+	return enginef("%s: unexpected reply %#v", verb, v)
+}
+
+// ---- the verbs ----
+
+func (e *Engine) Enqueue(q, payload string, delay int64) (string, *WireError) {
+	k := keysOf(q)
+	v, err := e.call(e.script("enqueue", []string{k.pending, k.delayed, k.seq}, k.root, payload, delay))
+	if err != nil {
+		return "", err
+	}
+	id, cerr := redis.String(v, nil)
+	if cerr != nil {
+		return "", badReply("enqueue", v)
+	}
+	return id, nil
+}
+
+// Claimed is claim's ok value.
+type Claimed struct {
+	ID       string `json:"id"`
+	Payload  string `json:"payload"`
+	Attempts int64  `json:"attempts"`
+}
+
+func (e *Engine) Claim(q string, lease int64) (*Claimed, *WireError) {
+	k := keysOf(q)
+	v, err := e.call(e.script("claim", []string{k.pending, k.active}, k.root, lease))
+	if err != nil {
+		return nil, err
+	}
+	xs, cerr := redis.Values(v, nil)
+	if cerr != nil || (len(xs) != 0 && len(xs) != 3) {
+		return nil, badReply("claim", v)
+	}
+	if len(xs) == 0 {
+		return nil, nil
+	}
+	id, e1 := redis.String(xs[0], nil)
+	payload, e2 := redis.String(xs[1], nil)
+	att, e3 := redis.Int64(xs[2], nil)
+	if e1 != nil || e2 != nil || e3 != nil {
+		return nil, badReply("claim", v)
+	}
+	return &Claimed{ID: id, Payload: payload, Attempts: att}, nil
+}
+
+func (e *Engine) Complete(q, id string, attempts int64) (bool, *WireError) {
+	k := keysOf(q)
+	v, err := e.call(e.script("complete", []string{k.active}, k.root, id, attempts))
+	if err != nil {
+		return false, err
+	}
+	n, cerr := redis.Int64(v, nil)
+	if cerr != nil || (n != 0 && n != 1) {
+		return false, badReply("complete", v)
+	}
+	return n == 1, nil
+}
+
+func (e *Engine) Retry(q, id string, attempts, backoff, maxAttempts int64) (string, *WireError) {
+	k := keysOf(q)
+	v, err := e.call(e.script("retry", []string{k.active, k.delayed, k.dead}, k.root, id, attempts, backoff, maxAttempts))
+	if err != nil {
+		return "", err
+	}
+	s, cerr := redis.String(v, nil)
+	if cerr != nil || (s != "delayed" && s != "dead" && s != "stale") {
+		return "", badReply("retry", v)
+	}
+	return s, nil
+}
+
+func (e *Engine) count(verb string, o *op) (int64, *WireError) {
+	v, err := e.call(o)
+	if err != nil {
+		return 0, err
+	}
+	n, cerr := redis.Int64(v, nil)
+	if cerr != nil {
+		return 0, badReply(verb, v)
+	}
+	return n, nil
+}
+
+func (e *Engine) Promote(q string, limit int64) (int64, *WireError) {
+	k := keysOf(q)
+	return e.count("promote", e.script("promote", []string{k.delayed, k.pending}, k.root, limit))
+}
+
+func (e *Engine) Reap(q string, maxAttempts, limit int64) (int64, *WireError) {
+	k := keysOf(q)
+	return e.count("reap", e.script("reap", []string{k.active, k.pending, k.dead}, k.root, maxAttempts, limit))
+}
+
+func (e *Engine) PendingSize(q string) (int64, *WireError) {
+	k := keysOf(q)
+	return e.count("pending_size", &op{key: k.pending, cmd: "ZCARD", args: []interface{}{k.pending}})
+}
+
+// BrowsedJob is one entry of browse's ok value.
+type BrowsedJob struct {
+	ID      string `json:"id"`
+	Payload string `json:"payload"`
+}
+
+// Browse is ZRANGE, then one HGET per id, pipelined (R2.5).
+func (e *Engine) Browse(q string, offset, limit int64) ([]BrowsedJob, *WireError) {
+	k := keysOf(q)
+	v, err := e.call(&op{key: k.pending, cmd: "ZRANGE", args: []interface{}{k.pending, offset, offset + limit - 1}})
+	if err != nil {
+		return nil, err
+	}
+	ids, cerr := redis.Strings(v, nil)
+	if cerr != nil {
+		return nil, badReply("browse", v)
+	}
+	out := []BrowsedJob{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ops := make([]*op, len(ids))
+	for i, id := range ids {
+		ops[i] = &op{key: k.root + id, cmd: "HGET", args: []interface{}{k.root + id, "payload"}}
+	}
+	rs, err := e.exec(ops, len(ops), false)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range rs {
+		if re, ok := r.(redis.Error); ok {
+			return nil, enginef("%s", string(re))
+		}
+		if r == nil {
+			continue // the job went away between the two reads
+		}
+		p, cerr := redis.String(r, nil)
+		if cerr != nil {
+			return nil, badReply("browse", r)
+		}
+		out = append(out, BrowsedJob{ID: ids[i], Payload: p})
+	}
+	return out, nil
+}
+
+// Probe sends n INCR key as one pipeline (R4.11).
+func (e *Engine) Probe(key string, n int64) ([]int64, *WireError) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
+	args := []interface{}{key}
+	ops := make([]*op, n)
+	for i := range ops {
+		ops[i] = &op{key: key, cmd: "INCR", args: args}
+	}
+	rs, err := e.exec(ops, len(ops), false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		if re, ok := r.(redis.Error); ok {
+			return nil, enginef("INCR %d of %d: %s", i+1, n, string(re))
+		}
+		v, cerr := redis.Int64(r, nil)
+		if cerr != nil {
+			return nil, badReply("pipeline_probe", r)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Batch sends n enqueues (delay 0) in pipelines of depth; enqueue i goes to queues[i % len]
+// (R4.12). On a cluster the ops are split by node, in order within each queue (R8.3).
+func (e *Engine) Batch(queues []string, n, depth int64, payload string) (int64, *WireError) {
+	if err := e.ready(); err != nil {
+		return 0, err
+	}
+	templates := make([]*op, len(queues))
+	for j, q := range queues {
+		k := keysOf(q)
+		templates[j] = e.script("enqueue", []string{k.pending, k.delayed, k.seq}, k.root, payload, int64(0))
+	}
+	ops := make([]*op, n)
+	for i := range ops {
+		t := templates[i%len(templates)]
+		ops[i] = &op{key: t.key, script: t.script, args: t.args}
+	}
+	if depth > n {
+		depth = n
+	}
+	rs, err := e.exec(ops, int(depth), true)
+	if err != nil {
+		return 0, err
+	}
+	var done int64
+	var first *WireError
+	for i, r := range rs {
+		if re, ok := r.(redis.Error); ok {
+			if first == nil && re != errNotSent {
+				first = enginef("batch enqueue %d of %d: %s", i+1, n, string(re))
+			}
+			continue
+		}
+		if _, cerr := redis.String(r, nil); cerr != nil {
+			return 0, badReply("batch", r)
+		}
+		done++
+	}
+	if first != nil {
+		return 0, first
+	}
+	return done, nil
+}
