@@ -172,6 +172,8 @@ defmodule EchoMQ.JSON do
   def encode(true), do: "true"
   def encode(false), do: "false"
   def encode(n) when is_integer(n), do: Integer.to_string(n)
+  def encode(f) when is_float(f), do: Float.to_string(f)
+  def encode({:number, text}), do: text
   def encode(s) when is_binary(s), do: [?", escape_str(s), ?"]
   def encode(a) when is_atom(a), do: encode(Atom.to_string(a))
   def encode(l) when is_list(l), do: [?[, Enum.map_intersperse(l, ?,, &encode/1), ?]]
