@@ -184,11 +184,8 @@ defmodule EchoMQ.Router do
   def run(s, [], _dl, _opts), do: {:ok, [], s}
 
   def run(s, items, dl, opts) do
-    pending =
-      items
-      |> Enum.with_index()
-      |> Enum.map(fn {it, i} -> Map.merge(it, %{i: i, to: nil, asking: false, noscript: 0}) end)
-
+    # a pending call: {index, item, redirect target or nil, asking?, NOSCRIPTs seen}
+    pending = items |> Enum.with_index() |> Enum.map(fn {it, i} -> {i, it, nil, false, 0} end)
     loop(s, pending, [], 0, dl, opts)
   end
 
@@ -207,8 +204,14 @@ defmodule EchoMQ.Router do
       Enum.reduce_while(groups, acc0, fn {node, its}, {:ok, s, done, retry, flags} ->
         case send_group(s, node, its, dl, opts) do
           {:ok, replies, s} ->
-            {done, retry, flags} = classify(s, node, its, replies, done, retry, flags)
-            {:cont, {:ok, s, done, retry, flags}}
+            case classify(s, node, its, replies, retry, flags) do
+              # the common case: one node, one round, nothing to redo: replies are in order
+              {_finals, [], _} when round == 0 and length(groups) == 1 ->
+                {:halt, {:fast, replies, s}}
+
+              {finals, retry, flags} ->
+                {:cont, {:ok, s, finals ++ done, retry, flags}}
+            end
 
           {:error, k, m, s} ->
             {:halt, {:error, k, m, s}}
@@ -216,6 +219,9 @@ defmodule EchoMQ.Router do
       end)
 
     case result do
+      {:fast, replies, s} ->
+        {:ok, replies, s}
+
       {:error, _, _, _} = e ->
         e
 
@@ -226,22 +232,22 @@ defmodule EchoMQ.Router do
         with {:ok, s} <- if(flags.refresh, do: refresh_slots(s, dl), else: {:ok, s}),
              {:ok, s} <- load_scripts(s, Enum.uniq(flags.loads), dl) do
           if flags.wait, do: Process.sleep(min(100, timeout(dl)))
-          loop(s, Enum.sort_by(retry, & &1.i), done, round + 1, dl, opts)
+          loop(s, Enum.sort_by(retry, &elem(&1, 0)), done, round + 1, dl, opts)
         end
     end
   end
 
-  # One group per node, in the order of each node's first item; items keep their order.
+  # One group per node, in the order of each node's first call; calls keep their order.
   defp group(%__MODULE__{cluster: false, seed: seed}, pending), do: [{seed, pending}]
 
   defp group(s, pending) do
     {order, by} =
-      Enum.reduce(pending, {[], %{}}, fn it, {order, by} ->
-        node = it.to || owner(s, it.slot)
+      Enum.reduce(pending, {[], %{}}, fn {_, it, to, _, _} = p, {order, by} ->
+        node = to || owner(s, it.slot)
 
         case by do
-          %{^node => l} -> {order, Map.put(by, node, [it | l])}
-          _ -> {[node | order], Map.put(by, node, [it])}
+          %{^node => l} -> {order, Map.put(by, node, [p | l])}
+          _ -> {[node | order], Map.put(by, node, [p])}
         end
       end)
 
@@ -252,11 +258,16 @@ defmodule EchoMQ.Router do
     with {:ok, _pid, s} <- conn(s, node, dl),
          {:ok, s} <- ensure_fenced(s, node, dl, opts),
          {:ok, pid, s} <- conn(s, node, dl) do
-      cmds = Enum.flat_map(its, fn it -> if it.asking, do: [["ASKING"], it.cmd], else: [it.cmd] end)
+      asking = Enum.any?(its, &elem(&1, 3))
+
+      cmds =
+        if asking,
+          do: Enum.flat_map(its, fn {_, it, _, a, _} -> if a, do: [["ASKING"], it.cmd], else: [it.cmd] end),
+          else: Enum.map(its, fn {_, it, _, _, _} -> it.cmd end)
 
       case Engine.raw_pipeline(pid, cmds, timeout(dl)) do
         {:ok, replies} ->
-          {:ok, strip_asking(its, replies), s}
+          {:ok, if(asking, do: strip_asking(its, replies), else: replies), s}
 
         {:error, reason} ->
           {:error, :engine,
@@ -275,45 +286,43 @@ defmodule EchoMQ.Router do
   end
 
   defp strip_asking(its, replies) do
-    if Enum.any?(its, & &1.asking) do
-      {out, []} =
-        Enum.reduce(its, {[], replies}, fn
-          %{asking: true}, {acc, [_asking, r | rest]} -> {[r | acc], rest}
-          _, {acc, [r | rest]} -> {[r | acc], rest}
-        end)
+    {out, []} =
+      Enum.reduce(its, {[], replies}, fn
+        {_, _, _, true, _}, {acc, [_asking, r | rest]} -> {[r | acc], rest}
+        _, {acc, [r | rest]} -> {[r | acc], rest}
+      end)
 
-      Enum.reverse(out)
-    else
-      replies
-    end
+    Enum.reverse(out)
   end
 
-  defp classify(s, node, its, replies, done, retry, flags) do
-    Enum.zip(its, replies)
-    |> Enum.reduce({done, retry, flags}, fn {it, r}, {done, retry, flags} ->
+  # -> {finals [{i, reply}], retry, flags}
+  defp classify(s, node, its, replies, retry, flags) do
+    its
+    |> Enum.zip(replies)
+    |> Enum.reduce({[], retry, flags}, fn {{i, it, _to, asking, ns}, r}, {done, retry, flags} ->
       case {s.cluster, r} do
         {true, {:err, "MOVED " <> rest}} ->
-          {done, [%{it | to: redirect_node(rest, node), asking: false} | retry], %{flags | refresh: true}}
+          {done, [{i, it, redirect_node(rest, node), false, ns} | retry], %{flags | refresh: true}}
 
         {true, {:err, "ASK " <> rest}} ->
-          {done, [%{it | to: redirect_node(rest, node), asking: true} | retry], flags}
+          {done, [{i, it, redirect_node(rest, node), true, ns} | retry], flags}
 
         {true, {:err, "TRYAGAIN" <> _}} ->
-          {done, [%{it | to: nil, asking: false} | retry], %{flags | wait: true}}
+          {done, [{i, it, nil, false, ns} | retry], %{flags | wait: true}}
 
         {true, {:err, "CLUSTERDOWN" <> _}} ->
-          {done, [%{it | to: nil, asking: false} | retry], %{flags | wait: true}}
+          {done, [{i, it, nil, false, ns} | retry], %{flags | wait: true}}
 
         {_, {:err, "NOSCRIPT" <> _ = m}} when it.script != nil ->
-          if it.noscript >= 1 do
-            {[{it.i, {:err, "#{m} (again, after SCRIPT LOAD: not retried)"}} | done], retry, flags}
+          if ns >= 1 do
+            {[{i, {:err, "#{m} (again, after SCRIPT LOAD: not retried)"}} | done], retry, flags}
           else
-            retry = [%{it | noscript: 1, to: node, asking: it.asking} | retry]
+            retry = [{i, it, node, asking, 1} | retry]
             {done, retry, %{flags | loads: [{node, it.script} | flags.loads]}}
           end
 
         _ ->
-          {[{it.i, r} | done], retry, flags}
+          {[{i, r} | done], retry, flags}
       end
     end)
   end

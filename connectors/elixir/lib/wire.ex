@@ -178,10 +178,15 @@ defmodule EchoMQ.Wire do
   defp verb(req, state, n, fun) do
     s = session(req, state)
 
-    case fun.(s, deadline(n)) do
-      {:ok, v, s} -> {{:ok, v}, put(state, s)}
-      {:error, k, m, s} -> {{:error, k, m}, put(state, s)}
-    end
+    result =
+      case fun.(s, deadline(n)) do
+        {:ok, v, s} -> {{:ok, v}, put(state, s)}
+        {:error, k, m, s} -> {{:error, k, m}, put(state, s)}
+      end
+
+    # a large pipeline grew the heap; give it back before the next request
+    if n > 50_000, do: :erlang.garbage_collect()
+    result
   end
 
   defp put(state, s), do: %{state | sessions: Map.put(state.sessions, s.name, s)}
