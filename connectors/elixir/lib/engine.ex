@@ -46,6 +46,10 @@ defmodule EchoMQ.Engine do
   end
 
   defp start(ip, port, t, node) do
+    # eredis links its client to the caller and exits through that link when it fails or its
+    # socket closes: the owner must trap exits to outlive its connections.
+    Process.flag(:trap_exit, true)
+
     case :eredis.start_link(ip, port, :undefined, '', :no_reconnect, t) do
       {:ok, pid} ->
         {:ok, pid}
