@@ -213,6 +213,15 @@ defmodule EchoMQ.Router do
                 {:cont, {:ok, s, finals ++ done, retry, flags}}
             end
 
+          # on a cluster, a node we cannot even connect to (nothing was sent) may have left the
+          # slot map: read the map again and route those calls anew
+          {:unreachable, _k, _m, s} when s.cluster ->
+            rerouted = for {i, it, _, _, ns} <- its, do: {i, it, nil, false, ns}
+            {:cont, {:ok, s, done, rerouted ++ retry, %{flags | refresh: true, wait: true}}}
+
+          {:unreachable, k, m, s} ->
+            {:halt, {:error, k, m, s}}
+
           {:error, k, m, s} ->
             {:halt, {:error, k, m, s}}
         end
@@ -255,7 +264,7 @@ defmodule EchoMQ.Router do
   end
 
   defp send_group(s, node, its, dl, opts) do
-    with {:ok, _pid, s} <- conn(s, node, dl),
+    with {:ok, _pid, s} <- reachable(conn(s, node, dl)),
          {:ok, s} <- ensure_fenced(s, node, dl, opts),
          {:ok, pid, s} <- conn(s, node, dl) do
       asking = Enum.any?(its, &elem(&1, 3))
@@ -276,6 +285,9 @@ defmodule EchoMQ.Router do
       end
     end
   end
+
+  defp reachable({:error, k, m, s}), do: {:unreachable, k, m, s}
+  defp reachable(ok), do: ok
 
   defp ensure_fenced(s, node, dl, opts) do
     cond do
