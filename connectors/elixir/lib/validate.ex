@@ -92,13 +92,10 @@ defmodule EchoMQ.Validate do
     end
   end
 
-  @doc "R4.12: optional `queues`, 1 to 64 valid names, and `queue` must equal queues[0]."
+  @doc "R4.12: optional `queues` (absent, or a list: `null` is invalid), 1 to 64 valid names, `queue` = queues[0]."
   def batch_queues(req, queue) do
     case Map.fetch(req, "queues") do
       :error ->
-        [queue]
-
-      {:ok, nil} ->
         [queue]
 
       {:ok, list} when is_list(list) and length(list) in 1..64 ->

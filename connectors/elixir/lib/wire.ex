@@ -67,16 +67,20 @@ defmodule EchoMQ.Wire do
     kind, reason -> {{:error, :internal, "#{kind}: #{inspect(reason)} (a bug in the connector)"}, state}
   end
 
+  # SPEC §7: any protocol but the integer 1 (the string "1" included) is unsupported
   defp do_dispatch("hello", req, state) do
-    case int(req, "protocol", 0, 4_294_967_295) do
-      1 ->
+    case Map.fetch(req, "protocol") do
+      :error ->
+        Validate.fail("missing field protocol")
+
+      {:ok, 1} ->
         b = state.bundle
 
         {{:ok, %{name: @name, version: @version, language: "elixir", bundle: b.version, scripts: Bundle.shas(b)}},
          state}
 
-      p ->
-        {{:error, :unsupported, "wire protocol #{p} (this connector speaks 1)"}, state}
+      {:ok, p} ->
+        {{:error, :unsupported, "wire protocol #{Validate.describe(p)} (this connector speaks 1)"}, state}
     end
   end
 

@@ -66,6 +66,7 @@ defmodule EchoMQ.ValidateTest do
     assert invalid(fn -> V.batch_queues(%{"queues" => List.duplicate("a", 65)}, "a") end) =~ "1 to 64"
     assert invalid(fn -> V.batch_queues(%{"queues" => ["a", "bad q"]}, "a") end) =~ "queue name"
     assert invalid(fn -> V.batch_queues(%{"queues" => "a"}, "a") end) =~ "list"
+    assert invalid(fn -> V.batch_queues(%{"queues" => nil}, "a") end) =~ "list"
   end
 
   test "urls: redis:// only, password, host, port, db" do

@@ -43,7 +43,10 @@ defmodule EchoMQ.WireTest do
   test "hello with another protocol is unsupported; a bad one invalid", %{state: st} do
     assert {"unsupported", m} = error_kind(st, %{"seq" => 1, "cmd" => "hello", "protocol" => 2})
     assert m =~ "2"
-    assert {"invalid", _} = error_kind(st, %{"seq" => 1, "cmd" => "hello", "protocol" => "1"})
+    for p <- ["1", 1.0, 0, -1, nil, true, [1]] do
+      assert {"unsupported", _} = error_kind(st, %{"seq" => 1, "cmd" => "hello", "protocol" => p}), inspect(p)
+    end
+
     assert {"invalid", _} = error_kind(st, %{"seq" => 1, "cmd" => "hello"})
   end
 
@@ -112,6 +115,7 @@ defmodule EchoMQ.WireTest do
       %{"cmd" => "batch", "queue" => "q", "n" => 10_000_001, "depth" => 1, "payload" => "p"},
       %{"cmd" => "batch", "queue" => "q", "n" => 1, "depth" => 100_001, "payload" => "p"},
       %{"cmd" => "batch", "queue" => "q", "n" => 1, "depth" => 1, "payload" => "p", "queues" => ["r"]},
+      %{"cmd" => "batch", "queue" => "q", "n" => 1, "depth" => 1, "payload" => "p", "queues" => nil},
       %{"cmd" => "connect", "url" => "rediss://h:1"},
       %{"cmd" => "connect", "url" => "unix:///tmp/x"},
       %{"cmd" => "connect", "url" => "redis://h:1/2", "cluster" => true},
