@@ -263,10 +263,8 @@ defmodule EchoMQ.Router do
     order |> Enum.reverse() |> Enum.map(fn n -> {n, Enum.reverse(by[n])} end)
   end
 
-  defp send_group(s, node, its, dl, opts) do
-    with {:ok, _pid, s} <- reachable(conn(s, node, dl)),
-         {:ok, s} <- ensure_fenced(s, node, dl, opts),
-         {:ok, pid, s} <- conn(s, node, dl) do
+  defp send_group(s, node, its, dl, opts, tries \\ 2) do
+    with {:ok, pid, s} <- fenced_conn(s, node, dl, opts) do
       asking = Enum.any?(its, &elem(&1, 3))
 
       cmds =
@@ -278,6 +276,11 @@ defmodule EchoMQ.Router do
         {:ok, replies} ->
           {:ok, if(asking, do: strip_asking(its, replies), else: replies), s}
 
+        # the connection's process was gone before the call reached it: nothing was sent, so a
+        # new (fenced) connection may carry it
+        {:error, {:noproc, _}} when tries > 0 ->
+          send_group(drop(s, node), node, its, dl, opts, tries - 1)
+
         {:error, reason} ->
           {:error, :engine,
            "connection to #{addr(node)} failed (#{Engine.describe_reason(reason)}); " <>
@@ -286,8 +289,34 @@ defmodule EchoMQ.Router do
     end
   end
 
+  # A live connection to `node` that has read the fence since it opened (R3.1, R3.5); with
+  # `fence_read: true` (the fence read itself) any live connection. The check is made again after
+  # the fence read: a connection that died meanwhile is replaced, and the new one fenced too.
+  defp fenced_conn(s, node, dl, opts, tries \\ 3) do
+    fence_read = Keyword.get(opts, :fence_read, false)
+
+    with {:ok, pid, s} <- reachable(conn(s, node, dl)),
+         {:ok, s} <- ensure_fenced(s, node, dl, opts) do
+      case s.conns do
+        %{^node => %{pid: ^pid, fenced: f}} when f or fence_read ->
+          if Process.alive?(pid) or tries == 0,
+            do: {:ok, pid, s},
+            else: fenced_conn(s, node, dl, opts, tries - 1)
+
+        _ when tries > 0 ->
+          fenced_conn(s, node, dl, opts, tries - 1)
+
+        _ ->
+          {:error, :engine, "the connection to #{addr(node)} kept closing while it was being fenced", s}
+      end
+    end
+  end
+
   defp reachable({:error, k, m, s}), do: {:unreachable, k, m, s}
   defp reachable(ok), do: ok
+
+  defp unreachable_is_error({:unreachable, k, m, s}), do: {:error, k, m, s}
+  defp unreachable_is_error(other), do: other
 
   defp ensure_fenced(s, node, dl, opts) do
     cond do
@@ -356,7 +385,7 @@ defmodule EchoMQ.Router do
   defp load_scripts(s, [{node, script} | rest], dl) do
     {cmd, sha} = Engine.script_load_cmd(s.bundle, script)
 
-    with {:ok, pid, s} <- conn(s, node, dl) do
+    with {:ok, pid, s} <- fenced_conn(s, node, dl, []) |> unreachable_is_error() do
       case Engine.raw_pipeline(pid, [cmd], timeout(dl)) do
         {:ok, [^sha]} ->
           load_scripts(s, rest, dl)
