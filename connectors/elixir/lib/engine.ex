@@ -1,0 +1,399 @@
+defmodule EchoMQ.Engine do
+  @moduledoc """
+  The sole raw-Redis seam (R4.15): the only module that calls the raw client (eredis) and the
+  only one that knows the key schema (`emq:{q}:...`, `emq:fence`). `test/seam_test.exs` scans
+  every other source file and fails if one names the client or an `emq:` key.
+
+  eredis is started with `reconnect_sleep = :no_reconnect`: a connection that closes is gone
+  (its process stops), is never reopened behind our back, and nothing queued on it is re-sent;
+  see README.md for the eredis source lines. AUTH and SELECT are sent here, as RESP commands,
+  not through eredis's own inline `AUTH "<password>"`.
+  """
+
+  alias EchoMQ.{Router, Slot}
+
+  @fence_key "emq:fence"
+  @connect_timeout 5_000
+
+  # ------------------------------------------------------------------ the raw client
+
+  @doc "Opens one connection (no fence read here: the caller does it before any verb)."
+  def open_conn({host, port} = node, auth, db, dl) do
+    t = min(@connect_timeout, max(dl - System.monotonic_time(:millisecond), 1))
+
+    with {:ok, ip} <- resolve(host),
+         {:ok, pid} <- start(ip, port, t, node) do
+      setup = if(auth, do: [auth], else: []) ++ if(db != 0, do: [["SELECT", db]], else: [])
+
+      case setup == [] or raw_pipeline(pid, setup, t) do
+        true ->
+          {:ok, pid}
+
+        {:ok, replies} ->
+          case Enum.find(replies, &match?({:err, _}, &1)) do
+            nil ->
+              {:ok, pid}
+
+            {:err, m} ->
+              close_conn(pid)
+              {:error, "#{Router.addr(node)}: #{m}"}
+          end
+
+        {:error, reason} ->
+          {:error, "#{Router.addr(node)}: connection failed during AUTH/SELECT (#{describe_reason(reason)})"}
+      end
+    end
+  end
+
+  defp start(ip, port, t, node) do
+    # eredis links its client to the caller and exits through that link when it fails or its
+    # socket closes: the owner must trap exits to outlive its connections.
+    Process.flag(:trap_exit, true)
+
+    case :eredis.start_link(ip, port, :undefined, '', :no_reconnect, t) do
+      {:ok, pid} ->
+        {:ok, pid}
+
+      {:error, reason} ->
+        flush_exit()
+        {:error, "cannot connect to #{Router.addr(node)}: #{describe_reason(reason)}"}
+    end
+  catch
+    :exit, reason -> {:error, "cannot connect to #{Router.addr(node)}: #{describe_reason(reason)}"}
+  end
+
+  defp flush_exit do
+    receive do
+      {:EXIT, _, _} -> :ok
+    after
+      0 -> :ok
+    end
+  end
+
+  # eredis resolves a name with IPv6 first; the engines listen on IPv4 loopback, so prefer IPv4.
+  defp resolve(host) do
+    h = String.to_charlist(host)
+
+    case :inet.parse_address(h) do
+      {:ok, ip} ->
+        {:ok, :inet.ntoa(ip)}
+
+      {:error, _} ->
+        case :inet.getaddr(h, :inet) do
+          {:ok, ip} ->
+            {:ok, :inet.ntoa(ip)}
+
+          {:error, _} ->
+            case :inet.getaddr(h, :inet6) do
+              {:ok, ip} -> {:ok, :inet.ntoa(ip)}
+              {:error, r} -> {:error, "cannot resolve #{host}: #{inspect(r)}"}
+            end
+        end
+    end
+  end
+
+  @doc "Closes a connection at once; a late reply can never be read from it."
+  def close_conn(pid) do
+    Process.exit(pid, :kill)
+    :ok
+  end
+
+  @doc """
+  Sends `cmds` as one pipeline (one write) and waits for all their replies. A reply is a value
+  (binary, list, nil) or `{:err, message}`. A connection failure or a timeout kills the
+  connection and returns `{:error, reason}` (R4.16).
+  """
+  def raw_pipeline(pid, cmds, timeout) do
+    case :eredis.qp(pid, cmds, timeout) do
+      list when is_list(list) ->
+        {:ok, Enum.map(list, &norm_reply/1)}
+
+      {:error, reason} ->
+        close_conn(pid)
+        {:error, reason}
+    end
+  catch
+    :exit, reason ->
+      close_conn(pid)
+      {:error, reason}
+  end
+
+  defp norm_reply({:ok, v}), do: norm(v)
+  defp norm_reply({:error, m}) when is_binary(m), do: {:err, m}
+  defp norm_reply({:error, m}), do: {:err, inspect(m)}
+
+  defp norm(:undefined), do: nil
+  defp norm(l) when is_list(l), do: Enum.map(l, &norm/1)
+  defp norm(v), do: v
+
+  def describe_reason({:timeout, _}), do: "timed out"
+  def describe_reason(:tcp_closed), do: "connection closed"
+  def describe_reason(:no_connection), do: "no connection"
+  def describe_reason({:noproc, _}), do: "connection closed"
+  def describe_reason({:normal, _}), do: "connection closed"
+  def describe_reason({:connection_error, r}), do: inspect(r)
+  def describe_reason(r) when is_binary(r), do: r
+  def describe_reason(r), do: inspect(r)
+
+  def script_load_cmd(bundle, name) do
+    %{source: src, sha: sha} = bundle.scripts[name]
+    {["SCRIPT", "LOAD", src], sha}
+  end
+
+  # ------------------------------------------------------------------ the key schema
+
+  @doc "R4.7: is `k` under EchoMQ's prefix (case-sensitive)? Probes may not touch such keys."
+  def echomq_key?("emq:" <> _), do: true
+  def echomq_key?(_), do: false
+
+  defp key(q, suffix), do: "emq:{" <> q <> "}:" <> suffix
+  defp root(q), do: "emq:{" <> q <> "}:job:"
+  defp qslot(q), do: Slot.of_key(key(q, "pending"))
+
+  # ------------------------------------------------------------------ sessions and the fence
+
+  @doc "connect (R3.1-R3.4, R8.1): open, learn the slot map on a cluster, read the fence."
+  def connect(bundle, name, url, cluster, dl) do
+    auth =
+      case {url.user, url.password} do
+        {nil, nil} -> nil
+        {nil, p} -> ["AUTH", p]
+        {u, p} -> ["AUTH", u, p || ""]
+      end
+
+    s = %Router{name: name, cluster: cluster, seed: {url.host, url.port}, auth: auth, db: url.db, bundle: bundle}
+
+    result =
+      if cluster do
+        with {:ok, s} <- Router.init_cluster(s, dl), do: read_fence(s, dl)
+      else
+        with {:ok, _pid, s} <- Router.conn(s, s.seed, dl), do: read_fence(s, dl)
+      end
+
+    case result do
+      {:ok, s} ->
+        {:ok, s}
+
+      {:error, k, m, s} ->
+        Router.close_all(s)
+        {:error, k, m}
+    end
+  end
+
+  def disconnect(s), do: Router.close_all(s)
+
+  @doc "A new connection after the first: read the fence before any verb on it (R3.1)."
+  def reconnect_fence(s, dl) do
+    case read_fence(s, dl) do
+      {:ok, s} -> {:ok, s}
+      {:error, k, m, s} -> {:error, k, m, s}
+    end
+  end
+
+  defp read_fence(s, dl, installed \\ false) do
+    item = %{slot: Slot.of_key(@fence_key), cmd: ["HMGET", @fence_key, "protocol", "bundle", "digest"], script: nil}
+
+    case Router.run(s, [item], dl, fence_read: true) do
+      {:ok, [[nil, _, _]], s} when not installed ->
+        with {:ok, s} <- install_fence(s, dl), do: read_fence(s, dl, true)
+
+      {:ok, [[p, b, d]], s} ->
+        check_fence(s, p, b, d)
+
+      {:ok, [{:err, m}], s} ->
+        {:error, :engine, "reading the fence #{@fence_key}: #{m}", s}
+
+      {:ok, [other], s} ->
+        {:error, :engine, "reading the fence #{@fence_key}: unexpected reply #{inspect(other)}", s}
+
+      {:error, k, m, s} ->
+        {:error, k, m, s}
+    end
+  end
+
+  defp check_fence(s, p, b, d) do
+    bundle = s.bundle
+
+    if p == bundle.protocol do
+      if d != bundle.digest do
+        IO.puts(:stderr, "echomq-elixir: warning: fence digest #{inspect(d)} (bundle #{inspect(b)}) " <>
+          "differs from this connector's #{bundle.digest} (bundle #{bundle.version})")
+      end
+
+      {:ok, Router.mark_fenced(s)}
+    else
+      {:error, :fence,
+       "fence protocol #{p || "(none)"} (bundle #{b || "(none)"}) does not match connector protocol #{bundle.protocol}",
+       s}
+    end
+  end
+
+  # R3.2: one HSETNX per field inside one MULTI/EXEC, on the fence's node.
+  defp install_fence(s, dl) do
+    b = s.bundle
+
+    cmds = [
+      ["MULTI"],
+      ["HSETNX", @fence_key, "protocol", b.protocol],
+      ["HSETNX", @fence_key, "bundle", b.version],
+      ["HSETNX", @fence_key, "digest", b.digest],
+      ["EXEC"]
+    ]
+
+    node = Router.owner(s, Slot.of_key(@fence_key))
+
+    with {:ok, pid, s} <- Router.conn(s, node, dl) do
+      case raw_pipeline(pid, cmds, max(dl - System.monotonic_time(:millisecond), 1)) do
+        {:ok, ["OK", "QUEUED", "QUEUED", "QUEUED", exec]} when is_list(exec) ->
+          {:ok, s}
+
+        {:ok, replies} ->
+          m = Enum.find_value(replies, inspect(replies), fn {:err, m} -> m; _ -> nil end)
+          {:error, :engine, "installing the fence #{@fence_key}: #{m}", s}
+
+        {:error, reason} ->
+          {:error, :engine, "installing the fence: connection failed (#{describe_reason(reason)})", Router.drop(s, node)}
+      end
+    end
+  end
+
+  # ------------------------------------------------------------------ the verbs
+
+  defp script(s, name, q, keys, args) do
+    sha = s.bundle.scripts[name].sha
+    %{slot: qslot(q), script: name, cmd: ["EVALSHA", sha, length(keys) | keys ++ args]}
+  end
+
+  defp enqueue_item(s, q, payload, delay),
+    do: script(s, "enqueue", q, [key(q, "pending"), key(q, "delayed"), key(q, "seq")], [root(q), payload, delay])
+
+  defp one(s, item, dl, decode) do
+    case Router.run(s, [item], dl) do
+      {:ok, [{:err, m}], s} -> {:error, :engine, m, s}
+      {:ok, [v], s} -> decode_with(decode, v, s)
+      {:error, k, m, s} -> {:error, k, m, s}
+    end
+  end
+
+  defp decode_with(decode, v, s) do
+    {:ok, decode.(v), s}
+  rescue
+    _ -> {:error, :engine, "unexpected reply from the engine: #{inspect(v)}", s}
+  end
+
+  def enqueue(s, q, payload, delay, dl),
+    do: one(s, enqueue_item(s, q, payload, delay), dl, fn id when is_binary(id) -> id end)
+
+  def claim(s, q, lease, dl) do
+    item = script(s, "claim", q, [key(q, "pending"), key(q, "active")], [root(q), lease])
+
+    one(s, item, dl, fn
+      [] -> nil
+      nil -> nil
+      [id, payload, att] when is_binary(id) and is_binary(payload) -> %{id: id, payload: payload, attempts: int(att)}
+    end)
+  end
+
+  def complete(s, q, id, attempts, dl) do
+    item = script(s, "complete", q, [key(q, "active")], [root(q), id, attempts])
+    one(s, item, dl, fn v -> int(v) == 1 end)
+  end
+
+  def retry(s, q, id, attempts, backoff, max, dl) do
+    item =
+      script(s, "retry", q, [key(q, "active"), key(q, "delayed"), key(q, "dead")], [root(q), id, attempts, backoff, max])
+
+    one(s, item, dl, fn v when v in ["delayed", "dead", "stale"] -> v end)
+  end
+
+  def promote(s, q, limit, dl) do
+    item = script(s, "promote", q, [key(q, "delayed"), key(q, "pending")], [root(q), limit])
+    one(s, item, dl, &int/1)
+  end
+
+  def reap(s, q, max, limit, dl) do
+    item = script(s, "reap", q, [key(q, "active"), key(q, "pending"), key(q, "dead")], [root(q), max, limit])
+    one(s, item, dl, &int/1)
+  end
+
+  def pending_size(s, q, dl) do
+    one(s, %{slot: qslot(q), cmd: ["ZCARD", key(q, "pending")], script: nil}, dl, &int/1)
+  end
+
+  @doc "R2.5: ZRANGE, then HGET per id, pipelined; ids whose hash went away are left out."
+  def browse(s, _q, _offset, 0, _dl), do: {:ok, [], s}
+
+  def browse(s, q, offset, limit, dl) do
+    zr = %{slot: qslot(q), cmd: ["ZRANGE", key(q, "pending"), offset, offset + limit - 1], script: nil}
+
+    with {:ok, ids, s} <- one(s, zr, dl, fn l when is_list(l) -> l end) do
+      gets = Enum.map(ids, fn id -> %{slot: qslot(q), cmd: ["HGET", root(q) <> id, "payload"], script: nil} end)
+
+      case Router.run(s, gets, dl) do
+        {:ok, payloads, s} ->
+          case Enum.find(payloads, &match?({:err, _}, &1)) do
+            {:err, m} ->
+              {:error, :engine, m, s}
+
+            nil ->
+              jobs = for {id, p} <- Enum.zip(ids, payloads), is_binary(p), do: %{id: id, payload: p}
+              {:ok, jobs, s}
+          end
+
+        {:error, k, m, s} ->
+          {:error, k, m, s}
+      end
+    end
+  end
+
+  @doc "R4.11: n INCR of one key as one pipeline."
+  def pipeline_probe(s, key, n, dl) do
+    item = %{slot: Slot.of_key(key), cmd: ["INCR", key], script: nil}
+
+    case Router.run(s, List.duplicate(item, n), dl) do
+      {:ok, replies, s} ->
+        case Enum.find(replies, &match?({:err, _}, &1)) do
+          nil -> decode_with(fn rs -> Enum.map(rs, &int/1) end, replies, s)
+          {:err, m} -> {:error, :engine, m, s}
+        end
+
+      {:error, k, m, s} ->
+        {:error, k, m, s}
+    end
+  end
+
+  @doc """
+  R4.12: n enqueues in pipelines of `depth`, enqueue i to queues[i mod len]. Any failure makes the
+  whole verb `engine` (no exact count exists); nothing is re-sent after a lost reply.
+  """
+  def batch(s, queues, n, depth, payload, dl) do
+    cmds = queues |> Enum.map(&enqueue_item(s, &1, payload, 0)) |> List.to_tuple()
+    len = tuple_size(cmds)
+    batch_loop(s, cmds, len, 0, n, depth, dl)
+  end
+
+  defp batch_loop(s, _cmds, _len, done, n, _depth, _dl) when done >= n, do: {:ok, done, s}
+
+  defp batch_loop(s, cmds, len, done, n, depth, dl) do
+    last = min(n, done + depth) - 1
+    items = for i <- done..last, do: elem(cmds, rem(i, len))
+
+    case Router.run(s, items, dl) do
+      {:ok, replies, s} ->
+        case Enum.find(replies, &match?({:err, _}, &1)) do
+          nil ->
+            batch_loop(s, cmds, len, last + 1, n, depth, dl)
+
+          {:err, m} ->
+            ok = Enum.count(replies, &is_binary/1)
+            {:error, :engine, "batch: an enqueue failed after #{done + ok} of #{n} landed: #{m}", s}
+        end
+
+      {:error, k, m, s} ->
+        {:error, k, "batch: #{m} (#{done} enqueues confirmed before this pipeline)", s}
+    end
+  end
+
+  defp int(v) when is_integer(v), do: v
+  defp int(v) when is_binary(v), do: String.to_integer(v)
+end

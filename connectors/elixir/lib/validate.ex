@@ -1,0 +1,224 @@
+defmodule EchoMQ.Validate do
+  @moduledoc """
+  Argument validation (SPEC §4, §7): every check runs before a byte is sent. A failure throws
+  `{:invalid, message}`, which the wire turns into kind `invalid`.
+  """
+
+  @max_ms 1_000_000_000_000
+  @max_i32 2_147_483_647
+
+  def max_ms, do: @max_ms
+  def max_i32, do: @max_i32
+
+  def fail(msg), do: throw({:invalid, msg})
+
+  defp fetch(req, field) do
+    case Map.fetch(req, field) do
+      {:ok, v} -> v
+      :error -> fail("missing field #{field}")
+    end
+  end
+
+  @doc "A JSON integer within lo..=hi (R4.1-R4.6). Strings, fractions, booleans are refused."
+  def int(req, field, lo, hi) do
+    case fetch(req, field) do
+      v when is_integer(v) and v >= lo and v <= hi -> v
+      v when is_integer(v) -> fail("#{field} must be in #{lo}..=#{hi}, got #{v}")
+      {:number, text} -> fail("#{field} must be an integer, got #{text}")
+      v -> fail("#{field} must be an integer, got #{describe(v)}")
+    end
+  end
+
+  def ms(req, field), do: int(req, field, 0, @max_ms)
+
+  def string(req, field) do
+    case fetch(req, field) do
+      v when is_binary(v) -> v
+      v -> fail("#{field} must be a string, got #{describe(v)}")
+    end
+  end
+
+  @doc "A session name: a non-empty string (SPEC §7)."
+  def session_name(req) do
+    case string(req, "session") do
+      "" -> fail("session must be a non-empty string")
+      s -> s
+    end
+  end
+
+  @doc "R1.1: 1 to 128 characters of [A-Za-z0-9._-]."
+  def queue_name(q) when is_binary(q) do
+    if byte_size(q) in 1..128 and valid_queue_chars?(q),
+      do: q,
+      else: fail("queue name #{inspect(q)} must be 1-128 chars of [A-Za-z0-9._-]")
+  end
+
+  def queue_name(q), do: fail("queue name must be a string, got #{describe(q)}")
+
+  defp valid_queue_chars?(<<>>), do: true
+
+  defp valid_queue_chars?(<<c, r::binary>>)
+       when c in ?a..?z or c in ?A..?Z or c in ?0..?9 or c in [?., ?_, ?-],
+       do: valid_queue_chars?(r)
+
+  defp valid_queue_chars?(_), do: false
+
+  def queue(req), do: queue_name(fetch(req, "queue"))
+
+  @doc "R4.5: ^j[0-9]{16}$."
+  def job_id(req) do
+    case fetch(req, "id") do
+      <<?j, digits::binary-size(16)>> = id ->
+        if digits =~ ~r/\A[0-9]{16}\z/, do: id, else: fail("id #{inspect(id)} must match ^j[0-9]{16}$")
+
+      v when is_binary(v) ->
+        fail("id #{inspect(v)} must match ^j[0-9]{16}$")
+
+      v ->
+        fail("id must be a string, got #{describe(v)}")
+    end
+  end
+
+  @doc "R4.7: a non-empty key outside EchoMQ's key space (the seam's case-sensitive prefix test)."
+  def probe_key(req) do
+    case string(req, "key") do
+      "" ->
+        fail("key must be non-empty")
+
+      k ->
+        if EchoMQ.Engine.echomq_key?(k),
+          do: fail("key #{inspect(k)} is in EchoMQ's key space, which probes may not touch"),
+          else: k
+    end
+  end
+
+  @doc "R4.12: optional `queues` (absent, or a list: `null` is invalid), 1 to 64 valid names, `queue` = queues[0]."
+  def batch_queues(req, queue) do
+    case Map.fetch(req, "queues") do
+      :error ->
+        [queue]
+
+      {:ok, list} when is_list(list) and length(list) in 1..64 ->
+        qs = Enum.map(list, &queue_name/1)
+
+        if hd(qs) == queue,
+          do: qs,
+          else: fail("queue #{inspect(queue)} must equal queues[0] #{inspect(hd(qs))}")
+
+      {:ok, list} when is_list(list) ->
+        fail("queues must hold 1 to 64 queue names, got #{length(list)}")
+
+      {:ok, v} ->
+        fail("queues must be a list, got #{describe(v)}")
+    end
+  end
+
+  def optional_bool(req, field) do
+    case Map.get(req, field) do
+      nil -> false
+      b when is_boolean(b) -> b
+      v -> fail("#{field} must be a boolean, got #{describe(v)}")
+    end
+  end
+
+  @doc """
+  A connect url: `redis://[[user]:password@]host[:port][/db]` (SPEC §5). Every other scheme is
+  refused. Returns %{host, port, user, password, db}.
+  """
+  def url(u) when is_binary(u) do
+    bad = fn why -> fail("url #{inspect(redact(u))} #{why}; expected redis://[:password@]host:port[/db]") end
+
+    rest =
+      case u do
+        <<scheme::binary-size(8), rest::binary>> ->
+          if String.downcase(scheme) == "redis://", do: rest, else: bad.("has another scheme")
+
+        _ ->
+          bad.("has another scheme")
+      end
+
+    if String.contains?(rest, ["?", "#"]), do: bad.("has a query or fragment")
+
+    {authority, path} =
+      case :binary.split(rest, "/") do
+        [a] -> {a, ""}
+        [a, p] -> {a, p}
+      end
+
+    {userinfo, hostport} =
+      case :binary.matches(authority, "@") do
+        [] ->
+          {nil, authority}
+
+        ms ->
+          {pos, 1} = List.last(ms)
+          <<ui::binary-size(pos), ?@, hp::binary>> = authority
+          {ui, hp}
+      end
+
+    {user, password} =
+      case userinfo do
+        nil ->
+          {nil, nil}
+
+        ui ->
+          case :binary.split(ui, ":") do
+            [p] -> {nil, decode(p, bad)}
+            ["", p] -> {nil, decode(p, bad)}
+            [us, p] -> {decode(us, bad), decode(p, bad)}
+          end
+      end
+
+    {host, port} = host_port(hostport, bad)
+
+    db =
+      case path do
+        "" -> 0
+        d -> if d =~ ~r/\A[0-9]{1,9}\z/, do: String.to_integer(d), else: bad.("has a bad database")
+      end
+
+    %{host: host, port: port, user: user, password: if(password == "", do: nil, else: password), db: db}
+  end
+
+  def url(v), do: fail("url must be a string, got #{describe(v)}")
+
+  defp decode(s, bad) do
+    URI.decode(s)
+  rescue
+    _ -> bad.("has a bad percent-escape")
+  end
+
+  defp host_port("[" <> rest, bad) do
+    case :binary.split(rest, "]") do
+      [h, ""] when h != "" -> {h, 6379}
+      [h, ":" <> p] when h != "" -> {h, port(p, bad)}
+      _ -> bad.("has a bad host")
+    end
+  end
+
+  defp host_port(hp, bad) do
+    case :binary.split(hp, ":") do
+      [""] -> bad.("has no host")
+      [h] -> {h, 6379}
+      ["", _] -> bad.("has no host")
+      [h, p] -> {h, port(p, bad)}
+    end
+  end
+
+  defp port(p, bad) do
+    if p =~ ~r/\A[0-9]{1,5}\z/ and String.to_integer(p) in 1..65535,
+      do: String.to_integer(p),
+      else: bad.("has a bad port")
+  end
+
+  defp redact(u), do: Regex.replace(~r{//([^@/]*)@}, u, "//***@")
+
+  def describe(nil), do: "null"
+  def describe(true), do: "true"
+  def describe(false), do: "false"
+  def describe({:number, t}), do: t
+  def describe(v) when is_binary(v), do: inspect(v)
+  def describe(v) when is_list(v), do: "an array"
+  def describe(v) when is_map(v), do: "an object"
+  def describe(v), do: inspect(v)
+end

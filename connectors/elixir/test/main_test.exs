@@ -1,0 +1,50 @@
+defmodule EchoMQ.MainTest do
+  @moduledoc "The real process, through its launcher (set by ci/test): framing, stop, bundle checks."
+  use ExUnit.Case, async: true
+
+  @launcher System.get_env("EMQ_ELIXIR_LAUNCHER")
+  if @launcher == nil, do: @moduletag(skip: "EMQ_ELIXIR_LAUNCHER is not set (ci/test sets it)")
+
+  defp run(input, args \\ [], env \\ []) do
+    tmp = Path.join(System.tmp_dir!(), "emq-elixir-#{System.unique_integer([:positive])}")
+    File.write!(tmp <> ".in", input)
+    argv = Enum.map_join(args, " ", &("'" <> &1 <> "'"))
+    cmd = "'#{@launcher}' #{argv} < '#{tmp}.in' 2> '#{tmp}.err'"
+    {out, code} = System.cmd("sh", ["-c", cmd], env: env)
+    err = File.read!(tmp <> ".err")
+    File.rm(tmp <> ".in")
+    File.rm(tmp <> ".err")
+    {out, err, code}
+  end
+
+  test "one response per request, in order; stop answers nothing and exits 0" do
+    input = ~s({"seq":1,"cmd":"hello","protocol":1}\n{"seq":2,"cmd":"bogus"}\n\n{"seq":3,"cmd":"stop"}\n{"seq":4,"cmd":"hello","protocol":1}\n)
+    {out, _err, code} = run(input)
+    assert code == 0
+    lines = String.split(out, "\n", trim: true)
+    assert length(lines) == 2
+    assert Enum.map(lines, &(EchoMQ.JSON.decode(&1) |> elem(1) |> Map.get("seq"))) == [1, 2]
+  end
+
+  test "end of input exits 0" do
+    assert {"", _, 0} = run("")
+  end
+
+  test "a tampered bundle exits 2 with one line on stderr (R2.1)" do
+    dir = Path.join(System.tmp_dir!(), "emq-bundle-#{System.unique_integer([:positive])}")
+    File.cp_r!(EchoMQ.TestHelp.bundle_dir(), dir)
+    File.write!(Path.join(dir, "scripts/complete.lua"), "return 1\n")
+    {out, err, code} = run("", ["--bundle", dir])
+    File.rm_rf!(dir)
+    assert code == 2
+    assert out == ""
+    assert [line] = String.split(err, "\n", trim: true)
+    assert line =~ "complete"
+  end
+
+  test "EMQ_BUNDLE_DIR is honoured" do
+    {_, err, code} = run("", [], [{"EMQ_BUNDLE_DIR", "/nonexistent-bundle"}])
+    assert code == 2
+    assert err =~ "/nonexistent-bundle"
+  end
+end
