@@ -82,10 +82,11 @@ mod layers {
         LAYERS.iter().find(|(n, _)| *n == m).map(|(_, l)| *l)
     }
 
-    /// Top-level module → the top-level modules its non-test code names as `crate::<m>`.
-    fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    /// Every source file under `src/`: its path relative to `src/` and its non-test code, with
+    /// comment lines left out (doc comments may name any module, and tests may reach up).
+    fn sources() -> Vec<(String, String)> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut out = Vec::new();
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).unwrap() {
@@ -99,12 +100,7 @@ mod layers {
                     .unwrap()
                     .to_string_lossy()
                     .to_string();
-                let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
-                if layer(top).is_none() {
-                    continue;
-                }
                 let text = std::fs::read_to_string(&path).unwrap();
-                // Code only: doc comments may name any module, and tests may reach up.
                 let code: String = text
                     .split("#[cfg(test)]")
                     .next()
@@ -113,14 +109,27 @@ mod layers {
                     .filter(|l| !l.trim_start().starts_with("//"))
                     .collect::<Vec<_>>()
                     .join("\n");
-                for part in code.split("crate::").skip(1) {
-                    let name: String = part
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    if name != top && layer(&name).is_some() {
-                        out.entry(top.to_string()).or_default().insert(name);
-                    }
+                out.push((rel, code));
+            }
+        }
+        out
+    }
+
+    /// Top-level module → the top-level modules its non-test code names as `crate::<m>`.
+    fn imports() -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (rel, code) in sources() {
+            let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
+            if layer(top).is_none() {
+                continue;
+            }
+            for part in code.split("crate::").skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if name != top && layer(&name).is_some() {
+                    out.entry(top.to_string()).or_default().insert(name);
                 }
             }
         }
@@ -171,37 +180,13 @@ mod layers {
     /// `super::x` resolved from the file's parent), leaving out its own ancestors and descendants:
     /// a `mod.rs` and its children share types both ways by design.
     fn file_imports() -> BTreeMap<String, BTreeSet<String>> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut files: BTreeMap<String, String> = BTreeMap::new();
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                let rel = path
-                    .strip_prefix(&root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .to_string();
-                let Some(stem) = rel.strip_suffix(".rs") else {
-                    continue;
-                };
-                let module = stem.trim_end_matches("/mod").replace('/', "::");
-                if matches!(module.as_str(), "lib" | "main") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                let code: String = text
-                    .split("#[cfg(test)]")
-                    .next()
-                    .unwrap()
-                    .lines()
-                    .filter(|l| !l.trim_start().starts_with("//"))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+        for (rel, code) in sources() {
+            let Some(stem) = rel.strip_suffix(".rs") else {
+                continue;
+            };
+            let module = stem.trim_end_matches("/mod").replace('/', "::");
+            if !matches!(module.as_str(), "lib" | "main") {
                 files.insert(module, code);
             }
         }

@@ -8,6 +8,8 @@
 //! histories and a G5 batch of 20 000 (100 000 when the hang is on `batch` or `pipeline_probe`,
 //! where it is never run): the whole test takes a few minutes.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -130,24 +132,7 @@ fn judge(verb: &'static str, program: &Path, marker: &str) -> Judged {
 
 /// Pids of processes whose environment carries `marker`.
 fn marked(marker: &str) -> Vec<u32> {
-    let needle = format!("EMQ_HANGS_TEST={marker}");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
+    common::marked("EMQ_HANGS_TEST", marker)
 }
 
 #[test]

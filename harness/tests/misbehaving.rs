@@ -73,18 +73,8 @@ fn peak_kb(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// Processes whose environment carries `marker`.
 fn marked(marker: &str) -> Vec<u32> {
-    let needle = format!("EMQ_MISBEHAVE_TEST={marker}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
-        })
-        .collect()
+    common::marked("EMQ_MISBEHAVE_TEST", marker)
 }
 
 fn judge(mode: &'static str, python: &Path) -> Judged {

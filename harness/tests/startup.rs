@@ -43,22 +43,8 @@ fn marker() -> String {
     format!("{}-{nanos}", std::process::id())
 }
 
-/// Pids of processes whose environment carries `marker`.
 fn marked(marker: &str) -> Vec<u32> {
-    let needle = format!("EMQ_STARTUP_TEST={marker}");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
+    common::marked("EMQ_STARTUP_TEST", marker)
 }
 
 /// Waits up to 5 s for every marked process to end; the ones left.

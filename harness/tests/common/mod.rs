@@ -49,3 +49,22 @@ pub fn python_connector() -> Option<PathBuf> {
     }
     found
 }
+
+/// Pids of the processes whose environment holds `var=marker`: a test marks what it starts, and
+/// finds what is left running.
+pub fn marked(var: &str, marker: &str) -> Vec<u32> {
+    let needle = format!("{var}={marker}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
