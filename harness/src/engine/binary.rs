@@ -68,6 +68,37 @@ pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
 
 /// [`start`] with further server flags (a cluster node's).
 pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
+    start_picking(path, password, &|| Ok(extra.to_vec()))
+}
+
+/// True when a server could not listen on a port it was given: another process took the port
+/// between [`free_port`] and the server's own bind (a fault proxy's ephemeral port, say).
+pub(crate) fn is_port_clash(e: &HarnessError) -> bool {
+    let m = e.to_string();
+    m.contains("Failed listening on port") || m.contains("Address already in use")
+}
+
+/// How many times a server is started afresh, on new ports, after a port clash.
+const PORT_TRIES: u32 = 5;
+
+/// Starts the server with `extra()` flags (asked again on each try, so a flag naming a port can
+/// name a new one), on a fresh port, again after a port clash.
+pub(crate) fn start_picking(
+    path: &Path,
+    password: &str,
+    extra: &dyn Fn() -> Result<Vec<String>, HarnessError>,
+) -> Result<Running, HarnessError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start_once(path, password, &extra()?) {
+            Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
+            other => return other,
+        }
+    }
+}
+
+fn start_once(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
     let dir = tempfile::Builder::new()
         .prefix("emq-valkey-")
         .tempdir()
@@ -99,9 +130,7 @@ pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Runni
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(running);
-        }
+        // Exited first: a port that answers may be another process's, not this server's.
         if let Ok(Some(status)) = running.child.try_wait() {
             let log =
                 std::fs::read_to_string(running._dir.path().join("valkey.log")).unwrap_or_default();
@@ -109,6 +138,15 @@ pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Runni
             return Err(HarnessError::Engine(format!(
                 "valkey-server exited ({status}): {last}"
             )));
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            // The server may have failed to bind another port (a cluster bus) and not exited yet:
+            // it binds every port before it serves, so a moment is enough for it to say so.
+            std::thread::sleep(Duration::from_millis(50));
+            if let Ok(None) = running.child.try_wait() {
+                return Ok(running);
+            }
+            continue;
         }
         if Instant::now() > deadline {
             running.stop();
@@ -138,5 +176,21 @@ impl Running {
     /// The server's working directory (its log, a cluster node's config).
     pub fn dir(&self) -> &Path {
         self._dir.path()
+    }
+}
+
+#[cfg(test)]
+mod port_tests {
+    use super::*;
+
+    #[test]
+    fn a_port_taken_by_another_process_is_a_clash_and_other_errors_are_not() {
+        let clash = HarnessError::Engine(
+            "valkey-server exited (exit status: 1): 26703:M 01 Dec 2026 16:51:32.387 # Failed listening on port 41983 (cluster), aborting.".into(),
+        );
+        assert!(is_port_clash(&clash));
+        assert!(!is_port_clash(&HarnessError::Engine(
+            "valkey-server exited (exit status: 1): Bad directive".into()
+        )));
     }
 }

@@ -100,9 +100,10 @@ pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
         proxies: Vec::new(),
     };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
-        let bus = free_port()?;
-        let flags = node_flags(password, &i.to_string(), bus);
-        let node = binary::start_with(server, password, &flags)?;
+        // A new bus port on each try: one taken meanwhile is a port clash, tried again.
+        let node = binary::start_picking(server, password, &|| {
+            Ok(node_flags(password, &i.to_string(), free_port()?))
+        })?;
         let proxy = Proxy::start(&format!("127.0.0.1:{}", node.port))
             .map_err(|e| HarnessError::io("start a node's fault proxy", e))?;
         // Set before the nodes meet, so the first gossip already carries the proxy's port.
