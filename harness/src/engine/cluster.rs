@@ -167,13 +167,16 @@ fn cli_query(cli: &Path, password: &str, port: u16, args: &[&str]) -> Option<Str
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Field `key` of `CLUSTER INFO` text (`cluster_state` → `ok`).
+pub fn info_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// True when `CLUSTER INFO` text says the cluster serves every slot.
 pub fn info_ready(info: &str) -> bool {
-    let field = |k: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(k)?.strip_prefix(':'))
-            .map(str::trim)
-    };
+    let field = |k: &str| info_field(info, k);
     field("cluster_state") == Some("ok")
         && field("cluster_slots_ok") == Some(&SLOTS.to_string())
         && field("cluster_known_nodes")

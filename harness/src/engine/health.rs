@@ -154,10 +154,9 @@ fn node_health(admin: &mut Admin, cluster: bool) -> Result<NodeHealth, HarnessEr
     if cluster {
         let info: String = admin.query(&["CLUSTER", "INFO"])?;
         let field = |k: &str| {
-            info.lines()
-                .find_map(|l| l.trim().strip_prefix(k)?.strip_prefix(':'))
-                .map(|v| v.trim().to_string())
+            crate::engine::cluster::info_field(&info, k)
                 .unwrap_or_default()
+                .to_string()
         };
         h.current_epoch = field("cluster_current_epoch").parse().unwrap_or(0);
         h.state = field("cluster_state");
