@@ -176,10 +176,7 @@ fn proxy_for<'a>(
             .ok_or_else(|| GateError::from(format!("no proxy in front of the node at {port}")))?;
         return Ok((p, url.clone()));
     }
-    let p = crate::faults::Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
-        .map_err(|e| GateError::from(format!("the proxy could not start: {e}")))?;
-    let through =
-        crate::engine::Target::single(p.url_for(&url.url, &ctx.engine.host, ctx.engine.port));
+    let (p, through) = ctx.proxied(url)?;
     Ok((own.insert(p), through))
 }
 

@@ -340,6 +340,19 @@ impl GateContext<'_> {
         })
     }
 
+    /// A fault proxy of the gate's own in front of a single engine, and `url` pointed through it
+    /// (G5's withheld replies, G8's faults and late reply).
+    pub fn proxied(
+        &self,
+        url: &crate::engine::Target,
+    ) -> Result<(crate::faults::Proxy, crate::engine::Target), GateError> {
+        let (host, port) = (&self.engine.host, self.engine.port);
+        let proxy = crate::faults::Proxy::start(&format!("{host}:{port}"))
+            .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
+        let through = crate::engine::Target::single(proxy.url_for(&url.url, host, port));
+        Ok((proxy, through))
+    }
+
     /// A fresh connector with `session` connected to `url`; a refused connect is recorded as a
     /// FAIL and gives `None` (the gate has nothing more to judge).
     pub fn connected(

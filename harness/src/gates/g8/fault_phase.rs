@@ -300,13 +300,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         // The gate's url is already the seed's proxy: every node announces its own.
         (Proxies::Cluster(ctx.engine), url.clone())
     } else {
-        let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
-            .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
-        let purl = crate::engine::Target::single(proxy.url_for(
-            &url.url,
-            &ctx.engine.host,
-            ctx.engine.port,
-        ));
+        let (proxy, purl) = ctx.proxied(&url)?;
         (Proxies::Single(proxy), purl)
     };
     proxies.disarm(&admin);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::SESSION;
 use crate::connector::Verbs;
-use crate::faults::{Fault, Matcher, Proxy, Rule};
+use crate::faults::{Fault, Matcher, Rule};
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::protocol::grammar::key;
 
@@ -23,10 +23,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     for s in &ctx.bundle.scripts {
         admin.script_load(&s.source)?;
     }
-    let proxy = Proxy::start(&format!("{}:{}", ctx.engine.host, ctx.engine.port))
-        .map_err(|e| GateError::from(format!("the fault proxy did not start: {e}")))?;
-    let through =
-        crate::engine::Target::single(proxy.url_for(&url.url, &ctx.engine.host, ctx.engine.port));
+    let (proxy, through) = ctx.proxied(&url)?;
     (ctx.progress)("G8: a late reply, then the next verb on the same session");
     let Some(mut c) = ctx.connected(SESSION, &through, out)? else {
         return Ok(());
