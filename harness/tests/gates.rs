@@ -304,6 +304,26 @@ fn resend_cluster_pipeline_fails_g8_on_a_cluster() {
     judge(Some(Double::ResendClusterPipeline));
 }
 
+#[test]
+fn ignores_ask_fails_g8_on_a_cluster() {
+    judge(Some(Double::IgnoresAsk));
+}
+
+#[test]
+fn ask_without_asking_fails_g8_on_a_cluster() {
+    judge(Some(Double::AskWithoutAsking));
+}
+
+#[test]
+fn tryagain_as_nothing_fails_g8_on_a_cluster() {
+    judge(Some(Double::TryagainAsNothing));
+}
+
+#[test]
+fn loads_where_slot_map_says_fails_g8_on_a_cluster() {
+    judge(Some(Double::LoadsWhereSlotMapSays));
+}
+
 /// redis-py `RedisCluster`'s default retry on a connection error, kept in the Python connector
 /// (`--cluster-retry`): skipped when the Python connector is not provisioned.
 #[test]

@@ -71,7 +71,7 @@ fn catalogue_names_real_cases_doubles_and_gates() {
     let cases = load_dir(&default_dir()).unwrap();
     let ids: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
     let mut named = BTreeSet::new();
-    for r in CATALOGUE {
+    for r in CATALOGUE.iter() {
         for c in r.cases {
             assert!(ids.contains(c), "{}: no case {c}", r.id);
         }

@@ -35,7 +35,7 @@ pub use table::{Entry, TABLE};
 use std::sync::Arc;
 
 use crate::connector::child::{ChildFactory, ChildSpec};
-use crate::connector::reference::{Quirks, Reference};
+use crate::connector::reference::{Ask, Quirks, Reference};
 use crate::connector::{Connector, ConnectorFactory};
 use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
@@ -142,6 +142,16 @@ pub enum Double {
     /// The Python connector with `--cluster-retry`: `RedisCluster`'s default retry on a
     /// connection error (`ERRORS_ALLOW_RETRY`, `cluster_error_retry_attempts`) kept.
     PythonClusterRetry,
+    /// On a cluster, follows `MOVED` but reports `ASK` as the call's error (R8.6).
+    IgnoresAsk,
+    /// On a cluster, answers `ASK` by sending the call to the named node without `ASKING`
+    /// first: the importing node answers `MOVED` back to the source (R8.6).
+    AskWithoutAsking,
+    /// On a cluster, answers a `NOSCRIPT` that followed a redirect by loading the script where
+    /// its slot map says the slot lives, not on the node that said it (R8.2 during a migration).
+    LoadsWhereSlotMapSays,
+    /// On a cluster, answers a claim that met `TRYAGAIN` with "no job" (R8.7).
+    TryagainAsNothing,
 }
 
 impl Double {
@@ -261,6 +271,19 @@ impl Double {
                 ..Quirks::default()
             })),
             Self::PythonClusterRetry => python_double("--cluster-retry"),
+            Self::IgnoresAsk => Box::new(reference().with_quirks(Quirks {
+                ask: Ask::Ignore,
+                ..Quirks::default()
+            })),
+            Self::AskWithoutAsking => Box::new(reference().with_quirks(Quirks {
+                ask: Ask::WithoutAsking,
+                ..Quirks::default()
+            })),
+            Self::LoadsWhereSlotMapSays => Box::new(reference().with_quirks(Quirks {
+                load_by_slot: true,
+                ..Quirks::default()
+            })),
+            Self::TryagainAsNothing => Box::new(cluster::TryagainAsNothing(reference())),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod cleanup;
 pub mod cluster;
 pub mod container;
 pub mod health;
+pub mod migration;
 pub mod named;
 
 use std::path::PathBuf;
@@ -463,11 +464,16 @@ impl Engine {
     /// own connections: a port the node announces (its proxy's) is mapped to the node's real
     /// port, so `MONITOR`, `CLIENT KILL` and the admin never pass through a proxy.
     pub fn node_url(&self, port: u16) -> String {
-        let port = match &self.handle {
+        self.node_url_at(self.real_port(port))
+    }
+
+    /// The port a cluster's node really listens on, given the port it announces (its proxy's)
+    /// or the real one; `port` itself on a single engine.
+    pub fn real_port(&self, port: u16) -> u16 {
+        match &self.handle {
             Handle::Cluster(c) => c.real_port(port),
             _ => port,
-        };
-        self.node_url_at(port)
+        }
     }
 
     fn node_url_at(&self, port: u16) -> String {

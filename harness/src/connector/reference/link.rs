@@ -52,6 +52,25 @@ pub(super) struct Cluster {
     follow: bool,
     /// A failed pipeline is sent again whole on a new connection (never, except in a double).
     resend_pipelines: bool,
+    /// How an `ASK` is answered (by `ASKING` and the call there, except in a double).
+    ask: Ask,
+    /// The node a followed redirect sent the last command to: a `NOSCRIPT` came from there, so
+    /// the script is loaded there (R8.2), not where the slot map says the slot lives.
+    answered_by: Option<(String, u16)>,
+    /// Load on the node the slot map names even after a redirect (only a double does this).
+    load_by_slot: bool,
+}
+
+/// How a cluster session answers `ASK` (SPEC R8.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ask {
+    /// `ASKING`, then the call, on the named node.
+    #[default]
+    Follow,
+    /// The `ASK` is the call's error (a double).
+    Ignore,
+    /// The call on the named node without `ASKING` first (a double): it answers `MOVED` back.
+    WithoutAsking,
 }
 
 /// Where a redirect sends a command.
@@ -118,6 +137,9 @@ impl Link {
             stale: false,
             follow: true,
             resend_pipelines: false,
+            ask: Ask::Follow,
+            answered_by: None,
+            load_by_slot: false,
         })))
     }
 
@@ -132,6 +154,15 @@ impl Link {
     pub(super) fn set_resend_pipelines(&mut self, resend: bool) {
         if let Self::Cluster(c) = self {
             c.resend_pipelines = resend;
+        }
+    }
+
+    /// How `ASK` is answered, and whether a script is loaded where the slot map (not the
+    /// redirect) says (doubles change both).
+    pub(super) fn set_ask(&mut self, ask: Ask, load_by_slot: bool) {
+        if let Self::Cluster(c) = self {
+            c.ask = ask;
+            c.load_by_slot = load_by_slot;
         }
     }
 
@@ -174,6 +205,9 @@ impl Link {
 
     /// One command, routed by its key on a cluster, following redirects; server errors as `Err`.
     pub(super) fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        if let Self::Cluster(c) = self {
+            c.answered_by = None;
+        }
         let first = self.con().req_command(cmd).and_then(Value::extract_error);
         self.follow(cmd, first)
     }
@@ -194,25 +228,40 @@ impl Link {
             };
             reply = match redirect {
                 None => return reply,
+                Some(Redirect::Ask(..)) if c.ask == Ask::Ignore => return reply,
                 Some(Redirect::Moved(host, port)) => {
                     c.stale = true;
+                    c.answered_by = Some((host.clone(), port));
                     con.route_command(cmd, by_address(&host, port))
                 }
-                Some(Redirect::Ask(host, port)) => con
-                    .route_command(&redis::cmd("ASKING"), by_address(&host, port))
-                    .and_then(|_| con.route_command(cmd, by_address(&host, port))),
+                Some(Redirect::Ask(host, port)) => {
+                    c.answered_by = Some((host.clone(), port));
+                    let asking = if c.ask == Ask::WithoutAsking {
+                        Ok(Value::Okay)
+                    } else {
+                        con.route_command(&redis::cmd("ASKING"), by_address(&host, port))
+                    };
+                    asking.and_then(|_| con.route_command(cmd, by_address(&host, port)))
+                }
             }
             .and_then(Value::extract_error);
         }
         reply
     }
 
-    /// `SCRIPT LOAD` on the node that serves `key` (the node that said `NOSCRIPT`, R8.2), or on
-    /// the one engine.
+    /// `SCRIPT LOAD` on the node that said `NOSCRIPT` (R8.2): the one a followed redirect sent
+    /// the call to, else the node that serves `key`; or on the one engine.
     pub(super) fn load_for(&mut self, key: &str, source: &[u8]) -> RedisResult<Value> {
         let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).to_owned();
         let first = match self {
             Self::One(c) => return c.req_command(&load).and_then(Value::extract_error),
+            Self::Cluster(c) if !c.load_by_slot && c.answered_by.is_some() => {
+                let (host, port) = c.answered_by.clone().expect("checked");
+                return c
+                    .con
+                    .route_command(&load, by_address(&host, port))
+                    .and_then(Value::extract_error);
+            }
             Self::Cluster(c) => {
                 let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
                     Route::with_key(key, SlotAddr::Master),

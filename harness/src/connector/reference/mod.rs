@@ -16,6 +16,7 @@ mod link;
 mod pipelined;
 mod resp;
 
+pub use link::Ask;
 use link::Link;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
@@ -65,6 +66,10 @@ pub struct Quirks {
     /// connection to that node and send the whole pipeline again, as redis-py's `ClusterPipeline`
     /// does whatever `retry` says (breaks R4.16; a cluster only).
     pub resend_pipelines: bool,
+    /// How `ASK` is answered during a slot migration (anything but `Follow` breaks R8.6).
+    pub ask: Ask,
+    /// On `NOSCRIPT` after a redirect, load where the slot map says, not there (breaks R8.8).
+    pub load_by_slot: bool,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
@@ -152,6 +157,7 @@ impl Reference {
         let mut link = Self::open(url, cluster)?;
         link.set_follow(!self.quirks.no_redirects);
         link.set_resend_pipelines(self.quirks.resend_pipelines);
+        link.set_ask(self.quirks.ask, self.quirks.load_by_slot);
         self.check_fence(&mut link)?;
         self.sessions.insert(session.to_string(), link);
         if self.quirks.silent_reconnect {

@@ -52,6 +52,14 @@ impl Reference {
             .map_err(engine_err)?;
         let mut out = Vec::new();
         for (id, v) in ids.into_iter().zip(replies) {
+            // A redirect inside the pipeline (a slot in migration answers `ASK`): that read did
+            // not run, so it goes again alone, following the redirect (a read; R8.6).
+            let v = match v {
+                Value::ServerError(_) => link
+                    .send(redis::cmd("HGET").arg(format!("{root}{id}")).arg("payload"))
+                    .map_err(engine_err)?,
+                v => v,
+            };
             match v {
                 Value::Nil => {}
                 Value::ServerError(e) => return Err(ConnectorError::engine(format!("{e:?}"))),

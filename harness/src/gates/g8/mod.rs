@@ -27,6 +27,7 @@ pub mod crashes;
 pub mod failover;
 pub mod fault_phase;
 pub mod late_reply;
+pub mod migration;
 mod plan;
 
 use crashes::{crashes, fresh};
@@ -68,7 +69,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     // cluster adds its failover (R8.4).
     let phase = fault_phase::run(ctx, out).and_then(|()| {
         if ctx.engine.is_cluster() {
-            failover::run(ctx, out)
+            failover::run(ctx, out).and_then(|()| migration::run(ctx, out))
         } else {
             Ok(())
         }

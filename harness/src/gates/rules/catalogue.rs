@@ -1,12 +1,12 @@
-//! [`CATALOGUE`]: every numbered rule of SPEC, in SPEC's order.
+//! [`SINGLE`]: every numbered rule of SPEC §1–§5, in SPEC's order.
 
 use super::Rule;
 
 const INVALID_SENDS_NOTHING: &str =
     "G6: the step is `invalid` and the engine received no byte from the case's connections";
 
-/// Every rule of SPEC, in SPEC's order.
-pub const CATALOGUE: &[Rule] = &[
+/// Every rule of SPEC §1–§5, in SPEC's order (§8's are in [`super::cluster`]).
+pub const SINGLE: &[Rule] = &[
     Rule {
         id: "R1.1",
         summary: "a queue name outside 1..128 of [A-Za-z0-9._-] is invalid before a byte is sent",
@@ -520,65 +520,6 @@ pub const CATALOGUE: &[Rule] = &[
         cases: &[],
         gates: &["G8"],
         doubles: &["fixture:wrong_db.py"],
-        unbreakable: "",
-    },
-    Rule {
-        id: "R8.1",
-        summary: "on a cluster: connect with a cluster client from the seed, route every call by slot, follow MOVED/ASK and nothing else",
-        checks: &[
-            "G1-G8 on --engine cluster: every verb succeeds on queues of every primary",
-            "G3: the rounds run on one queue per primary",
-        ],
-        cases: &[],
-        gates: &["G3"],
-        doubles: &["SeedNodeOnly"],
-        unbreakable: "",
-    },
-    Rule {
-        id: "R8.5",
-        summary: "on a cluster: a url naming a database other than 0 is invalid; one naming none connects",
-        checks: &[
-            "G1 on a cluster: connect with /3 is kind invalid, without a database it connects",
-        ],
-        cases: &[],
-        gates: &["G1"],
-        doubles: &["ClusterAnyDatabase"],
-        unbreakable: "",
-    },
-    Rule {
-        id: "R8.2",
-        summary: "on a cluster: NOSCRIPT is answered by SCRIPT LOAD on the node that said it",
-        checks: &[
-            "G3: after SCRIPT FLUSH on every primary, each primary's script|load is one per script",
-        ],
-        cases: &[],
-        gates: &["G3"],
-        doubles: &["LoadOnSeedOnly"],
-        unbreakable: "",
-    },
-    Rule {
-        id: "R8.3",
-        summary: "on a cluster: a batch over queues on several nodes is pipelined per node",
-        checks: &[
-            "G5: a batch over 12 queues covering every primary lands whole, each queue in order",
-            "G5: each primary received its share in fewer than one read per 10 commands",
-        ],
-        cases: &[],
-        gates: &["G5"],
-        doubles: &["UngroupedBatch"],
-        unbreakable: "",
-    },
-    Rule {
-        id: "R8.4",
-        summary: "on a cluster: the fault phase through the proxy of every node (no re-send after a lost reply, R4.17); after a graceful failover the connector follows MOVED; no job lost, duplicated or orphaned",
-        checks: &[
-            "G8: the fault phase on a cluster, each fault armed on the proxy of the node that owns the queue's slot, judged by the same accounting",
-            "G8: CLUSTER FAILOVER of a seeded shard mid-loop, then 300 rounds without an error",
-            "G8: every acknowledged job completed exactly once, none left in any set",
-        ],
-        cases: &[],
-        gates: &["G8"],
-        doubles: &["NoRedirects", "ResendClusterPipeline", "PythonClusterRetry"],
         unbreakable: "",
     },
 ];

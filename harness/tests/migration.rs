@@ -1,0 +1,76 @@
+//! What SPEC §8 (R8.6, R8.7) says the engine does to EchoMQ's scripts during a live slot
+//! migration, shown on a live cluster with the harness's own [`SlotMove`] and raw commands (no
+//! connector): while a slot is marked migrating with its keys still on the source, `enqueue`
+//! stops part-way ("non local key": the counter moved, no job made); once the keys moved, the
+//! source answers `ASK`; the target runs the call after `ASKING` when it holds every declared key
+//! and answers `TRYAGAIN` when it lacks one; after the migration the source answers `MOVED`.
+
+mod common;
+
+use emq::engine::Admin;
+use emq::engine::admin::shards;
+use emq::engine::migration::SlotMove;
+use emq::protocol::grammar::{job_root, key};
+
+fn eval(a: &mut Admin, script: &str, keys: &[String], args: &[&str]) -> Result<String, String> {
+    let mut cmd = vec!["EVAL", script];
+    let n = keys.len().to_string();
+    cmd.push(&n);
+    cmd.extend(keys.iter().map(String::as_str));
+    cmd.extend(args);
+    a.query::<redis::Value>(&cmd)
+        .map(|v| format!("{v:?}"))
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_live_migration_does_to_the_scripts_what_spec_says() {
+    let engine = common::cluster_engine();
+    let bundle = common::bundle();
+    let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
+    let admin = engine.admin(0).unwrap();
+    let primaries = admin.primaries();
+    let q = admin.one_name_per_primary("mig")[0].clone();
+    let slot = shards::slot(key(&q, "pending").as_bytes());
+    let (from, to) = (primaries[0], primaries[1]);
+    let mut src = Admin::connect(&engine.node_url(from)).unwrap();
+    let mut dst = Admin::connect(&engine.node_url(to)).unwrap();
+    let keys = [key(&q, "pending"), key(&q, "delayed"), key(&q, "seq")];
+    let root = job_root(&q);
+    // Every declared key of enqueue exists: a pending job and a delayed one.
+    eval(&mut src, &enqueue, &keys, &[&root, "p", "0"]).unwrap();
+    eval(&mut src, &enqueue, &keys, &[&root, "d", "3600000"]).unwrap();
+
+    let mut mv = SlotMove::begin(&engine, slot, from, to).unwrap();
+    let e = eval(&mut src, &enqueue, &keys, &[&root, "x", "0"]).unwrap_err();
+    assert!(e.contains("non local key"), "{e}");
+    let seq: String = src.query(&["GET", &key(&q, "seq")]).unwrap();
+    assert_eq!(seq, "3", "the counter moved before the script stopped");
+    assert_eq!(
+        src.query::<u64>(&["ZCARD", &key(&q, "pending")]).unwrap(),
+        1
+    );
+
+    assert!(mv.move_keys().unwrap() >= 4);
+    let e = eval(&mut src, &enqueue, &keys, &[&root, "x", "0"]).unwrap_err();
+    assert!(e.contains("Ask") || e.contains("ASK"), "{e}");
+    // On the target with ASKING, every declared key present: the call runs.
+    dst.query::<()>(&["ASKING"]).unwrap();
+    eval(&mut dst, &enqueue, &keys, &[&root, "y", "0"]).unwrap();
+    // A claim's `active` does not exist anywhere yet: TRYAGAIN, nothing ran.
+    let claim = String::from_utf8(bundle.script("claim").source.clone()).unwrap();
+    dst.query::<()>(&["ASKING"]).unwrap();
+    let ck = [key(&q, "pending"), key(&q, "active")];
+    let e = eval(&mut dst, &claim, &ck, &[&root, "1000"]).unwrap_err();
+    assert!(e.contains("TryAgain") || e.contains("TRYAGAIN"), "{e}");
+    dst.query::<()>(&["ASKING"]).unwrap();
+    assert_eq!(
+        dst.query::<u64>(&["ZCARD", &key(&q, "pending")]).unwrap(),
+        2
+    );
+
+    mv.finish(&engine).unwrap();
+    let e = eval(&mut src, &claim, &ck, &[&root, "1000"]).unwrap_err();
+    assert!(e.contains("Moved") || e.contains("MOVED"), "{e}");
+    eval(&mut dst, &claim, &ck, &[&root, "1000"]).unwrap();
+}
