@@ -339,6 +339,12 @@ function routingKey(args) {
 }
 
 const isRedirect = (err) => typeof err?.message === 'string' && /^(MOVED|ASK) /.test(err.message);
+
+/** `MOVED|ASK <slot> <host:port>` parsed: { ask, slot, address }, or null for any other error. */
+function redirectOf(err) {
+  const m = typeof err?.message === 'string' && /^(MOVED|ASK) (\d+) (\S+)/.exec(err.message);
+  return m ? { ask: m[1] === 'ASK', slot: Number(m[2]), address: m[3] } : null;
+}
 const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before it is kind `engine`
 
 /**
@@ -351,13 +357,20 @@ const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before 
  *   - every call goes to the primary of its keys' slot (`getSlotMaster(slot).client`). A call's
  *     share on each node is one pipeline on that node's client (all issued in one tick, which
  *     node-redis writes as one batch); the nodes are served concurrently, each in order.
- *   - MOVED/ASK (the command did not run): the first redirected call of a round is re-sent through
- *     `cluster.sendCommand`, whose #execute follows MOVED (rediscovers the slot map, re-routes)
- *     and ASK (ASKING, then the named node), and re-throws every other error as it is, so it never
- *     re-sends after a connection error; the other redirected calls go out again, routed by the
- *     refreshed map. TRYAGAIN and CLUSTERDOWN are replies like any other: kind `engine`.
- *   - NOSCRIPT from a node: SCRIPT LOAD on that node's client only, in the same write as the
- *     calls sent again there (R8.2).
+ *   - ASK <slot> <host:port> (the command did not run, R8.6): ASKING and the call on the named
+ *     node's client (found among getMasters() by its announced address), in one write; the slot
+ *     map is left as it is. Not node-redis's #execute, which after ASK hides which node answered
+ *     (so a NOSCRIPT from the migration's target was loaded on the source, R8.8), rediscovers
+ *     the map, and sends ASKING apart from the call. Only a node with no client yet goes through
+ *     cluster.sendCommand (its rediscovery makes the client).
+ *   - MOVED (did not run either): the first MOVED-ed call of a round is re-sent through
+ *     `cluster.sendCommand`, whose #execute rediscovers the slot map and re-routes it, and
+ *     re-throws every other error as it is, so it never re-sends after a connection error; the
+ *     other MOVED-ed calls go out again next round, routed by the refreshed map. TRYAGAIN and
+ *     CLUSTERDOWN are replies like any other: kind `engine`.
+ *   - NOSCRIPT from a node: SCRIPT LOAD on the client that answered it (a redirect's target,
+ *     never the slot map's primary by default, R8.2/R8.8), in the same write as the calls sent
+ *     again there (after ASKING again for a call that came by ASK).
  *   - a connection failure anywhere: node-redis emits 'error' on the node client, which
  *     RedisClusterSlots forwards to the cluster's 'error'; the listener closes every node client
  *     synchronously, which rejects every queued or in-flight command (disableOfflineQueue →
@@ -434,100 +447,151 @@ class ClusterEngineSession extends EngineSession {
 
   /**
    * Sends every command to the primary owning its slot: one pipeline per node, nodes in parallel,
-   * each node's share in the order given (so in order within each queue). With `load`, a SCRIPT
-   * LOAD of that script goes first in each node's pipeline. MOVED/ASK are followed; everything
-   * else settles as it came. Resolves to allSettled-style results in the order of `argsList`.
+   * each node's share in the order given (so in order within each queue). Resolves to
+   * allSettled-style results in the order of `argsList`.
+   *
+   * Each call is re-sent only after a reply that says it did not run, and always to the node
+   * that reply names (never after a connection error, a timeout or any other reply, R4.17):
+   *   - `ASK <slot> <host:port>` (R8.6): `ASKING` and the call on the named node, in one write (so
+   *     no other command of this client can come between them); the slot map stays as it was;
+   *   - `MOVED`: the first MOVED-ed call of a round goes again through `cluster.sendCommand`,
+   *     whose #execute refreshes the slot map and re-routes it; the others follow next round,
+   *     routed by the refreshed map;
+   *   - `NOSCRIPT` from a node (only with `script`, R8.2/R8.8): `SCRIPT LOAD` on THAT node (the one
+   *     that answered: a redirect's target, not the slot map's primary), first in the next write
+   *     to it, then the call again there, after `ASKING` again if it had come by `ASK`. At most
+   *     one load per node per dispatch: a node that says NOSCRIPT after it loaded is an error.
    */
-  async _dispatch(argsList, load = null) {
+  async _dispatch(argsList, script = null) {
     if (!this.alive) throw engineError('engine connection is closed');
     const results = new Array(argsList.length);
+    const route = new Array(argsList.length).fill(null); // null: the slot map; else { client, asking }
+    const loadOn = new Set(); // clients that answered NOSCRIPT: SCRIPT LOAD first in the next write
+    const loadedOn = new Set(); // clients this dispatch loaded on
     let todo = argsList.map((_, i) => i);
     for (let round = 0; todo.length; round++) {
-      if (round >= REDIRECT_ROUNDS) throw engineError(`still redirected after ${REDIRECT_ROUNDS} rounds of MOVED/ASK`);
+      if (round >= REDIRECT_ROUNDS) throw engineError(`still redirected after ${REDIRECT_ROUNDS} rounds of MOVED/ASK/NOSCRIPT`);
       const shares = new Map(); // node client -> indexes, in order
       for (const i of todo) {
-        const client = this._clientFor(argsList[i]);
+        const client = route[i]?.client ?? this._clientFor(argsList[i]);
         if (!shares.has(client)) shares.set(client, []);
         shares.get(client).push(i);
       }
       const sent = [];
       for (const [client, idx] of shares) {
-        const loaded = load ? client.sendCommand(['SCRIPT', 'LOAD', load.source]) : null;
-        const replies = idx.map((i) => client.sendCommand(argsList[i]));
-        sent.push({ idx, loaded: loaded && Promise.allSettled([loaded]), replies: Promise.allSettled(replies) });
+        let loaded = null;
+        if (loadOn.has(client)) {
+          loadOn.delete(client);
+          loadedOn.add(client);
+          loaded = Promise.allSettled([client.sendCommand(['SCRIPT', 'LOAD', script.source])]);
+        }
+        const replies = idx.map((i) => {
+          // ASKING's own reply is OK; if the connection failed, the call after it fails too.
+          if (route[i]?.asking) client.sendCommand(['ASKING']).catch(() => {});
+          return client.sendCommand(argsList[i]);
+        });
+        sent.push({ client, idx, loaded, replies: Promise.allSettled(replies) });
       }
       let failure = null;
-      const redirected = []; // [index, is ASK]
-      for (const { idx, loaded, replies } of sent) {
+      const again = []; // [index, reply error, client that answered]
+      for (const { client, idx, loaded, replies } of sent) {
         if (loaded) {
           const [l] = await loaded;
           if (l.status === 'rejected') failure ??= l.reason;
-          else if (l.value !== load.sha) failure ??= engineError(`SCRIPT LOAD of ${load.name} returned ${l.value}, expected ${load.sha}`);
+          else if (l.value !== script.sha) failure ??= engineError(`SCRIPT LOAD of ${script.name} returned ${l.value}, expected ${script.sha}`);
         }
         (await replies).forEach((s, k) => {
-          if (s.status === 'rejected' && isRedirect(s.reason)) redirected.push([idx[k], s.reason.message.startsWith('ASK')]);
+          const retry = s.status === 'rejected' && (isRedirect(s.reason) || (script && isNoScript(s.reason)));
+          if (retry) again.push([idx[k], s.reason, client]);
           else results[idx[k]] = s;
         });
       }
       if (failure) throw asEngineError(failure);
       todo = [];
-      // A redirected call did not run. The first MOVED-ed call of the round goes again through
-      // node-redis's own redirect handling, which refreshes the slot map; the other MOVED-ed calls
-      // follow in the next round, routed by that map. An ASK leaves the map as it is, so every
-      // ASK-ed call goes through node-redis (ASKING, then the named node), one at a time.
-      redirected.sort((a, b) => a[0] - b[0]);
+      again.sort((a, b) => a[0] - b[0]);
       let mapRefreshed = false;
-      for (const [i, ask] of redirected) {
-        if (!ask && mapRefreshed) {
-          todo.push(i);
-          continue;
-        }
-        if (!ask) mapRefreshed = true;
+      for (const [i, err, client] of again) {
         const args = argsList[i];
-        results[i] = await this.cluster.sendCommand(routingKey(args), false, args).then(
-          (value) => ({ status: 'fulfilled', value }),
-          (reason) => ({ status: 'rejected', reason }),
-        );
+        const reply = redirectOf(err);
+        if (!reply) {
+          // NOSCRIPT from `client`: load there, then the call again there (R8.2, R8.8).
+          if (loadedOn.has(client)) {
+            results[i] = { status: 'rejected', reason: err };
+            continue;
+          }
+          loadOn.add(client);
+          route[i] = { client, asking: route[i]?.asking ?? false };
+          todo.push(i);
+        } else if (reply.ask) {
+          const target = this._clientAt(reply.address);
+          if (target) {
+            route[i] = { client: target, asking: true };
+            todo.push(i);
+            continue;
+          }
+          // A node this session has no client for: node-redis rediscovers the nodes and sends
+          // ASKING and the call there. A NOSCRIPT from it is answered on that node (now known).
+          const s = await this._viaLibrary(args);
+          const named = this._clientAt(reply.address);
+          if (script && s.status === 'rejected' && isNoScript(s.reason) && named && !loadedOn.has(named)) {
+            loadOn.add(named);
+            route[i] = { client: named, asking: true };
+            todo.push(i);
+          } else {
+            results[i] = s;
+          }
+        } else if (mapRefreshed) {
+          route[i] = null; // routed by the map the first MOVED of this round refreshed
+          todo.push(i);
+        } else {
+          mapRefreshed = true;
+          const s = await this._viaLibrary(args);
+          // node-redis re-sent it to the slot's primary in the refreshed map: that node answered.
+          const owner = this._clientFor(args);
+          if (script && s.status === 'rejected' && isNoScript(s.reason) && !loadedOn.has(owner)) {
+            loadOn.add(owner);
+            route[i] = { client: owner, asking: false };
+            todo.push(i);
+          } else {
+            results[i] = s;
+          }
+        }
       }
     }
     return results;
   }
 
-  async evalScript(name, queue, args) {
-    const call = this._scriptCall(name, queue, args);
-    let [s] = await this._dispatch([call]);
-    if (s.status === 'rejected' && isNoScript(s.reason)) {
-      // NOSCRIPT from the slot's node: SCRIPT LOAD there and the EVALSHA again, in one write.
-      [s] = await this._dispatch([call], this.bundle.scripts[name]);
+  /** One call through node-redis's cluster #execute (follows MOVED with a slot map refresh). */
+  _viaLibrary(args) {
+    return this.cluster.sendCommand(routingKey(args), false, args).then(
+      (value) => ({ status: 'fulfilled', value }),
+      (reason) => ({ status: 'rejected', reason }),
+    );
+  }
+
+  /** The client of the primary at `address` (`host:port` as the cluster announces it), if any. */
+  _clientAt(address) {
+    for (const node of this.cluster.getMasters()) {
+      const socket = node.client?.options?.socket;
+      if (socket && `${socket.host}:${socket.port}` === address) return node.client;
     }
+    return null;
+  }
+
+  async evalScript(name, queue, args) {
+    const [s] = await this._dispatch([this._scriptCall(name, queue, args)], this.bundle.scripts[name]);
     if (s.status === 'rejected') throw asEngineError(s.reason);
     return s.value;
   }
 
   async _evalCalls(name, calls) {
-    const settled = await this._dispatch(calls);
-    const replies = new Array(calls.length);
-    const missed = [];
-    let failure = null;
-    settled.forEach((s, i) => {
-      if (s.status === 'fulfilled') replies[i] = s.value;
-      else if (isNoScript(s.reason)) missed.push(i);
-      else failure ??= s.reason;
-    });
-    if (failure) throw asEngineError(failure);
-    if (missed.length) {
-      // Only the calls that answered NOSCRIPT (they did not run) go again, behind one SCRIPT LOAD
-      // on each node that answered it.
-      const again = await this._dispatch(missed.map((i) => calls[i]), this.bundle.scripts[name]);
-      again.forEach((s, j) => {
-        if (s.status === 'fulfilled') replies[missed[j]] = s.value;
-        else failure ??= s.reason;
-      });
-      if (failure) throw asEngineError(failure);
-    }
-    return replies;
+    // Only calls that answered MOVED/ASK/NOSCRIPT (they did not run) go again, see _dispatch.
+    const settled = await this._dispatch(calls, this.bundle.scripts[name]);
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw asEngineError(failed.reason);
+    return settled.map((s) => s.value);
   }
 }
 
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf };
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf };
