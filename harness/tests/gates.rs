@@ -315,6 +315,11 @@ fn ask_without_asking_fails_g8_on_a_cluster() {
 }
 
 #[test]
+fn silent_node_reconnect_fails_g8_on_a_cluster() {
+    judge(Some(Double::SilentNodeReconnect));
+}
+
+#[test]
 fn tryagain_as_nothing_fails_g8_on_a_cluster() {
     judge(Some(Double::TryagainAsNothing));
 }

@@ -152,6 +152,9 @@ pub enum Double {
     LoadsWhereSlotMapSays,
     /// On a cluster, answers a claim that met `TRYAGAIN` with "no job" (R8.7).
     TryagainAsNothing,
+    /// Reference quirk on a cluster: before each script call, a `PING` of the key's node; a
+    /// killed connection there is replaced by the cluster client without a fence read.
+    SilentNodeReconnect,
 }
 
 impl Double {
@@ -284,6 +287,10 @@ impl Double {
                 ..Quirks::default()
             })),
             Self::TryagainAsNothing => Box::new(cluster::TryagainAsNothing(reference())),
+            Self::SilentNodeReconnect => Box::new(reference().with_quirks(Quirks {
+                silent_node_reconnect: true,
+                ..Quirks::default()
+            })),
         }
     }
 

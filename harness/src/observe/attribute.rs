@@ -42,6 +42,9 @@ pub struct Observed {
     pub stray_lua: usize,
     /// Every line seen, parsed (all databases, all clients).
     pub all: Vec<Line>,
+    /// The node (index of its watch, in primary order) of each connector connection, after a
+    /// [`Observed::merge`]; empty on a single engine.
+    pub node_of: BTreeMap<String, usize>,
 }
 
 impl Observed {
@@ -49,7 +52,9 @@ impl Observed {
     /// line in engine time order (client addresses are distinct across nodes, so nothing mixes).
     pub fn merge(parts: Vec<Observed>) -> Observed {
         let mut out = Observed::default();
-        for p in parts {
+        for (node, p) in parts.into_iter().enumerate() {
+            out.node_of
+                .extend(p.commands.keys().map(|addr| (addr.clone(), node)));
             out.commands.extend(p.commands);
             out.scripts.extend(p.scripts);
             out.unparsed.extend(p.unparsed);

@@ -14,6 +14,10 @@ use crate::protocol::grammar::FENCE_KEY;
 /// `ECHO "emq-call <n> <cmd>"`: the harness is about to send call `n`, a `<cmd>`.
 pub const CALL_MARK: &str = "emq-call ";
 
+/// `ECHO "emq-kill <node>"`: the harness has just killed the connector's connections on the
+/// node at that index (of the watches, in primary order).
+pub const KILL_MARK: &str = "emq-kill ";
+
 /// A connection that sent a script (or touched an EchoMQ key) before reading the fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unfenced {
@@ -120,6 +124,57 @@ pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
     (bad, working)
 }
 
+/// On a cluster: every connection the connector opened on a node after the harness killed its
+/// connections there (a replacement, R3.5) whose first EchoMQ command came before any fence read
+/// made since the kill. A first connection to a node nothing was killed on is not judged: it
+/// needs no fence read (R8.1), and a session's node connections open lazily. Returns the
+/// offenders and how many connections were opened on a node after a kill there.
+pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
+    let mut current: Option<&str> = None;
+    // Nodes with a kill since the last fence read, and the replacements opened since, each
+    // with the call under way when it appeared.
+    let mut killed = std::collections::BTreeSet::new();
+    let mut killed_ever = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut suspects: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
+    let (mut bad, mut judged) = (Vec::new(), 0);
+    for l in &obs.all {
+        if let Some(m) = mark(l, CALL_MARK) {
+            current = Some(m);
+            continue;
+        }
+        if let Some(node) = mark(l, KILL_MARK).and_then(|n| n.trim().parse::<usize>().ok()) {
+            killed.insert(node);
+            killed_ever.insert(node);
+            continue;
+        }
+        let addr = l.addr.as_str();
+        if !obs.commands.contains_key(addr) {
+            continue;
+        }
+        if seen.insert(addr) {
+            let node = obs.node_of.get(addr);
+            judged += usize::from(node.is_some_and(|n| killed_ever.contains(n)));
+            if node.is_some_and(|n| killed.contains(n)) {
+                suspects.insert(addr, current);
+            }
+        }
+        if is_fence_read(&l.args) {
+            killed.clear();
+            suspects.clear();
+        } else if is_emq(&l.args)
+            && let Some(opened) = suspects.remove(addr)
+        {
+            bad.push(Unfenced {
+                client: addr.to_string(),
+                during: during(opened),
+                first: first_emq(obs, addr),
+            });
+        }
+    }
+    (bad, judged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +209,75 @@ mod tests {
         assert_eq!(bad[0].during, "claim (call 2)");
         assert_eq!(bad[0].first, ["EVALSHA abc"]);
         assert!(bad[0].to_string().contains("opened during claim (call 2)"));
+    }
+
+    fn cluster(nodes: &[&[&str]]) -> Observed {
+        let harness: std::collections::BTreeSet<String> =
+            ["127.0.0.1:1".to_string()].into_iter().collect();
+        let parts = nodes
+            .iter()
+            .map(|lines| {
+                let raw: Vec<String> = lines
+                    .iter()
+                    .map(|l| {
+                        let (at, rest) = l.split_once(' ').unwrap();
+                        format!("1700000000.{at:0>6} {rest}")
+                    })
+                    .collect();
+                attribute(&raw, 0, &harness)
+            })
+            .collect();
+        Observed::merge(parts)
+    }
+
+    #[test]
+    fn on_a_cluster_a_replacement_needs_a_fence_read_after_the_kill_and_a_first_connection_does_not()
+     {
+        // Node 0 holds the fence; node 1 a queue. The session's connection to node 1 is killed.
+        let fenced = cluster(&[
+            &[
+                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"4 [0 127.0.0.1:1] "ECHO" "emq-call 2 claim""#,
+                r#"5 [0 127.0.0.1:12] "HGETALL" "emq:fence""#,
+            ],
+            &[
+                r#"2 [0 127.0.0.1:11] "EVALSHA" "abc" "2""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
+            ],
+        ]);
+        let (bad, judged) = unfenced_replacements(&fenced);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(judged, 1);
+
+        let silent = cluster(&[
+            &[
+                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"4 [0 127.0.0.1:1] "ECHO" "emq-call 2 claim""#,
+            ],
+            &[
+                r#"2 [0 127.0.0.1:11] "EVALSHA" "abc" "2""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"5 [0 127.0.0.1:13] "CLIENT" "SETINFO" "LIB-NAME" "x""#,
+                r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
+            ],
+        ]);
+        let (bad, judged) = unfenced_replacements(&silent);
+        assert_eq!(judged, 1);
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].client, "127.0.0.1:13");
+        assert_eq!(bad[0].during, "claim (call 2)");
+
+        // A first connection to a node nothing was killed on needs no fence read (R8.1).
+        let lazy = cluster(&[
+            &[
+                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0""#,
+            ],
+            &[r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#],
+        ]);
+        assert_eq!(unfenced_replacements(&lazy), (Vec::new(), 0));
     }
 }

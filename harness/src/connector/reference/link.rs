@@ -249,6 +249,21 @@ impl Link {
         reply
     }
 
+    /// `PING` on the node that serves `key` (a cluster; only a double does this): a dead
+    /// connection there is dropped, and the cluster client opens a new one on the next command.
+    pub(super) fn ping_for(&mut self, key: &str) -> RedisResult<Value> {
+        match self {
+            Self::One(c) => c.req_command(&redis::cmd("PING")),
+            Self::Cluster(c) => c.con.route_command(
+                &redis::cmd("PING"),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+                    key,
+                    SlotAddr::Master,
+                ))),
+            ),
+        }
+    }
+
     /// `SCRIPT LOAD` on the node that said `NOSCRIPT` (R8.2): the one a followed redirect sent
     /// the call to, else the node that serves `key`; or on the one engine.
     pub(super) fn load_for(&mut self, key: &str, source: &[u8]) -> RedisResult<Value> {

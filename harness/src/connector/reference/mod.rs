@@ -14,10 +14,12 @@ use std::time::Duration;
 
 mod link;
 mod pipelined;
+mod quirks;
 mod resp;
 
 pub use link::Ask;
 use link::Link;
+pub use quirks::Quirks;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
 use crate::connector::args::validate;
@@ -46,30 +48,6 @@ pub struct Reference {
     /// What a cluster double does differently; always the default except in a double.
     quirks: Quirks,
     log: Vec<String>,
-}
-
-/// Departures from SPEC §8 that only a double turns on (`crate::doubles`), the way `root` is
-/// swapped: the production connector has none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Quirks {
-    /// On `NOSCRIPT`, load on the seed node instead of the node that said it (breaks R8.2).
-    pub load_on_seed: bool,
-    /// Send a `batch` over several queues as one pipeline to one node (breaks R8.3).
-    pub ungrouped_batches: bool,
-    /// Never follow `MOVED`/`ASK` nor read the slot map again (breaks R8.1, R8.4).
-    pub no_redirects: bool,
-    /// Before each call, `PING`; when the engine closed the connection, open a new one and send
-    /// the call on it without reading the fence, as redis-py's pool and redis-rb's
-    /// `ensure_connected` do (breaks R3.1; one engine only).
-    pub silent_reconnect: bool,
-    /// On a cluster, when a node's pipeline fails before every reply was read, open a new
-    /// connection to that node and send the whole pipeline again, as redis-py's `ClusterPipeline`
-    /// does whatever `retry` says (breaks R4.16; a cluster only).
-    pub resend_pipelines: bool,
-    /// How `ASK` is answered during a slot migration (anything but `Follow` breaks R8.6).
-    pub ask: Ask,
-    /// On `NOSCRIPT` after a redirect, load where the slot map says, not there (breaks R8.8).
-    pub load_by_slot: bool,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
@@ -282,6 +260,12 @@ impl Reference {
             .sessions
             .get_mut(session)
             .expect("live() kept the session");
+        if quirks.silent_node_reconnect && link.is_cluster() {
+            // The double's pool check: a dead node connection is replaced, no fence read.
+            if link.ping_for(&keys[0]).is_err() {
+                let _ = link.reconnect();
+            }
+        }
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&script.sha).arg(keys.len()).arg(keys);
         for a in args {

@@ -16,7 +16,9 @@ use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
-use crate::observe::reconnect::{CALL_MARK, unfenced_connections};
+use crate::observe::reconnect::{
+    CALL_MARK, KILL_MARK, unfenced_connections, unfenced_replacements,
+};
 use crate::observe::{Watch, connector_clients, stable};
 use crate::protocol::grammar::{Set, job_id, key};
 
@@ -125,15 +127,26 @@ impl Connector for Marked<'_> {
     }
 }
 
-/// R3.5 through the kills, on one engine: every connection the connector opened read the fence
-/// before its first script. A pool that reconnects by itself fails here. On a cluster a session's
-/// node connections open lazily and its fence is read once (R8.1), so a connection that appears
-/// after a kill cannot be told apart from a first one: R3.5 is judged on one engine.
-fn judge_reconnects(obs: &crate::observe::Observed, out: &mut GateOutcome) {
-    let (bad, working) = unfenced_connections(obs);
-    let rule = "every connection the connector opened through the kills read the fence before its \
-                first script (R3.5: a new connection is a connect, also one a client library \
-                opens by itself)";
+/// R3.5 through the kills: on one engine every connection the connector opened read the fence
+/// before its first script. On a cluster a session's node connections open lazily and its fence
+/// is read once (R8.1), so what is judged there is each connection opened on a node after the
+/// harness killed the connector's connections on it (a replacement): a fence read made after
+/// the kill comes before its first script. A pool that reconnects by itself fails either way.
+fn judge_reconnects(obs: &crate::observe::Observed, cluster: bool, out: &mut GateOutcome) {
+    let (bad, working) = if cluster {
+        unfenced_replacements(obs)
+    } else {
+        unfenced_connections(obs)
+    };
+    let rule = if cluster {
+        "every connection the connector opened on a node after its connections there were killed \
+         came after a fence read made since the kill (R8.9, R3.5: a replacement is a connect, \
+         also one a cluster client opens by itself)"
+    } else {
+        "every connection the connector opened through the kills read the fence before its \
+         first script (R3.5: a new connection is a connect, also one a client library opens by \
+         itself)"
+    };
     out.figure("crash_connections_judged", working);
     if bad.is_empty() {
         out.pass(rule);
@@ -190,6 +203,17 @@ fn killer(
                 for id in &ids {
                     admin.client_kill(id)?;
                 }
+                // After the kills, so a connection that appears later on that node is one
+                // opened after them: a replacement (R3.5, judged on a cluster).
+                let nodes: BTreeSet<usize> = ids.iter().map(|c| c.node).collect();
+                for n in nodes {
+                    let mark = format!("{KILL_MARK}{n}");
+                    if admin.is_cluster() {
+                        admin.query_each::<String>(&["ECHO", &mark])?;
+                    } else {
+                        admin.query::<String>(&["ECHO", &mark])?;
+                    }
+                }
                 Ok(!ids.is_empty())
             })
             .map_err(GateError::from);
@@ -209,14 +233,11 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
     // Watched from before the first connect: every connection the phase opens is judged (R3.5),
     // on one engine (see `judge_reconnects`).
     let mut harness = [killer_admin.own_addrs()?, marker.admin.own_addrs()?].concat();
-    let watch = if ctx.engine.is_cluster() {
-        harness.extend(admin.own_addrs()?);
-        None
-    } else {
+    let watch = {
         let mut w = Watch::start(&mut admin, db, &[])?;
         w.exclude(harness.clone());
         harness = w.harness_addrs();
-        Some(w)
+        w
     };
     let mut rng = StdRng::seed_from_u64(ctx.seed);
     let mut ledger = Ledger::default();
@@ -314,14 +335,7 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
         Ok(())
     });
     result?;
-    match watch {
-        Some(w) => judge_reconnects(&w.stop()?, out),
-        None => out.pass(
-            "on a cluster R3.5 is judged on one engine: a session's node connections open lazily \
-             and its fence is read once (R8.1), so a connection that appears after a kill is not \
-             told apart from a first one",
-        ),
-    }
+    judge_reconnects(&watch.stop()?, ctx.engine.is_cluster(), out);
     out.figure("crash_phase_ms", t0.elapsed().as_millis() as u64);
     out.figure("crash_steps", steps);
     out.figure("crash_connection_kills", conn_kills);

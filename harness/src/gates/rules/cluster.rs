@@ -96,4 +96,15 @@ pub const CLUSTER: &[Rule] = &[
         doubles: &["LoadsWhereSlotMapSays"],
         unbreakable: "",
     },
+    Rule {
+        id: "R8.9",
+        summary: "on a cluster: a node connection that replaces a failed one sends no script before a fence read made since the failure",
+        checks: &[
+            "G8: MONITOR on every primary through the crash phase, each kill marked: a connection opened on a node after a kill there comes after a fence read made since the kill",
+        ],
+        cases: &[],
+        gates: &["G8"],
+        doubles: &["SilentNodeReconnect"],
+        unbreakable: "",
+    },
 ];

@@ -1,0 +1,31 @@
+//! The reference connector's departures from SPEC, each a double's (`crate::doubles`).
+
+use super::Ask;
+
+/// Departures from SPEC §8 that only a double turns on (`crate::doubles`), the way `root` is
+/// swapped: the production connector has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quirks {
+    /// On `NOSCRIPT`, load on the seed node instead of the node that said it (breaks R8.2).
+    pub load_on_seed: bool,
+    /// Send a `batch` over several queues as one pipeline to one node (breaks R8.3).
+    pub ungrouped_batches: bool,
+    /// Never follow `MOVED`/`ASK` nor read the slot map again (breaks R8.1, R8.4).
+    pub no_redirects: bool,
+    /// Before each call, `PING`; when the engine closed the connection, open a new one and send
+    /// the call on it without reading the fence, as redis-py's pool and redis-rb's
+    /// `ensure_connected` do (breaks R3.1; one engine only).
+    pub silent_reconnect: bool,
+    /// On a cluster, when a node's pipeline fails before every reply was read, open a new
+    /// connection to that node and send the whole pipeline again, as redis-py's `ClusterPipeline`
+    /// does whatever `retry` says (breaks R4.16; a cluster only).
+    pub resend_pipelines: bool,
+    /// How `ASK` is answered during a slot migration (anything but `Follow` breaks R8.6).
+    pub ask: Ask,
+    /// On `NOSCRIPT` after a redirect, load where the slot map says, not there (breaks R8.8).
+    pub load_by_slot: bool,
+    /// On a cluster, before each script call, `PING` the key's node; a dead connection there is
+    /// replaced by the cluster client without a fence read, as redis-py's cluster pool does
+    /// (breaks R3.5 on a cluster).
+    pub silent_node_reconnect: bool,
+}
