@@ -85,6 +85,11 @@ fn chromium_shows_every_cell_and_its_verdict() {
     let m = Matrix::load(&reports().join("matrix.json")).unwrap();
     let grid = m.grid();
     assert!(!grid.cells.is_empty());
+    // The cluster is a column like the others (its cells are checked below with the rest).
+    assert!(
+        grid.cells.iter().any(|c| c.col.ends_with("-cluster")),
+        "the matrix has a cluster column"
+    );
 
     let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join("emq-index.png");
     let _ = std::fs::remove_file(&png);

@@ -1,0 +1,139 @@
+//! SPEC §7's answers about the shape of a request, which the typed case format cannot express
+//! (a `cmd` that is not a string, a string where an integer goes, `queues: null`, a number with a
+//! non-zero fraction, unknown fields), sent as raw JSON lines to every connector in another runtime that
+//! `ci/provision` installed: each must answer as SPEC says. The in-process reference has no JSON
+//! front end (its requests are typed), so it is not in this test. Outside CI a connector that is
+//! not provisioned is skipped with a line; in CI its absence is a failure.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// Each raw request (without `seq`) and the error kind SPEC gives it (`None`: it succeeds).
+fn script(url: &str) -> Vec<(Value, Option<&'static str>)> {
+    vec![
+        (
+            json!({"cmd": "hello", "protocol": "1"}),
+            Some("unsupported"),
+        ),
+        (json!({"cmd": 5, "session": "s"}), Some("invalid")),
+        (
+            json!({"cmd": "connect", "session": "s", "url": url, "cluster": false}),
+            None,
+        ),
+        (
+            json!({"cmd": "pending_size", "session": "s", "queue": "q", "colour": "blue"}),
+            None,
+        ),
+        (
+            json!({"cmd": "claim", "session": "s", "queue": "q", "lease_ms": 1.5}),
+            Some("invalid"),
+        ),
+        (
+            json!({"cmd": "claim", "session": "s", "queue": "q", "lease_ms": "5"}),
+            Some("invalid"),
+        ),
+        (
+            json!({"cmd": "batch", "session": "s", "queue": "q", "n": 1, "depth": 1,
+                   "payload": "", "queues": null}),
+            Some("invalid"),
+        ),
+        (
+            json!({"cmd": "pending_size", "session": "s", "queue": "q"}),
+            None,
+        ),
+    ]
+}
+
+fn connectors() -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    for (name, var) in [
+        ("python", "EMQ_PYTHON_CONNECTOR"),
+        ("node", "EMQ_NODE_CONNECTOR"),
+        ("go", "EMQ_GO_CONNECTOR"),
+        ("elixir", "EMQ_ELIXIR_CONNECTOR"),
+    ] {
+        match std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+        {
+            Some(p) => out.push((name, p)),
+            None => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set but {var} names no connector: run ci/provision"
+                );
+                eprintln!("skipped {name}: {var} is not set (run ci/provision)");
+            }
+        }
+    }
+    out
+}
+
+/// Runs `script` through the connector at `path`; returns one line per request that was not
+/// answered as SPEC says.
+fn wrong_answers(path: &Path, url: &str) -> Vec<String> {
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle");
+    let version = emq::protocol::bundle::Bundle::load_default()
+        .expect("the repository's bundle")
+        .manifest
+        .bundle
+        .clone();
+    let mut child = Command::new(path)
+        .env("EMQ_BUNDLE_DIR", &bundle)
+        .env("EMQ_BUNDLE_VERSION", version)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the connector starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut wrong = Vec::new();
+    for (seq, (mut req, want)) in script(url).into_iter().enumerate() {
+        req["seq"] = json!(seq + 1);
+        writeln!(stdin, "{req}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let reply: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        let kind = reply["error"]["kind"].as_str();
+        let ok = match want {
+            Some(k) => kind == Some(k),
+            None => reply.get("ok").is_some(),
+        };
+        if !ok {
+            wrong.push(format!(
+                "{req} answered {} (SPEC: {})",
+                line.trim(),
+                want.map_or("success".to_string(), |k| format!("kind {k}"))
+            ));
+        }
+    }
+    let _ = writeln!(stdin, "{}", json!({"cmd": "stop", "seq": 99}));
+    drop(stdin);
+    let _ = child.wait();
+    wrong
+}
+
+#[test]
+fn every_other_runtime_answers_the_request_shapes_as_spec_says() {
+    let found = connectors();
+    if found.is_empty() {
+        return;
+    }
+    let engine = common::binary_engine();
+    let url = engine.url(7);
+    let mut wrong = Vec::new();
+    for (name, path) in found {
+        wrong.extend(
+            wrong_answers(&path, &url)
+                .into_iter()
+                .map(|w| format!("{name}: {w}")),
+        );
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
