@@ -125,8 +125,8 @@ pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
 }
 
 /// On a cluster: every connection the connector opened on a node after the harness killed its
-/// connections there (a replacement, R3.5) whose first EchoMQ command came before any fence read
-/// made since the kill. A first connection to a node nothing was killed on is not judged: it
+/// connections there (a replacement, R3.5, R8.9) whose first script came before any fence read
+/// made since the kill (a read before it is no breach: SPEC R8.9 speaks of scripts). A first connection to a node nothing was killed on is not judged: it
 /// needs no fence read (R8.1), and a session's node connections open lazily. Returns the
 /// offenders and how many connections were opened on a node after a kill there.
 pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
@@ -162,7 +162,7 @@ pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
         if is_fence_read(&l.args) {
             killed.clear();
             suspects.clear();
-        } else if is_emq(&l.args)
+        } else if is_script_cmd(&l.args)
             && let Some(opened) = suspects.remove(addr)
         {
             bad.push(Unfenced {

@@ -128,57 +128,9 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     for q in &queues {
         idle.pending_size("idle", q)?;
     }
-    let mut acked: BTreeSet<String> = BTreeSet::new();
-    let mut completed: BTreeMap<String, u32> = BTreeMap::new();
-    let mut odd = BTreeSet::new();
-    let (mut errors, mut errors_after, mut steps) = (0u32, 0u32, 0u32);
-    let done = AtomicBool::new(false);
+    let mut w = Worker::default();
     let t0 = Instant::now();
-    let failover = std::thread::scope(|s| {
-        let h = s.spawn(|| {
-            while !done.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_millis(50) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let r = fail_over(ctx, shard);
-            done.store(true, Ordering::SeqCst);
-            r
-        });
-        let mut after = 0;
-        while after < AFTER {
-            steps += 1;
-            let finished = done.load(Ordering::SeqCst) && steps > BEFORE;
-            if finished {
-                after += 1;
-            }
-            let q = &queues[steps as usize % queues.len()];
-            let r = (|| {
-                let id = c.enqueue(SESSION, q, &format!("job-{steps}"), 0)?;
-                acked.insert(format!("{q}/{id}"));
-                if let Some(j) = c.claim(SESSION, q, LEASE_MS)?
-                    && c.complete(SESSION, q, &j.id, j.attempts)?
-                {
-                    *completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
-                }
-                Ok::<_, crate::error::ConnectorError>(())
-            })();
-            if let Err(e) = r {
-                errors += 1;
-                if finished {
-                    errors_after += 1;
-                }
-                if e.kind != ErrorKind::Engine {
-                    odd.insert(e.kind.as_str());
-                }
-                let _ = c.disconnect(SESSION);
-                let _ = c.connect(SESSION, &url);
-            }
-            if steps > 20_000 {
-                break;
-            }
-        }
-        done.store(true, Ordering::SeqCst);
-        h.join().expect("the failover thread does not panic")
-    });
+    let failover = w.through_failover(ctx, &mut *c, &url, &queues, shard);
     let (old, new) = failover?;
     let moved_queue = queues
         .iter()
@@ -187,7 +139,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         .unwrap_or_else(|| queues[0].clone());
     match idle.enqueue("idle", &moved_queue, "after-failover", 0) {
         Ok(id) => {
-            acked.insert(format!("{moved_queue}/{id}"));
+            w.acked.insert(format!("{moved_queue}/{id}"));
             out.pass(
                 "a session idle through the failover enqueued on the failed-over shard at once (it followed MOVED)",
             );
@@ -201,8 +153,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         }
     }
     out.figure("failover_phase_ms", t0.elapsed().as_millis() as u64);
-    out.figure("failover_steps", steps);
-    out.figure("failover_caller_errors", errors);
+    out.figure("failover_steps", w.steps);
+    out.figure("failover_caller_errors", w.errors);
     out.pass(format!(
         "a graceful CLUSTER FAILOVER of a seeded random shard (seed {}) ran in the middle of a worker loop over {} queues, one per shard",
         ctx.seed,
@@ -210,77 +162,162 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     ));
     out.figure("failover_ports", format!("{old} -> {new}"));
     out.check(
-        errors_after == 0,
+        w.errors_after == 0,
         format!(
             "after the failover the connector followed MOVED: {AFTER} more rounds without an error"
         ),
     );
     out.none_of(
-        &odd,
+        &w.odd,
         "a failover shows to the caller only as kind engine",
         "kinds seen",
     );
 
-    // Drain every queue, then account.
     admin.refresh(&|p| ctx.engine.node_url(p))?;
-    let mut d = ctx.factory.make()?;
-    d.connect(SESSION, &url)?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for q in &queues {
-        loop {
-            if Instant::now() > deadline {
-                return Err("the drain after the failover did not finish in 60 s".into());
-            }
-            d.reap(SESSION, q, 1_000_000, 1000)?;
-            match d.claim(SESSION, q, 60_000)? {
-                Some(j) => {
-                    if d.complete(SESSION, q, &j.id, j.attempts)? {
-                        *completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
-                    }
+    w.drain_and_account(ctx, &url, &mut admin, &queues, out)
+}
+
+/// The worker's ledger through the failover.
+#[derive(Default)]
+struct Worker {
+    acked: BTreeSet<String>,
+    completed: BTreeMap<String, u32>,
+    odd: BTreeSet<&'static str>,
+    errors: u32,
+    errors_after: u32,
+    steps: u32,
+}
+
+impl Worker {
+    /// Rounds of enqueue, claim, complete over `queues` while another thread fails over `shard`;
+    /// [`AFTER`] rounds more once it is done.
+    fn through_failover(
+        &mut self,
+        ctx: &GateContext<'_>,
+        c: &mut (dyn crate::connector::Connector + Send),
+        url: &crate::engine::Target,
+        queues: &[String],
+        shard: usize,
+    ) -> Result<(u16, u16), GateError> {
+        let done = AtomicBool::new(false);
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                while !done.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_millis(50) {
+                    std::thread::sleep(Duration::from_millis(5));
                 }
-                None => {
-                    let active: u64 = admin.query(&["ZCARD", &key(q, "active")])?;
-                    if active == 0 {
-                        break;
+                let r = fail_over(ctx, shard);
+                done.store(true, Ordering::SeqCst);
+                r
+            });
+            let mut after = 0;
+            while after < AFTER {
+                self.steps += 1;
+                let finished = done.load(Ordering::SeqCst) && self.steps > BEFORE;
+                if finished {
+                    after += 1;
+                }
+                let q = &queues[self.steps as usize % queues.len()];
+                let r = (|| {
+                    let id = c.enqueue(SESSION, q, &format!("job-{}", self.steps), 0)?;
+                    self.acked.insert(format!("{q}/{id}"));
+                    if let Some(j) = c.claim(SESSION, q, LEASE_MS)?
+                        && c.complete(SESSION, q, &j.id, j.attempts)?
+                    {
+                        *self.completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    Ok::<_, crate::error::ConnectorError>(())
+                })();
+                if let Err(e) = r {
+                    self.errors += 1;
+                    if finished {
+                        self.errors_after += 1;
+                    }
+                    if e.kind != ErrorKind::Engine {
+                        self.odd.insert(e.kind.as_str());
+                    }
+                    let _ = c.disconnect(SESSION);
+                    let _ = c.connect(SESSION, url.clone());
+                }
+                if self.steps > 20_000 {
+                    break;
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+            h.join().expect("the failover thread does not panic")
+        })
+    }
+
+    /// Drains every queue, then: every acknowledged job completed exactly once, none left.
+    fn drain_and_account(
+        &mut self,
+        ctx: &GateContext<'_>,
+        url: &crate::engine::Target,
+        admin: &mut Admin,
+        queues: &[String],
+        out: &mut GateOutcome,
+    ) -> Result<(), GateError> {
+        let mut d = ctx.factory.make()?;
+        d.connect(SESSION, url.clone())?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for q in queues {
+            loop {
+                if Instant::now() > deadline {
+                    return Err("the drain after the failover did not finish in 60 s".into());
+                }
+                d.reap(SESSION, q, 1_000_000, 1000)?;
+                match d.claim(SESSION, q, 60_000)? {
+                    Some(j) => {
+                        if d.complete(SESSION, q, &j.id, j.attempts)? {
+                            *self.completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
+                        }
+                    }
+                    None => {
+                        let active: u64 = admin.query(&["ZCARD", &key(q, "active")])?;
+                        if active == 0 {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                 }
             }
         }
-    }
-    let lost: Vec<&String> = acked
-        .iter()
-        .filter(|id| !completed.contains_key(*id))
-        .collect();
-    let twice: Vec<&String> = completed
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(id, _)| id)
-        .collect();
-    out.figure("failover_jobs_acked", acked.len());
-    out.none_of(
-        &lost,
-        "no acknowledged enqueue was lost across the failover",
-        "lost",
-    );
-    out.none_of(
-        &twice,
-        "no job was completed twice across the failover",
-        "completed twice",
-    );
-    let mut left = Vec::new();
-    for q in &queues {
-        for set in ["pending", "active", "delayed", "dead"] {
-            let n: u64 = admin.query(&["ZCARD", &key(q, set)])?;
-            if n > 0 {
-                left.push(format!("{} holds {n}", key(q, set)));
+        let lost: Vec<&String> = self
+            .acked
+            .iter()
+            .filter(|id| !self.completed.contains_key(*id))
+            .collect();
+        let twice: Vec<&String> = self
+            .completed
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(id, _)| id)
+            .collect();
+        out.figure("failover_jobs_acked", self.acked.len());
+        out.none_of(
+            &lost,
+            "no acknowledged enqueue was lost across the failover",
+            "lost",
+        );
+        out.none_of(
+            &twice,
+            "no job was completed twice across the failover",
+            "completed twice",
+        );
+        let mut left = Vec::new();
+        for q in queues {
+            for set in ["pending", "active", "delayed", "dead"] {
+                let n: u64 = admin.query(&["ZCARD", &key(q, set)])?;
+                if n > 0 {
+                    left.push(format!("{} holds {n}", key(q, set)));
+                }
             }
         }
+        out.none_of(
+            &left,
+            "after the drain no job is left in any set (no orphan)",
+            "left",
+        );
+        Ok(())
     }
-    out.none_of(
-        &left,
-        "after the drain no job is left in any set (no orphan)",
-        "left",
-    );
-    Ok(())
 }

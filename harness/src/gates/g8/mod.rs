@@ -24,6 +24,7 @@
 
 pub mod accounting;
 pub mod crashes;
+mod drain;
 pub mod failover;
 pub mod fault_phase;
 pub mod late_reply;
