@@ -3,15 +3,16 @@
 //! then a drain and the accounting. `MONITOR` watches the whole loop: every connection the
 //! connector opens, by itself included, must read the fence first (R3.5).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::drain::{Ledger, QUEUE};
 use super::plan::{CRASHES, Crash, Plan};
-use super::{MAX_ATTEMPTS, SESSION};
+use super::{MAX_ATTEMPTS, SESSION, fresh};
 use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
@@ -24,41 +25,8 @@ use crate::protocol::grammar::key;
 
 /// Jobs enqueued before the crash phase.
 const JOBS: usize = 300;
-pub(super) const QUEUE: &str = "g8c";
 /// The crash loop's bound: it takes seconds; past this the gate is an ERROR, never a hang.
 const CRASH_PHASE_WITHIN: Duration = Duration::from_secs(90);
-
-/// What the worker learned from the replies.
-#[derive(Default)]
-pub(super) struct Ledger {
-    /// Complete replies `true`, per id.
-    pub(super) completed: BTreeMap<String, u32>,
-    /// Completes sent whose reply was lost to a crash.
-    pub(super) unsure: BTreeSet<String>,
-    /// Error kinds the caller saw other than `engine`/`internal` (a crash shows as those).
-    odd_kinds: BTreeSet<&'static str>,
-}
-
-impl Ledger {
-    pub(super) fn complete(
-        &mut self,
-        c: &mut (dyn Connector + Send),
-        id: &str,
-        attempts: i64,
-    ) -> Result<(), ConnectorError> {
-        match c.complete(SESSION, QUEUE, id, attempts) {
-            Ok(true) => {
-                *self.completed.entry(id.to_string()).or_default() += 1;
-                Ok(())
-            }
-            Ok(false) => Ok(()),
-            Err(e) => {
-                self.unsure.insert(id.to_string());
-                Err(e)
-            }
-        }
-    }
-}
 
 /// One seeded step of the worker.
 fn step(
@@ -162,29 +130,6 @@ fn judge_reconnects(obs: &crate::observe::Observed, cluster: bool, out: &mut Gat
 
 /// The killer thread ended early (it panicked or its admin connection failed).
 const KILLER_GONE: &str = "the killer thread is gone";
-
-/// A fresh connector with `SESSION` open (kills may land during the connect: try again).
-pub(super) fn fresh(
-    ctx: &GateContext<'_>,
-    url: &crate::engine::Target,
-) -> Result<Box<dyn Connector + Send>, GateError> {
-    let mut last = String::new();
-    for _ in 0..50 {
-        let mut c = ctx.factory.make()?;
-        match c.connect(SESSION, url) {
-            Ok(()) => return Ok(c),
-            // A kill that landed mid-connect is an engine error; anything else will not heal.
-            Err(e) if e.kind != crate::error::ErrorKind::Engine => {
-                return Err(
-                    format!("cannot reconnect the connector: {}: {}", e.kind, e.message).into(),
-                );
-            }
-            Err(e) => last = format!("{}: {}", e.kind, e.message),
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    Err(format!("cannot reconnect the connector: {last}").into())
-}
 
 /// The killer: on each request, waits the given µs and kills every connector connection of `db`.
 fn killer(

@@ -4,13 +4,48 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use super::crashes::{Ledger, QUEUE, fresh};
-use super::{MAX_ATTEMPTS, SESSION};
-use crate::connector::Verbs;
+use super::{MAX_ATTEMPTS, SESSION, fresh};
+use crate::connector::{Connector, Verbs};
 use crate::engine::Admin;
+use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateError, GateOutcome};
 use crate::observe::stable;
 use crate::protocol::grammar::{Set, job_id, key};
+
+/// The crash phase's queue.
+pub(super) const QUEUE: &str = "g8c";
+
+/// What the worker learned from the replies.
+#[derive(Default)]
+pub(super) struct Ledger {
+    /// Complete replies `true`, per id.
+    pub(super) completed: BTreeMap<String, u32>,
+    /// Completes sent whose reply was lost to a crash.
+    pub(super) unsure: BTreeSet<String>,
+    /// Error kinds the caller saw other than `engine`/`internal` (a crash shows as those).
+    pub(super) odd_kinds: BTreeSet<&'static str>,
+}
+
+impl Ledger {
+    pub(super) fn complete(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        id: &str,
+        attempts: i64,
+    ) -> Result<(), ConnectorError> {
+        match c.complete(SESSION, QUEUE, id, attempts) {
+            Ok(true) => {
+                *self.completed.entry(id.to_string()).or_default() += 1;
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => {
+                self.unsure.insert(id.to_string());
+                Err(e)
+            }
+        }
+    }
+}
 
 /// Drains the queue, then accounts for every job.
 pub(super) fn drain_and_account(

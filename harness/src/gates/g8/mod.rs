@@ -31,7 +31,7 @@ pub mod late_reply;
 pub mod migration;
 mod plan;
 
-use crashes::{crashes, fresh};
+use crashes::crashes;
 
 use std::collections::BTreeSet;
 
@@ -183,4 +183,27 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateEr
         ),
     );
     Ok(())
+}
+
+/// A fresh connector with `SESSION` open (kills may land during the connect: try again).
+pub(super) fn fresh(
+    ctx: &GateContext<'_>,
+    url: &crate::engine::Target,
+) -> Result<Box<dyn crate::connector::Connector + Send>, GateError> {
+    let mut last = String::new();
+    for _ in 0..50 {
+        let mut c = ctx.factory.make()?;
+        match c.connect(SESSION, url) {
+            Ok(()) => return Ok(c),
+            // A kill that landed mid-connect is an engine error; anything else will not heal.
+            Err(e) if e.kind != crate::error::ErrorKind::Engine => {
+                return Err(
+                    format!("cannot reconnect the connector: {}: {}", e.kind, e.message).into(),
+                );
+            }
+            Err(e) => last = format!("{}: {}", e.kind, e.message),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Err(format!("cannot reconnect the connector: {last}").into())
 }
