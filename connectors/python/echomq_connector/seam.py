@@ -73,6 +73,17 @@ SILENT_RECONNECT = os.environ.get("EMQ_PY_SILENT_RECONNECT") == "1"
 # fault phase on a cluster fails it. One engine is untouched.
 CLUSTER_RETRY = os.environ.get("EMQ_PY_CLUSTER_RETRY") == "1"
 
+# BROKEN ON PURPOSE when true (`--silent-node-reconnect` or EMQ_PY_SILENT_NODE_RECONNECT=1), for
+# the gate's self-test: on a cluster, a node connection that replaces one of the session's that
+# died goes out as redis-py opens it by itself (the node's ConnectionPool.get_connection finds the
+# killed socket, "Connection has data" or a read error, and Connection.connect opens another; or
+# the next checkout reconnects the connection a failed call dropped), and the session does not read
+# the fence again first: `_on_node_connection` lets a node's replacement through, and the refresh
+# after a failed call reads the slot map but not the fence. A first connection to a node still reads
+# it, and nothing is re-sent (R4.17). The replacement sends the verb's EVALSHA straight away; R3.5
+# forbids it; G8's CLIENT KILL phase on a cluster fails it. One engine is untouched.
+SILENT_NODE_RECONNECT = os.environ.get("EMQ_PY_SILENT_NODE_RECONNECT") == "1"
+
 
 def _client_default_retry() -> Retry:
     """The retry policy `redis.Redis(...)` gets by default (from_url alone gets none): re-send a
@@ -477,15 +488,22 @@ class ClusterSession(Session):
         self._extra_nodes: list[Any] = []  # ASK targets outside the slot map (closed with the session)
         self._open_done = False  # the connect's own fence read is done
         self._fencing = False  # a fence read (or the slot map read before one) is under way
+        self._nodes_opened: set[tuple[str, int]] = set()  # (host, port) the session opened a connection to
 
     def _on_node_connection(self, conn: Any) -> None:
         """redis-py calls this for every connection the session opens, on any node, before it sends
         anything of ours. One opened once the session is open (a replacement for a connection the
         engine closed, or a first one to another node) waits for a fence read on the fence's node
         (R3.1, R8.1). The read's own connection, and those the connect or a refresh opens (they
-        read the fence themselves), go through."""
+        read the fence themselves), go through; so does a replacement on a node the session had
+        a connection to, when broken on purpose (SILENT_NODE_RECONNECT)."""
+        node = (getattr(conn, "host", None), getattr(conn, "port", None))
+        replacement = node in self._nodes_opened
+        self._nodes_opened.add(node)
         if not self._open_done or self._fencing:
             return
+        if SILENT_NODE_RECONNECT and replacement:
+            return  # BROKEN ON PURPOSE: redis-py's silent replacement, no fence read (see the flag)
         self._fencing = True
         try:
             self._fence_cluster()
@@ -592,7 +610,8 @@ class ClusterSession(Session):
             fencing, self._fencing = self._fencing, True  # this refresh reads the fence itself
             try:
                 self._cluster.nodes_manager.initialize()
-                self._fence_cluster()
+                if not SILENT_NODE_RECONNECT:  # BROKEN ON PURPOSE otherwise: no fence read, see the flag
+                    self._fence_cluster()
             except BaseException:
                 self._stale = True
                 raise

@@ -207,6 +207,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "which reads the slot map again and re-sends a node's commands after a dropped connection "
         "(also $EMQ_PY_CLUSTER_RETRY=1). G8 fails it on a cluster.",
     )
+    p.add_argument(
+        "--silent-node-reconnect",
+        action="store_true",
+        help="BROKEN ON PURPOSE, for the gate's self-test: on a cluster a node connection that replaces "
+        "a dead one does not read the fence, as RedisCluster's per-node pools reconnect by default "
+        "(also $EMQ_PY_SILENT_NODE_RECONNECT=1). G8 fails it on a cluster; one engine is untouched.",
+    )
     return p.parse_args(argv)
 
 
@@ -218,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         seam.SILENT_RECONNECT = True
     if args.cluster_retry:
         seam.CLUSTER_RETRY = True
+    if args.silent_node_reconnect:
+        seam.SILENT_NODE_RECONNECT = True
     directory = resolve_bundle_dir(args.bundle)
     try:
         bundle = load_bundle(directory)
