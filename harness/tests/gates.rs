@@ -319,6 +319,16 @@ fn silent_node_reconnect_fails_g8_on_a_cluster() {
     judge(Some(Double::SilentNodeReconnect));
 }
 
+/// redis-py's cluster node pool replacing a killed connection without the fence read, in the
+/// Python connector (`--silent-node-reconnect`): skipped when it is not provisioned.
+#[test]
+fn python_silent_node_reconnect_fails_g8_on_a_cluster() {
+    if common::python_connector().is_none() {
+        return;
+    }
+    judge(Some(Double::PythonSilentNodeReconnect));
+}
+
 #[test]
 fn tryagain_as_nothing_fails_g8_on_a_cluster() {
     judge(Some(Double::TryagainAsNothing));

@@ -155,6 +155,9 @@ pub enum Double {
     /// Reference quirk on a cluster: before each script call, a `PING` of the key's node; a
     /// killed connection there is replaced by the cluster client without a fence read.
     SilentNodeReconnect,
+    /// The Python connector with `--silent-node-reconnect`: on a cluster, redis-py's node pool
+    /// replaces a killed connection and the session sends its script without the fence read.
+    PythonSilentNodeReconnect,
 }
 
 impl Double {
@@ -291,6 +294,7 @@ impl Double {
                 silent_node_reconnect: true,
                 ..Quirks::default()
             })),
+            Self::PythonSilentNodeReconnect => python_double("--silent-node-reconnect"),
         }
     }
 
@@ -306,6 +310,11 @@ impl Double {
             return Box::new(f);
         }
         if let (Self::PythonClusterRetry, Some(f)) = (self, python_flag_factory("--cluster-retry"))
+        {
+            return Box::new(f);
+        }
+        if let (Self::PythonSilentNodeReconnect, Some(f)) =
+            (self, python_flag_factory("--silent-node-reconnect"))
         {
             return Box::new(f);
         }

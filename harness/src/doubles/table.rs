@@ -493,4 +493,13 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
         cluster: true,
     },
+    Entry {
+        double: Double::PythonSilentNodeReconnect,
+        breaks: "R8.9: on a cluster, a node connection that replaces a killed one comes after a fence read (redis-py's cluster node pool; on one node: the Python connector)",
+        gates: &["G8"],
+        cases: false,
+        interleavings: false,
+        why_also: "",
+        cluster: true,
+    },
 ];

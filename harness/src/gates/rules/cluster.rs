@@ -104,7 +104,7 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &["G8"],
-        doubles: &["SilentNodeReconnect"],
+        doubles: &["SilentNodeReconnect", "PythonSilentNodeReconnect"],
         unbreakable: "",
     },
 ];
