@@ -11,7 +11,7 @@ use emq::connector::Connector;
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
-use emq::gates::gate_db;
+use emq::gates::GateId;
 use emq::protocol::bundle::Bundle;
 use emq::suites::model::runner::{self, Env, Options};
 
@@ -38,7 +38,7 @@ fn main() {
     let env = Env {
         engine: &engine,
         factory: &factory,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let report = runner::run(
         &env,

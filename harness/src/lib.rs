@@ -13,7 +13,7 @@
 //! | 2 | [`faults`] | a fault-injecting TCP proxy in front of the engine (of each cluster node, which [`engine`] announces): lost, dropped, cut and late replies |
 //! | 2 | [`connector`] | the [`connector::Connector`] trait, its wire types, the reference and child connectors |
 //! | 3 | [`observe`] | what a connector really sent: MONITOR lines parsed and attributed |
-//! | 3 | [`doubles`] | deliberately broken connectors, each named for what it breaks (feature `doubles`) |
+//! | 3 | [`doubles`] | deliberately broken connectors, each named for what it breaks (their names and table always; the connectors with feature `doubles`) |
 //! | 4 | [`suites`] | what connectors are replayed against: YAML cases (G6) and model histories (G7) |
 //! | 5 | [`gates`] | G1–G8: the gate context, verdicts, and one module per gate |
 //! | 6 | [`report`] | the record (JSON, Markdown, JUnit) and all user-facing printing |
@@ -22,7 +22,6 @@
 
 pub mod cmd;
 pub mod connector;
-#[cfg(feature = "doubles")]
 pub mod doubles;
 pub mod engine;
 pub mod error;

@@ -29,7 +29,7 @@ fn judge(engine: &Engine, run: fn(&GateContext<'_>, &mut GateOutcome)) -> GateOu
     };
     run_gate(
         &Gate {
-            id: "G1",
+            id: emq::gates::GateId::G1,
             name: "event",
             run,
         },

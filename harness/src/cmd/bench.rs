@@ -194,9 +194,9 @@ pub struct CycleFigure {
 /// One gate's wall time.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateWall {
-    pub id: String,
+    pub id: crate::gates::GateId,
     pub name: String,
-    pub verdict: String,
+    pub verdict: crate::gates::Verdict,
     pub wall_ms: u64,
 }
 
@@ -400,7 +400,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         };
         for o in crate::cmd::run::run_gates(&ctx, None, false, progress) {
             gates.push(GateWall {
-                verdict: o.verdict.to_string(),
+                verdict: o.verdict,
                 wall_ms: duration_ms(o.wall),
                 id: o.id,
                 name: o.name,

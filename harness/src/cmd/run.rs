@@ -128,7 +128,7 @@ pub fn run_gates(
     let mut outcomes = Vec::new();
     let mut stopped = false;
     for gate in &crate::gates::ALL {
-        let selected = only.is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
+        let selected = only.is_none_or(|o| o.iter().any(|g| g.parse() == Ok(gate.id)));
         let outcome = if stopped {
             let mut o = GateOutcome::new(gate.id, gate.name);
             o.error("not run (--fail-fast)");

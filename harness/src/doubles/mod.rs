@@ -21,23 +21,38 @@
 //! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
+// The connectors themselves only with the feature; the names and the table always (the rule
+// catalogue names the doubles that break each rule, and `emq-gate rules` prints them).
+#[cfg(feature = "doubles")]
 pub mod broken;
+#[cfg(feature = "doubles")]
 pub mod cluster;
+#[cfg(feature = "doubles")]
 pub mod faults;
+#[cfg(feature = "doubles")]
 pub mod flaky;
+#[cfg(feature = "doubles")]
 pub mod rewrite;
 mod table;
+#[cfg(feature = "doubles")]
 pub mod time;
+#[cfg(feature = "doubles")]
 pub mod wire;
 
 pub use table::{Entry, TABLE};
 
+#[cfg(feature = "doubles")]
 use std::sync::Arc;
 
+#[cfg(feature = "doubles")]
 use crate::connector::child::{ChildFactory, ChildSpec};
+#[cfg(feature = "doubles")]
 use crate::connector::reference::{Quirks, Reference};
+#[cfg(feature = "doubles")]
 use crate::connector::{Connector, ConnectorFactory};
+#[cfg(feature = "doubles")]
 use crate::error::HarnessError;
+#[cfg(feature = "doubles")]
 use crate::protocol::bundle::Bundle;
 
 /// One deliberately broken connector.
@@ -159,6 +174,7 @@ impl Double {
     }
 
     /// A fresh, unconnected instance over `bundle`.
+    #[cfg(feature = "doubles")]
     pub fn make(self, bundle: &Bundle) -> Box<dyn Connector + Send> {
         use broken::{Check, Lenient};
         use rewrite::{Rewrite, Rewriter};
@@ -265,6 +281,7 @@ impl Double {
     }
 
     /// A factory of this double.
+    #[cfg(feature = "doubles")]
     pub fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
         if let (Self::PythonRetryOnError, Some(f)) = (self, python_flag_factory("--retry-on-error"))
         {
@@ -287,6 +304,7 @@ impl Double {
 }
 
 /// One connector of [`python_flag_factory`], or one that says why there is none.
+#[cfg(feature = "doubles")]
 fn python_double(flag: &str) -> Box<dyn Connector + Send> {
     match python_flag_factory(flag) {
         Some(f) => f
@@ -300,6 +318,7 @@ fn python_double(flag: &str) -> Box<dyn Connector + Send> {
 
 /// The Python connector with a broken-on-purpose `flag`, when it is provisioned, running this
 /// repository's `connectors/python` package.
+#[cfg(feature = "doubles")]
 fn python_flag_factory(flag: &str) -> Option<ChildFactory> {
     let program = faults::python_connector()?;
     // This repository's package first, whichever checkout the venv was installed from.

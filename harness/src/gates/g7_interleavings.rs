@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::gates::{GateContext, GateOutcome};
+use crate::gates::{GateContext, GateId, GateOutcome};
 use crate::suites::model::history::History;
 use crate::suites::model::runner::{self, Env, Failure, Options, Report, parse_regressions};
 use crate::suites::model::soak::{SoakOptions, soak};
@@ -34,7 +34,7 @@ pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessE
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
-        db: ctx.db_of("G7"),
+        db: ctx.db_of(GateId::G7),
     };
     runner::run(
         &env,
@@ -102,7 +102,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
-        db: ctx.db_of("G7"),
+        db: ctx.db_of(GateId::G7),
     };
     let opts = SoakOptions {
         workers: SOAK_WORKERS,

@@ -23,6 +23,7 @@ use crate::engine::Engine;
 use crate::engine::admin::Admin;
 use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
+pub use crate::protocol::gate::GateId;
 
 /// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -166,7 +167,7 @@ pub fn lines(evidence: &[Evidence]) -> String {
 /// One gate's result. `evidence` is stable (committed, compared in CI); `figures` are volatile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateOutcome {
-    pub id: String,
+    pub id: GateId,
     pub name: String,
     pub verdict: Verdict,
     pub evidence: Vec<Evidence>,
@@ -191,9 +192,9 @@ pub struct CaseOutcome {
 
 impl GateOutcome {
     /// Starts an outcome with no evidence yet.
-    pub fn new(id: &str, name: &str) -> Self {
+    pub fn new(id: GateId, name: &str) -> Self {
         Self {
-            id: id.into(),
+            id,
             name: name.into(),
             verdict: Verdict::Pass,
             evidence: Vec::new(),
@@ -320,18 +321,22 @@ pub struct GateDb {
 }
 
 impl GateContext<'_> {
-    /// The database gate `id` owns: its own on a single engine; on a cluster, database 0 (the
-    /// only one, SPEC §8), flushed by each gate.
-    pub fn db_of(&self, id: &str) -> u32 {
-        if self.engine.is_cluster() {
-            0
-        } else {
-            gate_db(id)
-        }
+    /// The database gate `id` owns: its own on a single engine ([`GateId::db`]); on a cluster,
+    /// database 0 (the only one, SPEC §8), flushed by each gate.
+    pub fn db_of(&self, id: GateId) -> u32 {
+        if self.engine.is_cluster() { 0 } else { id.db() }
     }
 
     /// The database gate `id` owns, flushed, with an admin on it: every gate's first step.
-    pub fn database(&self, id: &str) -> Result<GateDb, GateError> {
+    /// `id` is a [`GateId`] (or, until every gate passes one, its text).
+    pub fn database<G>(&self, id: G) -> Result<GateDb, GateError>
+    where
+        G: TryInto<GateId>,
+        G::Error: std::fmt::Display,
+    {
+        let id = id
+            .try_into()
+            .map_err(|e| GateError::Instrument(e.to_string()))?;
         let db = self.db_of(id);
         Ok(GateDb {
             db,
@@ -372,14 +377,9 @@ impl GateContext<'_> {
     }
 }
 
-/// The database each gate owns on a booted engine, so gates never see each other's keys.
-pub fn gate_db(id: &str) -> u32 {
-    900 + id.trim_start_matches('G').parse::<u32>().unwrap_or(0)
-}
-
 /// One gate: id, name, and its check.
 pub struct Gate {
-    pub id: &'static str,
+    pub id: GateId,
     pub name: &'static str,
     pub run: fn(&GateContext<'_>, &mut GateOutcome),
 }
@@ -390,7 +390,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let t0 = Instant::now();
     // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
     ctx.factory.reset();
-    ctx.factory.enter(gate.id);
+    ctx.factory.enter(gate.id.as_str());
     ctx.engine.mark_health();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
@@ -412,7 +412,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     out.wall = t0.elapsed();
     // Processes started for this gate (issue #24); absent for an in-process connector.
     if let Some(starts) = ctx.factory.starts() {
-        let by_reason = starts.in_gate(gate.id);
+        let by_reason = starts.in_gate(gate.id.as_str());
         out.figure("connector_starts", by_reason.values().sum::<u64>());
         out.figure("connector_starts_by_reason", serde_json::json!(by_reason));
     }
@@ -422,42 +422,42 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
 /// G1–G8, in the order the record lists them.
 pub const ALL: [Gate; 8] = [
     Gate {
-        id: "G1",
+        id: GateId::G1,
         name: "fence",
         run: g1_fence::check,
     },
     Gate {
-        id: "G2",
+        id: GateId::G2,
         name: "sha1",
         run: g2_sha1::check,
     },
     Gate {
-        id: "G3",
+        id: GateId::G3,
         name: "evalsha-first",
         run: g3_evalsha::check,
     },
     Gate {
-        id: "G4",
+        id: GateId::G4,
         name: "declared-keys",
         run: g4_keys::check,
     },
     Gate {
-        id: "G5",
+        id: GateId::G5,
         name: "pipeline",
         run: g5_pipeline::check,
     },
     Gate {
-        id: "G6",
+        id: GateId::G6,
         name: "cases",
         run: g6_cases::check,
     },
     Gate {
-        id: "G7",
+        id: GateId::G7,
         name: "interleavings",
         run: g7_interleavings::check,
     },
     Gate {
-        id: "G8",
+        id: GateId::G8,
         name: "atomicity",
         run: g8::check,
     },

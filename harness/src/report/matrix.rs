@@ -211,7 +211,7 @@ impl Matrix {
                 let v = c
                     .gates
                     .iter()
-                    .find(|(id, _)| id == g.id)
+                    .find(|(id, _)| *id == g.id)
                     .map_or("—".to_string(), |(_, v)| v.to_string());
                 s.push_str(&format!(" {v} |"));
             }
