@@ -73,7 +73,7 @@ fn an_eviction_during_a_gate_is_an_error_not_a_fail() {
     let o = judge(&e, fail_while_evicting);
     assert_eq!(o.verdict, Verdict::Error, "{:#?}", o.evidence);
     assert!(
-        o.evidence.iter().any(|l| l.contains("evicted")),
+        o.evidence.iter().any(|l| l.text.contains("evicted")),
         "{:#?}",
         o.evidence
     );

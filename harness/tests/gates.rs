@@ -216,10 +216,9 @@ fn untagged_root_is_refused_by_the_cluster_engine() {
     let g4 = outs.iter().find(|o| o.id == GateId::G4).expect("G4 ran");
     assert_eq!(g4.verdict, Verdict::Fail, "{:?}", g4.evidence);
     assert!(
-        g4.evidence
-            .iter()
-            .any(|l| l
-                .contains("the engine refused a script call that touched a key outside its slot")),
+        g4.evidence.iter().any(|l| l
+            .text
+            .contains("the engine refused a script call that touched a key outside its slot")),
         "{:?}",
         g4.evidence
     );

@@ -205,8 +205,16 @@ fn a_hang_on_any_verb_is_judged_fail_in_seconds() {
             j.timeouts.first().map_or("-", String::as_str)
         );
         for o in j.outcomes.iter().filter(|o| o.verdict == Verdict::Error) {
-            let why = o.evidence.iter().find(|e| e.starts_with("ERROR"));
-            let why: String = why.map_or("", |e| &**e).chars().take(160).collect();
+            let why = o
+                .evidence
+                .iter()
+                .find(|e| e.severity == emq::gates::Severity::Error);
+            let why: String = why
+                .map(ToString::to_string)
+                .unwrap_or_default()
+                .chars()
+                .take(160)
+                .collect();
             eprintln!("    {} {why}", o.id);
         }
         if j.wall > BOUND {

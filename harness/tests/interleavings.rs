@@ -297,7 +297,7 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
     assert!(
         out.evidence
             .iter()
-            .any(|l| l.contains("id: g7-regression-")),
+            .any(|l| l.text.contains("id: g7-regression-")),
         "{:#?}",
         out.evidence
     );
@@ -366,7 +366,8 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
     let line = out
         .evidence
         .iter()
-        .find(|l| l.starts_with("FAIL:"))
+        .find(|l| l.severity == emq::gates::Severity::Fail)
+        .map(|l| l.text.as_str())
         .unwrap();
     assert!(
         line.contains("did not reproduce on replay: 5 of 5 replays"),

@@ -25,6 +25,7 @@ use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 pub use crate::protocol::gate::GateId;
 
+// The record spells it (`PASS`, its `Display`) in report/spelling.rs.
 /// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
@@ -32,16 +33,6 @@ pub enum Verdict {
     Pass,
     Fail,
     Error,
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Pass => "PASS",
-            Self::Fail => "FAIL",
-            Self::Error => "ERROR",
-        })
-    }
 }
 
 /// What a line of evidence says: a fact that held, a violation (the gate fails), or why the gate
@@ -54,40 +45,27 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// How the record spells it: the line's prefix (none for a fact that held).
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Self::Held => "",
-            Self::Fail => "FAIL: ",
-            Self::Error => "ERROR: ",
-        }
-    }
-
     /// True for a violation or an error.
     pub fn is_violation(self) -> bool {
         self != Self::Held
     }
 }
 
-/// One line of evidence: its severity and its text. It reads as the line the record holds
-/// (`FAIL: ...`), so it compares and prints as text; the severity is data, never parsed back
-/// except where a record is read from JSON ([`Evidence`]'s `Deserialize`).
+/// One line of evidence: its severity and its text. The record spells it as one line, the
+/// severity as a prefix (`FAIL: ...`; its `Display`, `Serialize` and `Deserialize`):
+/// `report/spelling.rs`, the one place a prefix is written or read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Evidence {
     pub severity: Severity,
-    /// The text without the prefix.
+    /// The text, without a prefix.
     pub text: String,
-    /// The line as the record holds it: the prefix and the text.
-    line: String,
 }
 
 impl Evidence {
     pub fn new(severity: Severity, text: impl Into<String>) -> Self {
-        let text = text.into();
         Self {
-            line: format!("{}{text}", severity.prefix()),
             severity,
-            text,
+            text: text.into(),
         }
     }
 
@@ -102,66 +80,10 @@ impl Evidence {
     }
 }
 
-impl std::ops::Deref for Evidence {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.line
-    }
-}
-
-impl std::fmt::Display for Evidence {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.line)
-    }
-}
-
 impl From<&str> for Evidence {
     fn from(s: &str) -> Self {
         Self::held(s)
     }
-}
-
-impl Serialize for Evidence {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.line)
-    }
-}
-
-/// A record's evidence line read back from JSON: the one place a prefix is read.
-impl<'de> Deserialize<'de> for Evidence {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let line = String::deserialize(d)?;
-        for severity in [Severity::Fail, Severity::Error] {
-            if let Some(text) = line.strip_prefix(severity.prefix()) {
-                return Ok(Self::new(severity, text));
-            }
-        }
-        Ok(Self::held(line))
-    }
-}
-
-impl schemars::JsonSchema for Evidence {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Evidence".into()
-    }
-    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let mut s = String::json_schema(g);
-        s.insert(
-            "description".into(),
-            "One line of evidence: a fact that held, or `FAIL: ` / `ERROR: ` and a violation."
-                .into(),
-        );
-        s
-    }
-}
-
-/// Evidence as the record's lines, one per line of text.
-pub fn lines(evidence: &[Evidence]) -> String {
-    evidence
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// One gate's result. `evidence` is stable (committed, compared in CI); `figures` are volatile.

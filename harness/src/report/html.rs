@@ -449,7 +449,8 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         );
         for e in &g.evidence {
             let v = e.severity.is_violation();
-            match e.split_once('\n') {
+            let line = e.to_string();
+            match line.split_once('\n') {
                 Some((first, rest)) => {
                     let _ = write!(
                         h,
@@ -464,7 +465,7 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
                         h,
                         "<li{}>{}</li>",
                         if v { " class=\"v\"" } else { "" },
-                        esc(e)
+                        esc(&line)
                     );
                 }
             }

@@ -65,7 +65,7 @@ impl Record {
                 status(
                     g.verdict,
                     g.first_violation(),
-                    crate::gates::lines(&g.evidence),
+                    crate::report::spelling::lines(&g.evidence),
                 ),
             );
             case.set_classname(class.clone())

@@ -256,7 +256,10 @@ impl Matrix {
                     for g in r.gates.iter().filter(|g| g.verdict != Verdict::Pass) {
                         s.push_str(&format!("**{} {} — {}**\n\n", g.id, g.name, g.verdict));
                         for e in g.evidence.iter().filter(|e| e.severity.is_violation()) {
-                            s.push_str(&format!("- {}\n", e.lines().next().unwrap_or("")));
+                            s.push_str(&format!(
+                                "- {}\n",
+                                e.to_string().lines().next().unwrap_or("")
+                            ));
                         }
                         s.push('\n');
                     }
