@@ -56,7 +56,7 @@ fn header(
     // hello is judged (and fails) like any other.
     let mut connector = factory
         .make()
-        .map_err(|e| HarnessError::BadInput(format!("cannot start the connector: {e}")))?;
+        .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
     let (name, version, language) = match connector.hello() {
         Ok(i) => (i.name, i.version, i.language),
         Err(e) => (format!("<no hello: {e}>"), String::new(), String::new()),

@@ -74,8 +74,9 @@ pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Runni
 /// True when a server could not listen on a port it was given: another process took the port
 /// between [`free_port`] and the server's own bind (a fault proxy's ephemeral port, say).
 pub(crate) fn is_port_clash(e: &HarnessError) -> bool {
-    let m = e.to_string();
-    m.contains("Failed listening on port") || m.contains("Address already in use")
+    matches!(e, HarnessError::ServerExited { last_line, .. }
+        if last_line.contains("Failed listening on port")
+            || last_line.contains("Address already in use"))
 }
 
 /// How many times a server is started afresh, on new ports, after a port clash.
@@ -134,10 +135,11 @@ fn start_once(path: &Path, password: &str, extra: &[String]) -> Result<Running, 
         if let Ok(Some(status)) = running.child.try_wait() {
             let log =
                 std::fs::read_to_string(running._dir.path().join("valkey.log")).unwrap_or_default();
-            let last = log.lines().last().unwrap_or("").to_string();
-            return Err(HarnessError::Engine(format!(
-                "valkey-server exited ({status}): {last}"
-            )));
+            return Err(HarnessError::ServerExited {
+                program: "valkey-server",
+                status: status.to_string(),
+                last_line: log.lines().last().unwrap_or("").to_string(),
+            });
         }
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             // The server may have failed to bind another port (a cluster bus) and not exited yet:
@@ -185,12 +187,23 @@ mod port_tests {
 
     #[test]
     fn a_port_taken_by_another_process_is_a_clash_and_other_errors_are_not() {
-        let clash = HarnessError::Engine(
-            "valkey-server exited (exit status: 1): 26703:M 01 Dec 2026 16:51:32.387 # Failed listening on port 41983 (cluster), aborting.".into(),
+        let exited = |last_line: &str| HarnessError::ServerExited {
+            program: "valkey-server",
+            status: "exit status: 1".into(),
+            last_line: last_line.into(),
+        };
+        let clash = exited(
+            "26703:M 01 Dec 2026 16:51:32.387 # Failed listening on port 41983 (cluster), aborting.",
         );
         assert!(is_port_clash(&clash));
+        assert_eq!(
+            clash.to_string(),
+            "engine: valkey-server exited (exit status: 1): 26703:M 01 Dec 2026 16:51:32.387 # \
+             Failed listening on port 41983 (cluster), aborting."
+        );
+        assert!(!is_port_clash(&exited("Bad directive")));
         assert!(!is_port_clash(&HarnessError::Engine(
-            "valkey-server exited (exit status: 1): Bad directive".into()
+            "Failed listening on port 1 in another message".into()
         )));
     }
 }

@@ -203,11 +203,26 @@ pub enum GateError {
     /// A connector call the gate needed in order to set up (not the behaviour under judgement).
     #[error("connector: {0}")]
     Connector(#[from] crate::error::ConnectorError),
-    /// The instrument saw something it cannot judge (MONITOR saw nothing, a dirty database).
+    /// MONITOR showed none of what the gate judges (`what`: "nothing", "no script from the
+    /// connector", ...): a broken instrument, not a connector that did nothing wrong.
+    #[error("MONITOR {0}")]
+    Unobserved(&'static str),
+    /// The gate's database, just flushed, still holds something.
+    #[error("database {db} still holds {what} after the flush")]
+    Dirty { db: u32, what: &'static str },
+    /// The instrument saw something else it cannot judge.
     #[error("{0}")]
     Instrument(String),
 }
 
+impl GateError {
+    pub fn instrument(why: impl Into<String>) -> Self {
+        Self::Instrument(why.into())
+    }
+}
+
+// Only for gates/g8 until its instrument errors are named (`GateError::instrument` or a variant
+// above); every other gate says which error it means.
 impl From<String> for GateError {
     fn from(s: String) -> Self {
         Self::Instrument(s)
@@ -275,7 +290,7 @@ impl GateContext<'_> {
     ) -> Result<(crate::faults::Proxy, crate::engine::Target), GateError> {
         let (host, port) = (&self.engine.host, self.engine.port);
         let proxy = crate::faults::Proxy::start(&format!("{host}:{port}"))
-            .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
+            .map_err(|e| GateError::instrument(format!("the fault proxy did not start: {e}")))?;
         let through = crate::engine::Target::single(proxy.url_for(&url.url, host, port));
         Ok((proxy, through))
     }

@@ -101,12 +101,12 @@ impl Matrix {
         let text = std::fs::read_to_string(path)
             .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
         serde_json::from_str(&text).map_err(|e| {
-            HarnessError::BadInput(format!(
-                "{}:{}:{}: not a gate matrix: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            ))
+            HarnessError::located(
+                path,
+                e.line() as u64,
+                e.column() as u64,
+                format!("not a gate matrix: {e}"),
+            )
         })
     }
 

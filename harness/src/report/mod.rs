@@ -232,12 +232,12 @@ impl Record {
         let text = std::fs::read_to_string(path)
             .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
         serde_json::from_str(&text).map_err(|e| {
-            HarnessError::BadInput(format!(
-                "{}:{}:{}: not a gate record: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            ))
+            HarnessError::located(
+                path,
+                e.line() as u64,
+                e.column() as u64,
+                format!("not a gate record: {e}"),
+            )
         })
     }
 
