@@ -18,14 +18,9 @@ use emq::suites::model::runner::{self, Env, Options};
 fn main() {
     // `cargo test --benches` runs bench targets with no `--bench` flag: stay quick there.
     let benching = std::env::args().any(|a| a == "--bench");
-    let histories: u32 = std::env::var("EMQ_G7_BENCH_HISTORIES")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    let histories: u32 = emq::settings::parsed(emq::settings::G7_BENCH_HISTORIES)
         .unwrap_or(if benching { 512 } else { 8 });
-    let seed: u64 = std::env::var("EMQ_G7_BENCH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0xB7);
+    let seed: u64 = emq::settings::parsed(emq::settings::G7_BENCH_SEED).unwrap_or(0xB7);
     let engine = Engine::start(&EngineOptions {
         choice: EngineChoice::Binary,
         ..EngineOptions::default()

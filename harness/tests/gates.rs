@@ -54,10 +54,7 @@ fn run_all(double: Option<Double>, cluster: bool) -> Vec<GateOutcome> {
 
 /// G7's and G8's seed: 42, or `EMQ_SELFTEST_SEED` (to try the self-tests under other seeds).
 fn seed() -> u64 {
-    std::env::var("EMQ_SELFTEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(42)
+    emq::settings::parsed(emq::settings::SELFTEST_SEED).unwrap_or(42)
 }
 
 /// Runs every gate of [`MINE`] with connectors from `factory`, on an engine of its own.
@@ -83,7 +80,7 @@ fn run_with(
         progress: &progress,
     };
     // EMQ_SELFTEST_GATES=G1,G4 narrows the run while working on a gate.
-    let only = std::env::var("EMQ_SELFTEST_GATES").unwrap_or_default();
+    let only = emq::settings::var(emq::settings::SELFTEST_GATES).unwrap_or_default();
     ALL.iter()
         .filter(|g| MINE.contains(&g.id))
         .filter(|g| only.is_empty() || only.split(',').any(|o| o.parse() == Ok(g.id)))

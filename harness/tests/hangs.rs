@@ -147,7 +147,7 @@ fn a_hang_on_any_verb_is_judged_fail_in_seconds() {
     let marker = format!("{}-{}", std::process::id(), rand_suffix());
     // CI judges the verbs whose timeouts differ (the header's hello, a plain verb, the two with a
     // per-command allowance); EMQ_HANGS_ALL=1 judges all thirteen (about 4 minutes on 2 cores).
-    let all = std::env::var("EMQ_HANGS_ALL").is_ok_and(|v| v == "1");
+    let all = emq::settings::flag(emq::settings::HANGS_ALL);
     let verbs: Vec<&str> = VERBS
         .into_iter()
         .filter(|v| all || CI_VERBS.contains(v))

@@ -220,7 +220,7 @@ fn kill_matrix() {
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     // EMQ_RULES=R4.11,R5.4 narrows the run while working on a rule.
-    let only = std::env::var("EMQ_RULES").unwrap_or_default();
+    let only = emq::settings::var(emq::settings::RULES).unwrap_or_default();
     let mut survivors = Vec::new();
     let mut killed = 0;
     for rule in CATALOGUE

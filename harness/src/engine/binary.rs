@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::engine::cleanup::{Guard, record_server, register_pid};
 use crate::engine::server_flags;
 use crate::error::HarnessError;
+use crate::settings;
 
 /// A running server; killed on drop.
 pub struct Running {
@@ -34,18 +35,13 @@ pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
         };
     }
     let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("EMQ_VALKEY_SERVER").filter(|p| !p.is_empty()) {
+    if let Some(p) = settings::var_os(settings::VALKEY_SERVER) {
         candidates.push(PathBuf::from(p));
     }
-    let cache = std::env::var_os("EMQ_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/emq")));
-    if let Some(c) = cache {
+    if let Some(c) = settings::cache_dir() {
         candidates.push(c.join("valkey-9.1.2/bin/valkey-server"));
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("valkey-server")));
-    }
+    candidates.extend(settings::on_path("valkey-server"));
     candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
         HarnessError::Engine(
             "no valkey-server found: run ci/provision or set EMQ_VALKEY_SERVER".into(),

@@ -15,7 +15,7 @@ use emq::protocol::bundle::Bundle;
 pub fn engine(choice: EngineChoice) -> Engine {
     let opts = EngineOptions {
         choice,
-        ..EngineOptions::from_env().expect("the EMQ_* environment")
+        ..emq::cmd::cli::engine_options_from_env().expect("the EMQ_* environment")
     };
     Engine::start(&opts).unwrap_or_else(|e| panic!("{choice:?} engine: {e} (run ci/provision)"))
 }
