@@ -3,11 +3,12 @@
 //! reviewed snapshot (`EMQ_BLESS=1` rewrites it) — and, where one verb is broken, every case it
 //! fails must exercise that verb.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use emq::doubles::{Double, TABLE};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::protocol::bundle::Bundle;
 use emq::suites::cases::format::{default_dir, load_dir};
 use emq::suites::cases::runner::{Mode, run_case};
@@ -26,11 +27,7 @@ fn verb_of(d: Double) -> Option<&'static str> {
 
 #[test]
 fn each_double_fails_exactly_its_cases() {
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision)");
+    let engine = common::binary_engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     let bless = emq::settings::bless();
@@ -93,11 +90,7 @@ fn each_double_fails_exactly_its_cases() {
 fn each_time_double_fails_exactly_its_cases() {
     use emq::doubles::time::{TimeSkew, factory};
     use emq::suites::cases::format::Action;
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision)");
+    let engine = common::binary_engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     let bless = emq::settings::bless();

@@ -17,15 +17,11 @@ fn judge(engine: &Engine, run: fn(&GateContext<'_>, &mut GateOutcome)) -> GateOu
     let b2: Arc<_> = bundle.clone();
     let factory =
         move || -> Result<Box<dyn Connector + Send>, HarnessError> { Ok(Reference::boxed(&b2)) };
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine,
-        bundle: &bundle,
-        factory: &factory as &dyn ConnectorFactory,
         seed: 1,
         histories: 1,
         batch: 1,
-        progress: &progress,
+        ..common::gate_context(engine, &bundle, &factory as &dyn ConnectorFactory)
     };
     run_gate(
         &Gate {

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use emq::cmd::run::run_gates;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::connector::{Connector, Verbs};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
 use emq::gates::{ConnectorFactory, GateContext, GateOutcome, Verdict};
 use emq::protocol::bundle::Bundle;
@@ -99,25 +98,17 @@ fn judge(verb: &'static str, program: &Path, marker: &str) -> Judged {
     };
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let t0 = Instant::now();
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let engine = common::binary_engine();
     {
         let mut c = factory.make().expect("start the connector");
         let _ = c.hello();
     }
-    let progress = |_: &str| {};
     let big = matches!(verb, "batch" | "pipeline_probe");
     let ctx = GateContext {
-        engine: &engine,
-        bundle: &bundle,
-        factory: &factory,
         seed: 1,
         histories: 32,
         batch: if big { 100_000 } else { 20_000 },
-        progress: &progress,
+        ..common::gate_context(&engine, &bundle, &factory)
     };
     let outcomes = run_gates(&ctx, None, false, &Progress::new());
     factory.note();

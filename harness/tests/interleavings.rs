@@ -34,15 +34,11 @@ fn reference_passes_the_gate() {
     let e = engine();
     let b = bundle();
     let f = reference(&b);
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine: &e,
-        bundle: &b,
-        factory: &f,
         seed: 0x6507,
         histories: 256,
         batch: 0,
-        progress: &progress,
+        ..common::gate_context(&e, &b, &f)
     };
     let gate = emq::gates::ALL.iter().find(|g| g.id == GateId::G7).unwrap();
     let out = run_gate(gate, &ctx);
@@ -281,15 +277,11 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
     let e = engine();
     let b = bundle();
     let f = Double::ReapIgnoresLimit.factory(&b);
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine: &e,
-        bundle: &b,
-        factory: f.as_ref(),
         seed: 1,
         histories: 64,
         batch: 0,
-        progress: &progress,
+        ..common::gate_context(&e, &b, f.as_ref())
     };
     let mut out = emq::gates::GateOutcome::new(GateId::G7, "interleavings");
     g7_interleavings::check(&ctx, &mut out);
@@ -350,15 +342,11 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
     let e = engine();
     let b = bundle();
     let f = emq::doubles::flaky::FlakyFactory::new(&b);
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine: &e,
-        bundle: &b,
-        factory: &f,
         seed: 7,
         histories: 64,
         batch: 0,
-        progress: &progress,
+        ..common::gate_context(&e, &b, &f)
     };
     let gate = emq::gates::ALL.iter().find(|g| g.id == GateId::G7).unwrap();
     let out = run_gate(gate, &ctx);

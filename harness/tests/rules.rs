@@ -6,6 +6,8 @@
 //! G6 is judged on the rule's own cases (the ones G6 replays that enforce it); G7 on a short run
 //! of histories; the other gates are run whole.
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,10 +16,10 @@ use std::time::Duration;
 use emq::connector::ConnectorFactory;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::doubles::{Double, TABLE};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::engine::Engine;
 use emq::gates::GateId;
 use emq::gates::rules::{CATALOGUE, Rule, spec_ids};
-use emq::gates::{ALL, GateContext, Verdict, run_gate};
+use emq::gates::{GateContext, Verdict};
 use emq::protocol::bundle::Bundle;
 use emq::suites::cases::format::{Case, default_dir, load_dir};
 use emq::suites::cases::runner::{Mode, run_case};
@@ -183,18 +185,11 @@ fn survives(
             .is_empty()
             .then(|| format!("passes every case of {:?}", rule.cases));
     }
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine,
-        bundle,
-        factory: make.as_ref(),
-        seed: 42,
         histories: 100,
-        batch: 20_000,
-        progress: &progress,
+        ..common::gate_context(engine, bundle, make.as_ref())
     };
-    let g = ALL.iter().find(|g| g.id == gate).unwrap();
-    let out = run_gate(g, &ctx);
+    let out = common::run(&ctx, gate);
     eprintln!("{} {name} {gate}: {}", rule.id, out.verdict);
     (out.verdict != Verdict::Fail).then(|| {
         format!(
@@ -212,11 +207,7 @@ fn survives(
 /// Every breakable rule: each of its doubles FAILs each gate the rule names.
 #[test]
 fn kill_matrix() {
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let engine = common::binary_engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     // EMQ_RULES=R4.11,R5.4 narrows the run while working on a rule.
@@ -257,16 +248,8 @@ fn kill_matrix() {
 /// single engine, where it is the reference connector (it breaks §8 and nothing else).
 #[test]
 fn cluster_kill_matrix() {
-    let single = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
-    let cluster = Engine::start(&EngineOptions {
-        choice: EngineChoice::Cluster,
-        ..EngineOptions::default()
-    })
-    .expect("cluster engine (run ci/provision: valkey-server and valkey-cli)");
+    let single = common::binary_engine();
+    let cluster = common::cluster_engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     let mut wrong = Vec::new();

@@ -165,6 +165,15 @@ impl Double {
         TABLE.iter().map(|e| e.double)
     }
 
+    /// True for a double the Python connector plays (with a broken-on-purpose flag): it needs
+    /// `EMQ_PYTHON_CONNECTOR`.
+    pub fn is_python(self) -> bool {
+        matches!(
+            self,
+            Self::PythonRetryOnError | Self::PythonSilentReconnect | Self::PythonClusterRetry
+        )
+    }
+
     /// Its table entry.
     pub fn entry(self) -> &'static Entry {
         TABLE
