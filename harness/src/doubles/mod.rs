@@ -1,21 +1,28 @@
 //! Deliberately broken connectors, all in one place, each named for the one thing it breaks and
-//! listed in [`TABLE`] with the gates that must catch it. The self-tests run every entry through
-//! the gate and require exactly that (`tests/gates.rs`, `tests/interleavings.rs`,
-//! `tests/case_doubles.rs`); a test also keeps the table and the tests in step.
+//! listed in [`TABLE`]. Which gates must FAIL each is declared once: the rule catalogue
+//! (`crate::gates::rules`) names the doubles that break each rule and the gates that enforce it,
+//! and a table entry adds the gates that fail it for another reason (`also`). The self-tests run
+//! every double through those gates (`tests/gates.rs`, generated from them; `tests/rules.rs`,
+//! `tests/interleavings.rs`, `tests/case_doubles.rs`).
 //!
-//! Several kinds; the production reference connector's only departures are [`crate::connector::reference::Quirks`] flags, all off outside a double:
-//! - **rewriters** ([`rewrite`]): wrap a correct connector and change requests or replies on the
+//! The names ([`Double`]) and the table compile always; the connectors only with the feature
+//! `doubles`. The production reference connector's only departures are
+//! `crate::connector::reference::Quirks` flags, all off outside a double. Seven kinds, one module
+//! each:
+//! - **rewriters** (`rewrite`): wrap a correct connector and change requests or replies on the
 //!   way (a short batch, an ignored token, a duplicated enqueue);
-//! - **lowerings** ([`wire`]): use the reference connector's doubles-only lowering API
+//! - **lowerings** (`wire`): use the reference connector's doubles-only lowering API
 //!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
-//!   feature, to send the wrong thing on the wire.
-//!
-//! - **rule breakers** ([`broken`]): one per numbered SPEC rule not already broken above; the rule
-//!   catalogue (`crate::gates::rules`) names which double breaks which rule, and `tests/rules.rs`
-//!   requires the named gates to FAIL it. Wire rules are broken by child fixtures
-//!   (`harness/tests/fixtures/wire_*.py`) that forward to the Python connector.
-//!
-//! - **a failure that does not reproduce** ([`flaky`]): one wrong reply in a factory's life, for
+//!   feature, to send the wrong thing on the wire;
+//! - **rule breakers** (`broken`): one per numbered SPEC rule not already broken elsewhere. Wire
+//!   rules are broken by child fixtures (`harness/tests/fixtures/wire_*.py`, the catalogue's
+//!   `FIXTURES`) that forward to the Python connector;
+//! - **fault mishandlers** (`faults`): a failed connection answered wrongly (a re-send, a made-up
+//!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
+//! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
+//!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
+//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node;
+//! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
 //! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
