@@ -249,8 +249,11 @@ impl Matrix {
             ));
             match self.cell(&c.row, &c.col).and_then(|m| m.record.as_ref()) {
                 None => s.push_str(&format!(
-                    "- ERROR: {}\n\n",
-                    c.first_violation.as_deref().unwrap_or("no record")
+                    "- {}\n\n",
+                    crate::gates::Evidence::new(
+                        crate::gates::Severity::Error,
+                        c.first_violation.as_deref().unwrap_or("no record")
+                    )
                 )),
                 Some(r) => {
                     for g in r.gates.iter().filter(|g| g.verdict != Verdict::Pass) {

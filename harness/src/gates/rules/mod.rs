@@ -226,10 +226,14 @@ pub fn text() -> String {
     if loose.is_empty() {
         s.push_str("\nevery must and never of SPEC names a rule\n");
     } else {
-        s.push_str(&format!(
-            "\nFAIL: {} places in SPEC say must or never without a rule:\n",
-            loose.len()
-        ));
+        let fail = crate::gates::Evidence::new(
+            crate::gates::Severity::Fail,
+            format!(
+                "{} places in SPEC say must or never without a rule:",
+                loose.len()
+            ),
+        );
+        s.push_str(&format!("\n{fail}\n"));
         for u in &loose {
             s.push_str(&format!("  {}\n", u.lines().next().unwrap_or("").trim()));
         }
