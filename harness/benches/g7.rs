@@ -11,21 +11,16 @@ use emq::connector::Connector;
 use emq::connector::reference::Reference;
 use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
-use emq::gates::gate_db;
+use emq::gates::GateId;
 use emq::protocol::bundle::Bundle;
 use emq::suites::model::runner::{self, Env, Options};
 
 fn main() {
     // `cargo test --benches` runs bench targets with no `--bench` flag: stay quick there.
     let benching = std::env::args().any(|a| a == "--bench");
-    let histories: u32 = std::env::var("EMQ_G7_BENCH_HISTORIES")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    let histories: u32 = emq::settings::parsed(emq::settings::G7_BENCH_HISTORIES)
         .unwrap_or(if benching { 512 } else { 8 });
-    let seed: u64 = std::env::var("EMQ_G7_BENCH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0xB7);
+    let seed: u64 = emq::settings::parsed(emq::settings::G7_BENCH_SEED).unwrap_or(0xB7);
     let engine = Engine::start(&EngineOptions {
         choice: EngineChoice::Binary,
         ..EngineOptions::default()
@@ -38,7 +33,7 @@ fn main() {
     let env = Env {
         engine: &engine,
         factory: &factory,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let report = runner::run(
         &env,

@@ -7,22 +7,21 @@
 //! | layer | module | what |
 //! |---|---|---|
 //! | 0 | [`error`] | typed errors, error kinds and exit codes |
-//! | 0 | [`settings`] | the environment settings read outside the command line (`EMQ_BLESS`) |
-//! | 1 | [`protocol`] | pure: the key grammar (SPEC §1), the bundle (§2), the keyspace model and its invariants |
+//! | 0 | [`settings`] | every environment variable, named and read once (clap's `env =` names the command line's from here) |
+//! | 1 | [`protocol`] | pure: the key grammar (SPEC §1), the bundle (§2), the keyspace model and its invariants, the gate ids (G1–G8) |
 //! | 2 | [`engine`] | live Valkey: container, binary, url or cluster; its health; the harness's own admin connection |
 //! | 2 | [`faults`] | a fault-injecting TCP proxy in front of the engine (of each cluster node, which [`engine`] announces): lost, dropped, cut and late replies |
 //! | 2 | [`connector`] | the [`connector::Connector`] trait, its wire types, the reference and child connectors |
 //! | 3 | [`observe`] | what a connector really sent: MONITOR lines parsed and attributed |
-//! | 3 | [`doubles`] | deliberately broken connectors, each named for what it breaks (feature `doubles`) |
+//! | 3 | [`doubles`] | deliberately broken connectors, each named for what it breaks (their names and table always; the connectors with feature `doubles`) |
 //! | 4 | [`suites`] | what connectors are replayed against: YAML cases (G6) and model histories (G7) |
 //! | 5 | [`gates`] | G1–G8: the gate context, verdicts, and one module per gate |
 //! | 6 | [`report`] | the record (JSON, Markdown, JUnit) and all user-facing printing |
-//! | 7 | [`cmd`] | `emq-gate`'s commands (cli, run, record, matrix, cases, smoke, bench, summary, ...) and what they share (sources, preflight); nothing imports them |
+//! | 7 | [`cmd`] | `emq-gate`'s commands (cli, run, record, matrix, cases, smoke, bench, bench_spread, summary) and what they share (sources, preflight); nothing imports them |
 #![forbid(unsafe_code)]
 
 pub mod cmd;
 pub mod connector;
-#[cfg(feature = "doubles")]
 pub mod doubles;
 pub mod engine;
 pub mod error;

@@ -93,8 +93,8 @@ fn dispatch() -> ExitCode {
                 cycles,
                 gates: !no_gates,
                 seed,
-                histories: 256,
-                batch: 100_000,
+                histories: emq::cmd::cli::HISTORIES,
+                batch: emq::cmd::cli::BATCH,
             };
             match emq::cmd::bench::bench(&opts, &progress) {
                 Ok(report) => {

@@ -2,12 +2,14 @@
 //! `.expected` file (`EMQ_BLESS=1` rewrites the snapshots). The case harness ends 2 on them, not
 //! 101 (a failing case), tested in process.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use emq::connector::Connector;
 use emq::connector::reference::Reference;
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::engine::{EngineChoice, EngineOptions};
 use emq::protocol::bundle::Bundle;
 use emq::suites::cases::format::{load_dir, parse};
 use emq::suites::cases::harness::{Ending, Setup, Subject, run};
@@ -139,11 +141,7 @@ fn bad_input_exits_2_and_a_failing_case_exits_101() {
 
     // The failure names file:line and shows the diff.
     let case = parse(&cases.join("wrong.yaml"), wrong).unwrap();
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .unwrap();
+    let engine = common::binary_engine();
     let bundle = Bundle::load_default().unwrap();
     let mut c = Reference::new(&bundle);
     let failure = run_case(&case, &engine, 1, &mut c, Mode::Check)

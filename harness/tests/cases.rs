@@ -8,7 +8,6 @@ use std::sync::Arc;
 use emq::connector::Connector;
 use emq::connector::child::{ChildConnector, ChildSpec};
 use emq::connector::reference::Reference;
-use emq::engine::EngineOptions;
 use emq::protocol::bundle::Bundle;
 use emq::suites::cases::format::default_dir;
 use emq::suites::cases::harness::{Setup, Subject, run, take_bless};
@@ -41,7 +40,7 @@ fn main() -> ExitCode {
         bless,
         cases_dir: default_dir(),
         bundle: Bundle::load_default(),
-        engine: EngineOptions::from_env(),
+        engine: emq::cmd::cli::engine_options_from_env(),
         subjects,
     });
     if let Some(e) = &ending.error {

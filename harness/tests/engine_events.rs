@@ -17,19 +17,15 @@ fn judge(engine: &Engine, run: fn(&GateContext<'_>, &mut GateOutcome)) -> GateOu
     let b2: Arc<_> = bundle.clone();
     let factory =
         move || -> Result<Box<dyn Connector + Send>, HarnessError> { Ok(Reference::boxed(&b2)) };
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine,
-        bundle: &bundle,
-        factory: &factory as &dyn ConnectorFactory,
         seed: 1,
         histories: 1,
         batch: 1,
-        progress: &progress,
+        ..common::gate_context(engine, &bundle, &factory as &dyn ConnectorFactory)
     };
     run_gate(
         &Gate {
-            id: "G1",
+            id: emq::gates::GateId::G1,
             name: "event",
             run,
         },
@@ -73,7 +69,7 @@ fn an_eviction_during_a_gate_is_an_error_not_a_fail() {
     let o = judge(&e, fail_while_evicting);
     assert_eq!(o.verdict, Verdict::Error, "{:#?}", o.evidence);
     assert!(
-        o.evidence.iter().any(|l| l.contains("evicted")),
+        o.evidence.iter().any(|l| l.text.contains("evicted")),
         "{:#?}",
         o.evidence
     );

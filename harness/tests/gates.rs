@@ -1,12 +1,21 @@
-//! Self-tests of G1–G5 and G8: the reference connector passes each; each deliberately broken
-//! double of `emq::doubles::TABLE` fails exactly the gates its entry names and passes the others
-//! (where a second gate fails too, the entry says why).
+//! Self-tests of G1–G5 and G8, generated from the doubles: the reference connector passes each
+//! gate; each deliberately broken double fails each gate its rules and its table entry name
+//! (`emq::gates::rules::gates_failing`: one trial per double and gate, `<double>_fails_<gate>`)
+//! and passes the others (`<double>_passes_the_other_gates`). A double of SPEC §8 is judged on a
+//! cluster (`..._on_a_cluster`) and passes every gate on a single engine
+//! (`<double>_passes_every_gate_on_one_engine`). A double the Python connector plays is ignored
+//! where that connector is not provisioned (never in CI). G6 and G7 are judged by
+//! `tests/case_doubles.rs` and `tests/interleavings.rs`.
 //!
-//! Every test boots its own binary engine, so the tests run in parallel without sharing
-//! `SCRIPT FLUSH`, `CONFIG RESETSTAT` or `MONITOR`.
+//! The trials of one double share one engine of their own, one trial at a time (its gates ran
+//! in one run before: `SCRIPT FLUSH`, `CONFIG RESETSTAT` and `MONITOR` are not shared between
+//! trials that run at once); every other trial boots its own.
 
-use std::sync::Arc;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use libtest_mimic::{Arguments, Failed, Trial};
 
 mod common;
 
@@ -16,408 +25,283 @@ use emq::connector::reference::Reference;
 use emq::doubles::{Double, TABLE};
 use emq::engine::Engine;
 use emq::error::HarnessError;
-use emq::gates::ALL;
-use emq::gates::{ConnectorFactory, GateContext, GateOutcome, Verdict, run_gate};
+use emq::gates::rules::{gates_failing, is_cluster_double};
+use emq::gates::{ConnectorFactory, GateContext, GateId, GateOutcome, Verdict};
 use emq::protocol::bundle::Bundle;
 
-/// The gates these tests cover.
-const MINE: [&str; 6] = ["G1", "G2", "G3", "G4", "G5", "G8"];
+/// The gates these tests cover: all but G6 and G7.
+fn mine() -> Vec<GateId> {
+    GateId::ALL
+        .into_iter()
+        .filter(|g| !matches!(g, GateId::G6 | GateId::G7))
+        .collect()
+}
 
 /// Small enough to keep the tests quick; a certifying run uses ≥ 100 000.
 const BATCH: i64 = 20_000;
 
-fn engine() -> Engine {
-    common::binary_engine()
-}
-
-/// Runs every gate of [`MINE`] against the reference connector or `double`, on one engine (a
-/// cluster with `cluster`).
-fn run_all(double: Option<Double>, cluster: bool) -> Vec<GateOutcome> {
-    let bundle = Arc::new(Bundle::load_default().unwrap());
-    let b2 = bundle.clone();
-    let factory: Box<dyn ConnectorFactory> = match double {
-        Some(d) => d.factory(&bundle),
-        None => Box::new(move || -> Result<Box<dyn Connector + Send>, HarnessError> {
-            Ok(Reference::boxed(&b2))
-        }),
-    };
-    run_with(&format!("{double:?}"), &bundle, factory.as_ref(), cluster)
-}
-
 /// G7's and G8's seed: 42, or `EMQ_SELFTEST_SEED` (to try the self-tests under other seeds).
 fn seed() -> u64 {
-    std::env::var("EMQ_SELFTEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(42)
+    emq::settings::parsed(emq::settings::SELFTEST_SEED).unwrap_or(42)
 }
 
-/// Runs every gate of [`MINE`] with connectors from `factory`, on an engine of its own.
-fn run_with(
-    label: &str,
-    bundle: &Arc<Bundle>,
-    factory: &dyn ConnectorFactory,
-    cluster: bool,
-) -> Vec<GateOutcome> {
-    let e = if cluster {
-        common::cluster_engine()
-    } else {
-        engine()
-    };
-    let progress = |_: &str| {};
-    let ctx = GateContext {
-        engine: &e,
-        bundle,
-        factory,
-        seed: seed(),
-        histories: 10,
-        batch: BATCH,
-        progress: &progress,
-    };
-    // EMQ_SELFTEST_GATES=G1,G4 narrows the run while working on a gate.
-    let only = std::env::var("EMQ_SELFTEST_GATES").unwrap_or_default();
-    ALL.iter()
-        .filter(|g| MINE.contains(&g.id))
-        .filter(|g| only.is_empty() || only.split(',').any(|o| o == g.id))
-        .map(|g| {
-            let t0 = Instant::now();
-            let out = run_gate(g, &ctx);
-            eprintln!(
-                "{label} {} {}: {:?} in {:.2?}",
-                g.id,
-                g.name,
-                out.verdict,
-                t0.elapsed()
-            );
-            for line in &out.evidence {
-                eprintln!("    {line}");
+/// Who is judged: the reference connector, a double, or the Python connector.
+#[derive(Clone, Copy, Debug)]
+enum Subject {
+    Reference,
+    Double(Double),
+    Python,
+}
+
+impl Subject {
+    fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
+        match self {
+            Subject::Reference => {
+                let b = bundle.clone();
+                Box::new(move || -> Result<Box<dyn Connector + Send>, HarnessError> {
+                    Ok(Reference::boxed(&b))
+                })
             }
-            eprintln!("    figures: {:?}", out.figures);
-            out
-        })
-        .collect()
-}
-
-/// The gates `double` must fail (all others among [`MINE`] must pass).
-fn expected_failures(double: Option<Double>) -> Vec<&'static str> {
-    double.map(|d| d.entry().gates.to_vec()).unwrap_or_default()
-}
-
-/// A double of SPEC §8 passes every gate on a single engine and fails its gates on a cluster;
-/// every other double is judged on a single engine.
-fn judge(double: Option<Double>) {
-    if double.is_some_and(|d| d.entry().cluster) {
-        judge_on(double, false, &[]);
-        judge_on(double, true, &expected_failures(double));
-    } else {
-        judge_on(double, false, &expected_failures(double));
+            Subject::Double(d) => d.factory(bundle),
+            Subject::Python => {
+                let program = common::python_connector().expect("the Python connector");
+                Box::new(ChildFactory::new(ChildSpec::new([program
+                    .display()
+                    .to_string()])))
+            }
+        }
     }
 }
 
-fn judge_on(double: Option<Double>, cluster: bool, want: &[&str]) {
-    let outs = run_all(double, cluster);
+/// An engine booted on first use and shared by the trials that hold it, one at a time.
+type Shared = Arc<Mutex<Option<Engine>>>;
+
+fn boot(cluster: bool) -> Engine {
+    if cluster {
+        common::cluster_engine()
+    } else {
+        common::binary_engine()
+    }
+}
+
+/// Runs `gates` against `subject` on `engine` (booted here when `None`); `want` FAIL for the
+/// gates in `fail`, PASS for the others. The evidence is the failure message, not noise.
+fn judge(
+    subject: Subject,
+    engine: &Shared,
+    cluster: bool,
+    gates: &[GateId],
+    fail: &[GateId],
+) -> Result<(), Failed> {
+    let mut slot = engine.lock().unwrap_or_else(|e| e.into_inner());
+    let e = slot.get_or_insert_with(|| boot(cluster));
+    let bundle = common::bundle();
+    let factory = subject.factory(&bundle);
+    let ctx = GateContext {
+        seed: seed(),
+        batch: BATCH,
+        ..common::gate_context(e, &bundle, factory.as_ref())
+    };
+    // EMQ_SELFTEST_GATES=G1,G4 narrows the run while working on a gate.
+    let only = emq::settings::var(emq::settings::SELFTEST_GATES).unwrap_or_default();
+    let mut log = String::new();
     let mut wrong = Vec::new();
-    for o in &outs {
-        let expected = if want.contains(&o.id.as_str()) {
+    for &id in gates
+        .iter()
+        .filter(|g| only.is_empty() || only.split(',').any(|o| o.parse() == Ok(**g)))
+    {
+        let t0 = Instant::now();
+        let out = common::run(&ctx, id);
+        log.push_str(&describe(&out, t0));
+        let expected = if fail.contains(&id) {
             Verdict::Fail
         } else {
             Verdict::Pass
         };
-        if o.verdict != expected {
+        if out.verdict != expected {
             wrong.push(format!(
-                "{} {}: {:?}, expected {expected:?}\n  {}\n  figures: {:?}",
-                o.id,
-                o.name,
-                o.verdict,
-                o.evidence
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n  "),
-                o.figures
+                "{id} {}: {}, expected {expected}",
+                out.name, out.verdict
             ));
         }
     }
-    let on = if cluster { "cluster" } else { "single engine" };
-    assert!(
-        wrong.is_empty(),
-        "{double:?} on a {on}:\n{}",
-        wrong.join("\n")
-    );
-}
-
-/// Every double whose entry names a gate of [`MINE`] has its own test above, and the table names
-/// only gates that exist.
-#[test]
-fn doubles_table_matches_the_tests() {
-    let src = include_str!("gates.rs");
-    for e in TABLE {
-        for g in e.gates {
-            assert!(
-                ALL.iter().any(|x| x.id == *g),
-                "{:?} names unknown gate {g}",
-                e.double
-            );
-        }
-        let tested = src.contains(&format!("judge(Some(Double::{:?}))", e.double));
-        let gated = e.gates.iter().any(|g| MINE.contains(g));
-        assert_eq!(
-            tested, gated,
-            "{:?}: a gate self-test exists iff its entry names one of {MINE:?}",
-            e.double
-        );
-        assert!(
-            gated || e.cases || e.interleavings,
-            "{:?} is caught by nothing in the table",
-            e.double
-        );
-        if e.gates.len() > 1 {
-            assert!(
-                !e.why_also.is_empty(),
-                "{:?}: say why it fails more than one gate",
-                e.double
-            );
-        }
+    let on = if cluster {
+        "a cluster"
+    } else {
+        "a single engine"
+    };
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{subject:?} on {on}:\n{}\n\n{log}", wrong.join("\n")).into())
     }
 }
 
-#[test]
-fn reference_passes_every_gate() {
-    judge(None);
+/// A gate's outcome as lines for a failure message.
+fn describe(out: &GateOutcome, t0: Instant) -> String {
+    let mut s = format!(
+        "{} {}: {} in {:.2?}\n",
+        out.id,
+        out.name,
+        out.verdict,
+        t0.elapsed()
+    );
+    for line in &out.evidence {
+        s.push_str(&format!("    {line}\n"));
+    }
+    s.push_str(&format!("    figures: {:?}\n", out.figures));
+    s
 }
 
-#[test]
-fn reference_passes_every_gate_on_a_cluster() {
-    judge_on(None, true, &[]);
+/// `SkipFence` → `skip_fence`.
+fn snake(d: Double) -> String {
+    let mut s = String::new();
+    for (i, c) in format!("{d:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                s.push('_');
+            }
+            s.push(c.to_ascii_lowercase());
+        } else {
+            s.push(c);
+        }
+    }
+    s
 }
 
-#[test]
-fn seed_node_only_fails_on_a_cluster() {
-    judge(Some(Double::SeedNodeOnly));
+/// The trials of one double: one per gate of [`mine`] it must fail, one for the gates it must
+/// pass; a double of §8 also passes every gate on a single engine.
+fn double_trials(d: Double, python: bool) -> Vec<Trial> {
+    let mine = mine();
+    let fail: Vec<GateId> = gates_failing(d)
+        .into_iter()
+        .filter(|g| mine.contains(g))
+        .collect();
+    if fail.is_empty() {
+        return Vec::new();
+    }
+    let cluster = is_cluster_double(d);
+    let on = if cluster { "_on_a_cluster" } else { "" };
+    let engine: Shared = Arc::default();
+    let mut trials = Vec::new();
+    for &g in &fail {
+        let engine = engine.clone();
+        trials.push(Trial::test(
+            format!("{}_fails_{}{on}", snake(d), g.as_str().to_ascii_lowercase()),
+            move || judge(Subject::Double(d), &engine, cluster, &[g], &[g]),
+        ));
+    }
+    let others: Vec<GateId> = mine.iter().copied().filter(|g| !fail.contains(g)).collect();
+    if !others.is_empty() {
+        let engine = engine.clone();
+        trials.push(Trial::test(
+            format!("{}_passes_the_other_gates{on}", snake(d)),
+            move || judge(Subject::Double(d), &engine, cluster, &others, &[]),
+        ));
+    }
+    if cluster {
+        let single: Shared = Arc::default();
+        trials.push(Trial::test(
+            format!("{}_passes_every_gate_on_one_engine", snake(d)),
+            move || judge(Subject::Double(d), &single, false, &mine, &[]),
+        ));
+    }
+    let ignored = d.is_python() && !python;
+    trials
+        .into_iter()
+        .map(|t| t.with_ignored_flag(ignored))
+        .collect()
 }
 
-#[test]
-fn cluster_any_database_fails_g1_on_a_cluster() {
-    judge(Some(Double::ClusterAnyDatabase));
-}
-
-#[test]
-fn load_on_seed_only_fails_on_a_cluster() {
-    judge(Some(Double::LoadOnSeedOnly));
-}
-
-#[test]
-fn ungrouped_batch_fails_g5_on_a_cluster() {
-    judge(Some(Double::UngroupedBatch));
+/// Every double is caught by some gate, and one that fails more than one gate here says why.
+fn the_table_says_why_a_double_fails_twice() -> Result<(), Failed> {
+    let mine = mine();
+    let mut wrong = Vec::new();
+    for e in TABLE {
+        let gates = gates_failing(e.double);
+        if gates.is_empty() {
+            wrong.push(format!("{:?} is caught by nothing", e.double));
+        }
+        if gates.iter().filter(|g| mine.contains(g)).count() > 1 && e.why_also.is_empty() {
+            wrong.push(format!(
+                "{:?}: say why it fails more than one gate",
+                e.double
+            ));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n").into())
+    }
 }
 
 /// On a cluster the engine itself refuses the untagged root: G4 says so.
-#[test]
-fn untagged_root_is_refused_by_the_cluster_engine() {
-    let outs = run_all(Some(Double::UntaggedRoot), true);
-    let g4 = outs.iter().find(|o| o.id == "G4").expect("G4 ran");
+fn untagged_root_is_refused_by_the_cluster_engine() -> Result<(), Failed> {
+    let e = common::cluster_engine();
+    let bundle = common::bundle();
+    let factory = Double::UntaggedRoot.factory(&bundle);
+    let ctx = GateContext {
+        seed: seed(),
+        ..common::gate_context(&e, &bundle, factory.as_ref())
+    };
+    let g4 = common::run(&ctx, GateId::G4);
     assert_eq!(g4.verdict, Verdict::Fail, "{:?}", g4.evidence);
     assert!(
-        g4.evidence
-            .iter()
-            .any(|l| l
-                .contains("the engine refused a script call that touched a key outside its slot")),
+        g4.evidence.iter().any(|l| l
+            .text
+            .contains("the engine refused a script call that touched a key outside its slot")),
         "{:?}",
         g4.evidence
     );
+    Ok(())
 }
 
-#[test]
-fn no_redirects_fails_g8_on_a_cluster() {
-    judge(Some(Double::NoRedirects));
-}
-
-#[test]
-fn skip_fence_fails_g1() {
-    judge(Some(Double::SkipFence));
-}
-
-#[test]
-fn foreign_scripts_fail_g2() {
-    judge(Some(Double::ForeignScripts));
-}
-
-#[test]
-fn load_every_call_fails_g3() {
-    judge(Some(Double::LoadEveryCall));
-}
-
-#[test]
-fn reload_on_any_error_fails_g3() {
-    judge(Some(Double::ReloadOnAnyError));
-}
-
-#[test]
-fn untagged_root_fails_g4() {
-    judge(Some(Double::UntaggedRoot));
-}
-
-#[test]
-fn short_batch_fails_g5() {
-    judge(Some(Double::ShortBatch));
-}
-
-#[test]
-fn raw_complete_fails_g8() {
-    judge(Some(Double::RawComplete));
-}
-
-#[test]
-fn enqueue_twice_fails_g8() {
-    judge(Some(Double::EnqueueTwice));
-}
-
-#[test]
-fn resend_after_lost_reply_fails_g8_and_g3() {
-    judge(Some(Double::ResendAfterLostReply));
-}
-
-#[test]
-fn ack_unsent_fails_g8() {
-    judge(Some(Double::AckUnsent));
-}
-
-#[test]
-fn swallow_connection_errors_fails_g8() {
-    judge(Some(Double::SwallowConnectionErrors));
-}
-
-/// redis-py's default retry policy, turned back on in the Python connector: skipped when the
-/// Python connector is not provisioned.
-#[test]
-fn python_retry_on_error_fails_g8() {
-    if common::python_connector().is_none() {
-        return;
-    }
-    judge(Some(Double::PythonRetryOnError));
-}
-
-/// redis-py `ClusterPipeline`'s re-send of a node's whole pipeline after a failed read, in the
-/// reference: G8's fault phase on a cluster (the proxy in front of every node) catches it.
-#[test]
-fn resend_cluster_pipeline_fails_g8_on_a_cluster() {
-    judge(Some(Double::ResendClusterPipeline));
-}
-
-#[test]
-fn ignores_ask_fails_g8_on_a_cluster() {
-    judge(Some(Double::IgnoresAsk));
-}
-
-#[test]
-fn ask_without_asking_fails_g8_on_a_cluster() {
-    judge(Some(Double::AskWithoutAsking));
-}
-
-#[test]
-fn silent_node_reconnect_fails_g8_on_a_cluster() {
-    judge(Some(Double::SilentNodeReconnect));
-}
-
-/// redis-py's cluster node pool replacing a killed connection without the fence read, in the
-/// Python connector (`--silent-node-reconnect`): skipped when it is not provisioned.
-#[test]
-fn python_silent_node_reconnect_fails_g8_on_a_cluster() {
-    if common::python_connector().is_none() {
-        return;
-    }
-    judge(Some(Double::PythonSilentNodeReconnect));
-}
-
-#[test]
-fn tryagain_as_nothing_fails_g8_on_a_cluster() {
-    judge(Some(Double::TryagainAsNothing));
-}
-
-#[test]
-fn loads_where_slot_map_says_fails_g8_on_a_cluster() {
-    judge(Some(Double::LoadsWhereSlotMapSays));
-}
-
-/// redis-py `RedisCluster`'s default retry on a connection error, kept in the Python connector
-/// (`--cluster-retry`): skipped when the Python connector is not provisioned.
-#[test]
-fn python_cluster_retry_fails_g8_on_a_cluster() {
-    if common::python_connector().is_none() {
-        return;
-    }
-    judge(Some(Double::PythonClusterRetry));
-}
-
-#[test]
-fn silent_reconnect_fails_g8() {
-    judge(Some(Double::SilentReconnect));
-}
-
-/// redis-py's pool replacing a closed connection without the fence: the Python connector with
-/// `--silent-reconnect`.
-#[test]
-fn python_silent_reconnect_fails_g8() {
-    if common::python_connector().is_none() {
-        return;
-    }
-    judge(Some(Double::PythonSilentReconnect));
-}
-
-/// The Python connector (a child process, so `Connector::kill` really kills it) passes too.
-#[test]
-fn python_connector_passes_every_gate() {
-    let Some(program) = common::python_connector() else {
-        return;
-    };
-    let bundle = Arc::new(Bundle::load_default().unwrap());
-    let factory = ChildFactory::new(ChildSpec::new([program.display().to_string()]));
-    let outs = run_with("python", &bundle, &factory, false);
-    let wrong: Vec<String> = outs
-        .iter()
-        .filter(|o| o.verdict != Verdict::Pass)
-        .map(|o| {
-            format!(
-                "{} {}: {:?}\n  {}",
-                o.id,
-                o.name,
-                o.verdict,
-                o.evidence
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n  ")
-            )
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let python = emq::settings::python_connector().is_some() || emq::settings::in_ci();
+    let mine = mine();
+    let (m1, m2, m3) = (mine.clone(), mine.clone(), mine.clone());
+    let mut trials = vec![
+        Trial::test("reference_passes_every_gate", move || {
+            judge(Subject::Reference, &Arc::default(), false, &m1, &[])
+        }),
+        Trial::test("reference_passes_every_gate_on_a_cluster", move || {
+            judge(Subject::Reference, &Arc::default(), true, &m2, &[])
+        }),
+        // A child process, so `Connector::kill` really kills it.
+        Trial::test("python_connector_passes_every_gate", move || {
+            judge(Subject::Python, &Arc::default(), false, &m3, &[])
         })
-        .collect();
-    assert!(wrong.is_empty(), "python:\n{}", wrong.join("\n"));
-}
-
-#[test]
-fn unpipelined_fails_g5() {
-    judge(Some(Double::Unpipelined));
-}
-
-#[test]
-fn fence_hset_fails_g1() {
-    judge(Some(Double::FenceHset));
-}
-
-#[test]
-fn fence_ignores_protocol_fails_g1() {
-    judge(Some(Double::FenceIgnoresProtocol));
+        .with_ignored_flag(!python),
+        Trial::test(
+            "untagged_root_is_refused_by_the_cluster_engine",
+            untagged_root_is_refused_by_the_cluster_engine,
+        ),
+        Trial::test("the_fault_proxy_acts_on_the_command_it_is_told", || {
+            the_fault_proxy_acts_on_the_command_it_is_told();
+            Ok(())
+        }),
+        Trial::test(
+            "the_table_says_why_a_double_fails_twice",
+            the_table_says_why_a_double_fails_twice,
+        ),
+    ];
+    for d in Double::all() {
+        trials.extend(double_trials(d, python));
+    }
+    libtest_mimic::run(&args, trials).exit_code()
 }
 
 /// The fault proxy, live: each fault acts on exactly the command its rule picks, also inside a
 /// pipeline, and the engine's state says which commands ran.
-#[test]
 fn the_fault_proxy_acts_on_the_command_it_is_told() {
     use emq::connector::Verbs;
     use emq::engine::admin::Admin;
     use emq::faults::{Fault, Matcher, Proxy, Rule};
     use std::time::Duration;
 
-    let e = engine();
+    let e = common::binary_engine();
     let db = 5;
     let mut direct = e.prepare_db(db).unwrap();
     let proxy = Proxy::start(&format!("{}:{}", e.host, e.port)).unwrap();

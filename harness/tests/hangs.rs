@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use emq::cmd::run::run_gates;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::connector::{Connector, Verbs};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
 use emq::error::HarnessError;
 use emq::gates::{ConnectorFactory, GateContext, GateOutcome, Verdict};
 use emq::protocol::bundle::Bundle;
@@ -99,25 +98,17 @@ fn judge(verb: &'static str, program: &Path, marker: &str) -> Judged {
     };
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let t0 = Instant::now();
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let engine = common::binary_engine();
     {
         let mut c = factory.make().expect("start the connector");
         let _ = c.hello();
     }
-    let progress = |_: &str| {};
     let big = matches!(verb, "batch" | "pipeline_probe");
     let ctx = GateContext {
-        engine: &engine,
-        bundle: &bundle,
-        factory: &factory,
         seed: 1,
         histories: 32,
         batch: if big { 100_000 } else { 20_000 },
-        progress: &progress,
+        ..common::gate_context(&engine, &bundle, &factory)
     };
     let outcomes = run_gates(&ctx, None, false, &Progress::new());
     factory.note();
@@ -147,7 +138,7 @@ fn a_hang_on_any_verb_is_judged_fail_in_seconds() {
     let marker = format!("{}-{}", std::process::id(), rand_suffix());
     // CI judges the verbs whose timeouts differ (the header's hello, a plain verb, the two with a
     // per-command allowance); EMQ_HANGS_ALL=1 judges all thirteen (about 4 minutes on 2 cores).
-    let all = std::env::var("EMQ_HANGS_ALL").is_ok_and(|v| v == "1");
+    let all = emq::settings::flag(emq::settings::HANGS_ALL);
     let verbs: Vec<&str> = VERBS
         .into_iter()
         .filter(|v| all || CI_VERBS.contains(v))
@@ -205,8 +196,16 @@ fn a_hang_on_any_verb_is_judged_fail_in_seconds() {
             j.timeouts.first().map_or("-", String::as_str)
         );
         for o in j.outcomes.iter().filter(|o| o.verdict == Verdict::Error) {
-            let why = o.evidence.iter().find(|e| e.starts_with("ERROR"));
-            let why: String = why.map_or("", |e| &**e).chars().take(160).collect();
+            let why = o
+                .evidence
+                .iter()
+                .find(|e| e.severity == emq::gates::Severity::Error);
+            let why: String = why
+                .map(ToString::to_string)
+                .unwrap_or_default()
+                .chars()
+                .take(160)
+                .collect();
             eprintln!("    {} {why}", o.id);
         }
         if j.wall > BOUND {

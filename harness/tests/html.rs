@@ -13,18 +13,18 @@ fn reports() -> PathBuf {
 }
 
 fn chromium() -> Option<PathBuf> {
-    let found = std::env::var_os("EMQ_CHROMIUM")
+    let found = emq::settings::var_os(emq::settings::CHROMIUM)
         .map(PathBuf::from)
         .into_iter()
-        .chain(std::env::var_os("PATH").into_iter().flat_map(|p| {
-            std::env::split_paths(&p)
-                .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
-                .collect::<Vec<_>>()
-        }))
+        .chain(
+            ["chromium", "chromium-browser"]
+                .into_iter()
+                .flat_map(emq::settings::on_path),
+        )
         .find(|p| p.is_file());
     if found.is_none() {
         assert!(
-            std::env::var_os("CI").is_none(),
+            !emq::settings::in_ci(),
             "CI is set but no chromium is installed: apt-get install -y chromium"
         );
         println!("skipped: no chromium on PATH (apt-get install -y chromium, or set EMQ_CHROMIUM)");

@@ -27,13 +27,12 @@ fn hashes(dir: &Path) -> BTreeMap<String, String> {
 }
 
 fn node_connector() -> Option<PathBuf> {
-    let found = std::env::var_os("EMQ_NODE_CONNECTOR")
-        .filter(|p| !p.is_empty())
+    let found = emq::settings::var_os(&emq::settings::connector_var("node"))
         .map(PathBuf::from)
         .filter(|p| p.is_file());
     if found.is_none() {
         assert!(
-            std::env::var_os("CI").is_none(),
+            !emq::settings::in_ci(),
             "CI is set but EMQ_NODE_CONNECTOR names no connector: run ci/provision"
         );
         eprintln!("skipped: no Node connector (run ci/provision, or set EMQ_NODE_CONNECTOR)");

@@ -14,7 +14,7 @@ use emq::doubles::{Double, TABLE};
 
 use emq::error::HarnessError;
 use emq::gates::g7_interleavings::{self, regressions};
-use emq::gates::{ConnectorFactory, GateContext, Verdict, gate_db, run_gate};
+use emq::gates::{ConnectorFactory, GateContext, GateId, Verdict, run_gate};
 use emq::protocol::bundle::Bundle;
 use emq::suites::cases::runner::{Mode, run_case};
 use emq::suites::model::runner::{self, Breach, Env, Options, run_history};
@@ -34,17 +34,13 @@ fn reference_passes_the_gate() {
     let e = engine();
     let b = bundle();
     let f = reference(&b);
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine: &e,
-        bundle: &b,
-        factory: &f,
         seed: 0x6507,
         histories: 256,
         batch: 0,
-        progress: &progress,
+        ..common::gate_context(&e, &b, &f)
     };
-    let gate = emq::gates::ALL.iter().find(|g| g.id == "G7").unwrap();
+    let gate = emq::gates::ALL.iter().find(|g| g.id == GateId::G7).unwrap();
     let out = run_gate(gate, &ctx);
     eprintln!("G7 evidence: {:#?}", out.evidence);
     eprintln!(
@@ -67,7 +63,7 @@ fn regressions_parse_and_replay() {
     let env = Env {
         engine: &e,
         factory: &f,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let mut admin = e.prepare_db(env.db).unwrap();
     for h in regressions() {
@@ -77,8 +73,8 @@ fn regressions_parse_and_replay() {
 
 fn caught(double: Double) {
     assert!(
-        double.entry().interleavings,
-        "{double:?}: its table entry must say interleavings"
+        emq::gates::rules::gates_failing(double).contains(&GateId::G7),
+        "{double:?}: its rules (or its table entry) must name G7"
     );
     let b = bundle();
     caught_with(&format!("{double:?}"), double.factory(&b).as_ref(), &b);
@@ -88,7 +84,10 @@ fn caught(double: Double) {
 #[test]
 fn every_interleavings_double_has_a_test() {
     let src = include_str!("interleavings.rs");
-    for e in TABLE.iter().filter(|e| e.interleavings) {
+    for e in TABLE
+        .iter()
+        .filter(|e| emq::gates::rules::gates_failing(e.double).contains(&GateId::G7))
+    {
         assert!(
             src.contains(&format!("caught(Double::{:?})", e.double))
                 || src.contains(&format!("time_caught(TimeSkew::{:?})", e.double)),
@@ -109,7 +108,7 @@ fn caught_with_message(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bu
     let env = Env {
         engine: &e,
         factory: &broken,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let report = runner::run(
         &env,
@@ -156,7 +155,7 @@ fn caught_with_message(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bu
     let env_ok = Env {
         engine: &e,
         factory: &good,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     run_history(&env_ok, &mut admin, &f.history)
         .expect("the counterexample passes on the reference");
@@ -165,10 +164,10 @@ fn caught_with_message(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bu
         .expect("the counterexample is a well-formed case");
     assert_eq!(case.id, f.case_id);
     let mut bad = broken().unwrap();
-    let r = run_case(&case, &e, gate_db("G7"), &mut bad, Mode::Check);
+    let r = run_case(&case, &e, GateId::G7.db(), &mut bad, Mode::Check);
     assert!(r.failure.is_some(), "the case passes on {breakage}");
     let mut ok = good().unwrap();
-    let r = run_case(&case, &e, gate_db("G7"), &mut ok, Mode::Check);
+    let r = run_case(&case, &e, GateId::G7.db(), &mut ok, Mode::Check);
     assert!(r.failure.is_none(), "{}", r.failure.unwrap());
     // Its history line round-trips through the regressions format.
     let line = serde_json::to_string(&f.history).unwrap();
@@ -245,7 +244,7 @@ fn the_soak_accounts_for_every_job() {
     let env = Env {
         engine: &e,
         factory: &good,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let r = soak(&env, &opts).unwrap();
     eprintln!(
@@ -263,7 +262,7 @@ fn the_soak_accounts_for_every_job() {
     let env = Env {
         engine: &e,
         factory: twice.as_ref(),
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let r = soak(&env, &opts).unwrap();
     assert!(
@@ -278,23 +277,19 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
     let e = engine();
     let b = bundle();
     let f = Double::ReapIgnoresLimit.factory(&b);
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine: &e,
-        bundle: &b,
-        factory: f.as_ref(),
         seed: 1,
         histories: 64,
         batch: 0,
-        progress: &progress,
+        ..common::gate_context(&e, &b, f.as_ref())
     };
-    let mut out = emq::gates::GateOutcome::new("G7", "interleavings");
+    let mut out = emq::gates::GateOutcome::new(GateId::G7, "interleavings");
     g7_interleavings::check(&ctx, &mut out);
     assert_eq!(out.verdict, Verdict::Fail, "{:#?}", out.evidence);
     assert!(
         out.evidence
             .iter()
-            .any(|l| l.contains("id: g7-regression-")),
+            .any(|l| l.text.contains("id: g7-regression-")),
         "{:#?}",
         out.evidence
     );
@@ -314,7 +309,7 @@ fn python_connector_agrees_with_the_model() {
     let env = Env {
         engine: &e,
         factory: &f,
-        db: gate_db("G7"),
+        db: GateId::G7.db(),
     };
     let report = runner::run(
         &env,
@@ -347,23 +342,20 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
     let e = engine();
     let b = bundle();
     let f = emq::doubles::flaky::FlakyFactory::new(&b);
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine: &e,
-        bundle: &b,
-        factory: &f,
         seed: 7,
         histories: 64,
         batch: 0,
-        progress: &progress,
+        ..common::gate_context(&e, &b, &f)
     };
-    let gate = emq::gates::ALL.iter().find(|g| g.id == "G7").unwrap();
+    let gate = emq::gates::ALL.iter().find(|g| g.id == GateId::G7).unwrap();
     let out = run_gate(gate, &ctx);
     assert_eq!(out.verdict, Verdict::Fail, "{:#?}", out.evidence);
     let line = out
         .evidence
         .iter()
-        .find(|l| l.starts_with("FAIL:"))
+        .find(|l| l.severity == emq::gates::Severity::Fail)
+        .map(|l| l.text.as_str())
         .unwrap();
     assert!(
         line.contains("did not reproduce on replay: 5 of 5 replays"),

@@ -1,11 +1,13 @@
 //! No engine outlives a killed harness: `emq-gate run` is SIGKILLed (no handler runs) while its
 //! engine is up; the engine is still there, and the next engine start removes it and says so.
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use emq::engine::cleanup::{ServerRecord, engines_dir, start_time};
-use emq::engine::{Engine, EngineChoice, EngineOptions, container};
+use emq::engine::{EngineChoice, EngineOptions, container};
 
 /// `emq-gate run` on `engine` with work enough to keep it busy until it is killed.
 fn busy_harness(engine: &str) -> Child {
@@ -68,11 +70,7 @@ fn a_sigkilled_harness_leaves_no_binary_engine() {
     );
     assert!(rec.dir.is_dir());
 
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let engine = common::binary_engine();
     let swept = engine.swept.clone().unwrap_or_default();
     eprintln!("the next engine start said: {swept}");
     assert!(
@@ -106,11 +104,7 @@ fn a_sigkilled_harness_leaves_no_cluster_node() {
             "a node of the killed harness's cluster is gone before the sweep"
         );
     }
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let engine = common::binary_engine();
     let swept = engine.swept.clone().unwrap_or_default();
     eprintln!("the next engine start said: {swept}");
     for (path, rec) in &records {
@@ -158,11 +152,7 @@ fn a_sigkilled_harness_leaves_no_container() {
     sigkill(harness);
     assert_eq!(ps(), id, "the killed harness's container is still there");
 
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Container,
-        ..EngineOptions::default()
-    })
-    .expect("container engine");
+    let engine = common::engine(EngineChoice::Container);
     let swept = engine.swept.clone().unwrap_or_default();
     eprintln!("the next engine start said: {swept}");
     assert!(

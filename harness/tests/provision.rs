@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn provisioned_server() -> Option<PathBuf> {
-    let found = std::env::var_os("EMQ_VALKEY_SERVER")
+    let found = emq::settings::var_os(emq::settings::VALKEY_SERVER)
         .map(PathBuf::from)
         .filter(|p| p.is_file());
     if found.is_none() {
         assert!(
-            std::env::var_os("CI").is_none(),
+            !emq::settings::in_ci(),
             "CI is set but EMQ_VALKEY_SERVER names no valkey-server: run ci/provision"
         );
         eprintln!("skipped: no provisioned valkey-server (run ci/provision)");

@@ -38,7 +38,7 @@ fn binary_engine_runs_every_verb() {
 
 #[test]
 fn container_engine_runs_every_verb() {
-    if std::env::var("EMQ_SKIP_CONTAINER").is_ok_and(|v| v == "1") {
+    if emq::settings::flag(emq::settings::SKIP_CONTAINER) {
         eprintln!("skipped: EMQ_SKIP_CONTAINER=1");
         return;
     }

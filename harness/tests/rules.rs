@@ -6,7 +6,9 @@
 //! G6 is judged on the rule's own cases (the ones G6 replays that enforce it); G7 on a short run
 //! of histories; the other gates are run whole.
 
-use std::collections::BTreeSet;
+mod common;
+
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +16,10 @@ use std::time::Duration;
 use emq::connector::ConnectorFactory;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::doubles::{Double, TABLE};
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::engine::Engine;
+use emq::gates::GateId;
 use emq::gates::rules::{CATALOGUE, Rule, spec_ids};
-use emq::gates::{ALL, GateContext, Verdict, run_gate};
+use emq::gates::{GateContext, Verdict};
 use emq::protocol::bundle::Bundle;
 use emq::suites::cases::format::{Case, default_dir, load_dir};
 use emq::suites::cases::runner::{Mode, run_case};
@@ -27,10 +30,6 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-fn double_named(name: &str) -> Option<Double> {
-    Double::all().find(|d| format!("{d:?}") == name)
 }
 
 /// Every must of SPEC is a rule: a sentence that says *must* or *never* declares or cites an id
@@ -70,45 +69,38 @@ fn catalogue_and_spec_name_the_same_rules() {
 fn catalogue_names_real_cases_doubles_and_gates() {
     let cases = load_dir(&default_dir()).unwrap();
     let ids: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
-    let mut named = BTreeSet::new();
+    let mut named = HashSet::new();
     for r in CATALOGUE.iter() {
         for c in r.cases {
             assert!(ids.contains(c), "{}: no case {c}", r.id);
         }
-        for g in r.gates {
-            assert!(ALL.iter().any(|x| x.id == *g), "{}: no gate {g}", r.id);
-        }
         assert!(!r.checks.is_empty(), "{}: name the checks", r.id);
         if r.breakable() {
             assert!(
-                !r.doubles.is_empty() && !r.gates.is_empty(),
+                !r.breakers().is_empty() && !r.gates.is_empty(),
                 "{}: a breakable rule needs a double and the gates that kill it",
                 r.id
             );
-            if r.gates.contains(&"G6") {
+            if r.gates.contains(&GateId::G6) {
                 assert!(!r.cases.is_empty(), "{}: G6 kills it, so name cases", r.id);
             }
         } else {
             assert!(
-                r.doubles.is_empty() && r.gates.is_empty(),
+                r.breakers().is_empty() && r.gates.is_empty(),
                 "{}: an unbreakable rule names no double",
                 r.id
             );
         }
-        for d in r.doubles {
-            if let Some(file) = d.strip_prefix("fixture:") {
-                assert!(fixture(file).is_file(), "{}: no fixture {file}", r.id);
-            } else {
-                assert!(double_named(d).is_some(), "{}: no double {d}", r.id);
-                named.insert(d.to_string());
-            }
+        for file in r.fixtures() {
+            assert!(fixture(file).is_file(), "{}: no fixture {file}", r.id);
         }
+        named.extend(r.doubles.iter().copied());
     }
     for e in TABLE {
-        let name = format!("{:?}", e.double);
         assert!(
-            named.contains(&name),
-            "{name} breaks no rule of the catalogue"
+            named.contains(&e.double),
+            "{:?} breaks no rule of the catalogue",
+            e.double
         );
     }
 }
@@ -122,15 +114,39 @@ fn python() -> String {
         )
 }
 
-fn factory(name: &str, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
-    match name.strip_prefix("fixture:") {
-        Some(file) => {
+/// What breaks a rule: a double, or a child fixture under `harness/tests/fixtures/`.
+#[derive(Clone, Copy)]
+enum Breaker {
+    Double(Double),
+    Fixture(&'static str),
+}
+
+impl Breaker {
+    fn all_of(rule: &Rule) -> Vec<Breaker> {
+        rule.doubles
+            .iter()
+            .map(|d| Breaker::Double(*d))
+            .chain(rule.fixtures().map(Breaker::Fixture))
+            .collect()
+    }
+
+    fn name(self) -> String {
+        match self {
+            Breaker::Double(d) => format!("{d:?}"),
+            Breaker::Fixture(f) => format!("fixture:{f}"),
+        }
+    }
+}
+
+fn factory(breaker: Breaker, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
+    match breaker {
+        Breaker::Fixture(file) => {
             let spec = ChildSpec::new(["python3".to_string(), fixture(file).display().to_string()])
                 .with_env("EMQ_PYTHON_CONNECTOR", python())
                 .with_timeout(Duration::from_secs(2));
             Box::new(ChildFactory::new(spec))
         }
-        None => double_named(name).expect("a double").factory(bundle),
+        Breaker::Double(d) => d.factory(bundle),
     }
 }
 
@@ -145,14 +161,15 @@ fn case_fails(case: &Case, engine: &Engine, db: u32, make: &dyn ConnectorFactory
 /// The verdict of gate `gate` on double `name`, in words; `None` when it FAILs as it must.
 fn survives(
     rule: &Rule,
-    name: &str,
-    gate: &str,
+    breaker: Breaker,
+    gate: GateId,
     engine: &Engine,
     bundle: &Arc<Bundle>,
     cases: &[Case],
 ) -> Option<String> {
-    let make = factory(name, bundle);
-    if gate == "G6" {
+    let name = breaker.name();
+    let make = factory(breaker, bundle);
+    if gate == GateId::G6 {
         let caught: Vec<&str> = rule
             .cases
             .iter()
@@ -168,18 +185,11 @@ fn survives(
             .is_empty()
             .then(|| format!("passes every case of {:?}", rule.cases));
     }
-    let progress = |_: &str| {};
     let ctx = GateContext {
-        engine,
-        bundle,
-        factory: make.as_ref(),
-        seed: 42,
         histories: 100,
-        batch: 20_000,
-        progress: &progress,
+        ..common::gate_context(engine, bundle, make.as_ref())
     };
-    let g = ALL.iter().find(|g| g.id == gate).unwrap();
-    let out = run_gate(g, &ctx);
+    let out = common::run(&ctx, gate);
     eprintln!("{} {name} {gate}: {}", rule.id, out.verdict);
     (out.verdict != Verdict::Fail).then(|| {
         format!(
@@ -197,32 +207,31 @@ fn survives(
 /// Every breakable rule: each of its doubles FAILs each gate the rule names.
 #[test]
 fn kill_matrix() {
-    let engine = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
+    let engine = common::binary_engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     // EMQ_RULES=R4.11,R5.4 narrows the run while working on a rule.
-    let only = std::env::var("EMQ_RULES").unwrap_or_default();
+    let only = emq::settings::var(emq::settings::RULES).unwrap_or_default();
     let mut survivors = Vec::new();
     let mut killed = 0;
     for rule in CATALOGUE
         .iter()
         .filter(|r| r.breakable() && !r.on_cluster())
     {
-        if !only.is_empty() && !only.split(',').any(|o| o == rule.id) {
+        if !only.is_empty() && !only.split(',').any(|o| o == rule.id.to_string()) {
             continue;
         }
-        if rule.doubles.is_empty() {
+        let breakers = Breaker::all_of(rule);
+        if breakers.is_empty() {
             survivors.push(format!("{}: no double breaks it", rule.id));
         }
-        for name in rule.doubles {
-            for gate in rule.gates {
-                match survives(rule, name, gate, &engine, &bundle, &cases) {
+        for breaker in breakers {
+            for &gate in rule.gates {
+                match survives(rule, breaker, gate, &engine, &bundle, &cases) {
                     None => killed += 1,
-                    Some(why) => survivors.push(format!("{} {name} at {gate}: {why}", rule.id)),
+                    Some(why) => {
+                        survivors.push(format!("{} {} at {gate}: {why}", rule.id, breaker.name()))
+                    }
                 }
             }
         }
@@ -239,31 +248,25 @@ fn kill_matrix() {
 /// single engine, where it is the reference connector (it breaks §8 and nothing else).
 #[test]
 fn cluster_kill_matrix() {
-    let single = Engine::start(&EngineOptions {
-        choice: EngineChoice::Binary,
-        ..EngineOptions::default()
-    })
-    .expect("binary engine (run ci/provision, or set EMQ_VALKEY_SERVER)");
-    let cluster = Engine::start(&EngineOptions {
-        choice: EngineChoice::Cluster,
-        ..EngineOptions::default()
-    })
-    .expect("cluster engine (run ci/provision: valkey-server and valkey-cli)");
+    let single = common::binary_engine();
+    let cluster = common::cluster_engine();
     let bundle = Arc::new(Bundle::load_default().unwrap());
     let cases = load_dir(&default_dir()).unwrap();
     let mut wrong = Vec::new();
     let mut killed = 0;
     for rule in CATALOGUE.iter().filter(|r| r.breakable() && r.on_cluster()) {
-        assert!(!rule.doubles.is_empty(), "{}: no double breaks it", rule.id);
-        for name in rule.doubles {
-            for gate in rule.gates {
-                match survives(rule, name, gate, &cluster, &bundle, &cases) {
+        let breakers = Breaker::all_of(rule);
+        assert!(!breakers.is_empty(), "{}: no double breaks it", rule.id);
+        for breaker in breakers {
+            let name = breaker.name();
+            for &gate in rule.gates {
+                match survives(rule, breaker, gate, &cluster, &bundle, &cases) {
                     None => killed += 1,
                     Some(why) => {
                         wrong.push(format!("{} {name} at {gate} on a cluster: {why}", rule.id))
                     }
                 }
-                if survives(rule, name, gate, &single, &bundle, &cases).is_none() {
+                if survives(rule, breaker, gate, &single, &bundle, &cases).is_none() {
                     wrong.push(format!(
                         "{} {name} at {gate}: FAILs on a single engine too, so it breaks more than §8",
                         rule.id

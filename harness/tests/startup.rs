@@ -208,7 +208,7 @@ fn a_slow_starting_connector_passes_with_few_starts() {
     let opts = RunOptions {
         engine: EngineOptions {
             choice: EngineChoice::Binary,
-            ..EngineOptions::from_env().expect("the EMQ_* environment")
+            ..emq::cmd::cli::engine_options_from_env().expect("the EMQ_* environment")
         },
         subject: Subject::Child(sleepy(&program, &mark)),
         seed: 1,

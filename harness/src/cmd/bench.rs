@@ -32,13 +32,10 @@ pub const BENCH_DB: u32 = 950;
 /// binary engine's `valkey-server`, then `PATH`.
 pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
     let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("EMQ_VALKEY_BENCHMARK").filter(|p| !p.is_empty()) {
+    if let Some(p) = crate::settings::var_os(crate::settings::VALKEY_BENCHMARK) {
         candidates.push(PathBuf::from(p));
     }
-    let cache = std::env::var_os("EMQ_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/emq")));
-    if let Some(c) = cache {
+    if let Some(c) = crate::settings::cache_dir() {
         candidates.push(c.join("valkey-9.1.2/bin/valkey-benchmark"));
     }
     if let Some(e) = engine.filter(|e| e.kind == EngineKind::Binary)
@@ -46,9 +43,7 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
     {
         candidates.push(dir.join("valkey-benchmark"));
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("valkey-benchmark")));
-    }
+    candidates.extend(crate::settings::on_path("valkey-benchmark"));
     candidates.into_iter().find(|p| p.is_file())
 }
 
@@ -194,9 +189,9 @@ pub struct CycleFigure {
 /// One gate's wall time.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateWall {
-    pub id: String,
+    pub id: crate::gates::GateId,
     pub name: String,
-    pub verdict: String,
+    pub verdict: crate::gates::Verdict,
     pub wall_ms: u64,
 }
 
@@ -400,7 +395,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         };
         for o in crate::cmd::run::run_gates(&ctx, None, false, progress) {
             gates.push(GateWall {
-                verdict: o.verdict.to_string(),
+                verdict: o.verdict,
                 wall_ms: duration_ms(o.wall),
                 id: o.id,
                 name: o.name,

@@ -6,6 +6,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cmd::run::{RunOptions, Subject};
 use crate::engine::{DEFAULT_IMAGE, EngineChoice, EngineOptions};
+use crate::error::HarnessError;
+use crate::settings;
 
 const EXIT_CODES: &str = "\
 EXIT CODES:
@@ -43,10 +45,10 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Judge by the bundle in DIR (default: the one built into emq-gate).
-    #[arg(long, global = true, env = "EMQ_BUNDLE_DIR", value_name = "DIR")]
+    #[arg(long, global = true, env = settings::BUNDLE_DIR, value_name = "DIR")]
     pub bundle: Option<PathBuf>,
     /// Replay the cases in DIR (default: the corpus built into emq-gate).
-    #[arg(long, global = true, env = "EMQ_CASES_DIR", value_name = "DIR")]
+    #[arg(long, global = true, env = settings::CASES_DIR, value_name = "DIR")]
     pub cases: Option<PathBuf>,
 }
 
@@ -94,7 +96,7 @@ pub enum Command {
         #[command(flatten)]
         engine: EngineArgs,
         /// Per-request timeout in seconds.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = TIMEOUT_SECS)]
         timeout: u64,
         /// The connector command and its arguments (after `--`).
         #[arg(last = true, required = true)]
@@ -134,7 +136,7 @@ pub enum Command {
         #[arg(long)]
         min_ratio: Option<f64>,
         /// Seed for G7 and G8 in the gate run.
-        #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
+        #[arg(long, default_value_t = SEED, env = settings::SEED)]
         seed: u64,
     },
     /// Replay cases (all, or those whose name contains FILTER) against a connector, one trial per
@@ -154,7 +156,7 @@ pub enum Command {
         #[arg(long)]
         threads: Option<usize>,
         /// Per-request timeout in seconds.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = TIMEOUT_SECS)]
         timeout: u64,
         /// Append every request and reply to FILE as JSON lines with timestamps.
         #[arg(long, value_name = "FILE")]
@@ -183,18 +185,8 @@ pub struct MatrixArgs {
     /// How each engine is booted.
     #[arg(long, value_enum, default_value = "binary")]
     pub engine: EngineChoice,
-    /// Seed for G7 and G8.
-    #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
-    pub seed: u64,
-    /// G7 histories.
-    #[arg(long, default_value_t = 256)]
-    pub histories: u32,
-    /// G5 batch size.
-    #[arg(long, default_value_t = 100_000)]
-    pub batch: i64,
-    /// Per-request timeout for a child-process connector, seconds.
-    #[arg(long, default_value_t = 10)]
-    pub timeout: u64,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Re-run with the committed matrix's connectors, engines and seed and compare verdicts,
     /// evidence, SHAs and versions (what CI runs); writes nothing.
     #[arg(long)]
@@ -220,10 +212,10 @@ impl MatrixArgs {
                 .unwrap_or_else(crate::cmd::matrix::default_connectors),
             engines: self.engines.clone(),
             kind: self.engine,
-            seed: self.seed,
-            histories: self.histories,
-            batch: self.batch,
-            timeout: self.timeout,
+            seed: self.run.seed,
+            histories: self.run.histories,
+            batch: self.run.batch,
+            timeout: self.run.timeout,
             check: self.check,
             refresh: self.refresh,
             render: self.render,
@@ -239,28 +231,72 @@ impl MatrixArgs {
 #[derive(Debug, Args)]
 pub struct EngineArgs {
     /// Which engine to judge on.
-    #[arg(long, value_enum, default_value = "auto", env = "EMQ_ENGINE")]
+    #[arg(long, value_enum, default_value = "auto", env = settings::ENGINE)]
     pub engine: EngineChoice,
     /// An existing server (engine url); never flushed when it holds foreign keys unless --allow-flush.
-    #[arg(long, env = "EMQ_ENGINE_URL")]
+    #[arg(long, env = settings::ENGINE_URL)]
     pub url: Option<String>,
     /// Let the harness flush a url database that holds keys it did not make.
-    #[arg(long, env = "EMQ_ALLOW_FLUSH")]
+    #[arg(long, env = settings::ALLOW_FLUSH)]
     pub allow_flush: bool,
     /// The container image.
-    #[arg(long, default_value = DEFAULT_IMAGE, env = "EMQ_VALKEY_IMAGE")]
+    #[arg(long, default_value = DEFAULT_IMAGE, env = settings::VALKEY_IMAGE)]
     pub image: String,
     /// The valkey-server binary (binary engine).
-    #[arg(long, env = "EMQ_VALKEY_SERVER")]
+    #[arg(long, env = settings::VALKEY_SERVER)]
     pub valkey_server: Option<PathBuf>,
     /// An engine by name (valkey-9.1, valkey-8.1, redis-7.0), through EMQ_ENGINE_<NAME>_SERVER
     /// (binary engine) or _IMAGE (container engine); wins over --valkey-server and --image.
-    #[arg(long, env = "EMQ_ENGINE_NAME", value_parser = parse_engine_name)]
+    #[arg(long, env = settings::ENGINE_NAME, value_parser = parse_engine_name)]
     pub engine_name: Option<crate::engine::named::EngineName>,
 }
 
 fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String> {
     crate::engine::named::EngineName::resolve(s)
+}
+
+/// G7 and G8's seed unless `--seed` (or [`settings::SEED`]) says otherwise.
+pub const SEED: u64 = 1;
+/// G7's history count unless `--histories` says otherwise.
+pub const HISTORIES: u32 = 256;
+/// G5's batch size unless `--batch` says otherwise (at least this many certifies).
+pub const BATCH: i64 = 100_000;
+/// A child-process connector's per-request timeout, seconds, unless `--timeout` says otherwise.
+pub const TIMEOUT_SECS: u64 = 10;
+
+/// What a gate run is judged with: shared by run, record, check and matrix.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Seed for G7 and G8.
+    #[arg(long, default_value_t = SEED, env = settings::SEED)]
+    pub seed: u64,
+    /// G7 histories.
+    #[arg(long, default_value_t = HISTORIES)]
+    pub histories: u32,
+    /// G5 batch size (at least 100 000 certifies).
+    #[arg(long, default_value_t = BATCH)]
+    pub batch: i64,
+    /// Per-request timeout for a child-process connector, seconds.
+    #[arg(long, default_value_t = TIMEOUT_SECS)]
+    pub timeout: u64,
+}
+
+/// The engine options the environment alone gives ([`EngineArgs`] with no flags: clap reads the
+/// same variables as on the command line), for tests and library callers. A bad value is an
+/// error, never a silent default.
+pub fn engine_options_from_env() -> Result<EngineOptions, HarnessError> {
+    #[derive(Debug, Parser)]
+    struct EnvOnly {
+        #[command(flatten)]
+        engine: EngineArgs,
+    }
+    EnvOnly::try_parse_from(["emq-gate"])
+        .map(|a| a.engine.options())
+        .map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("");
+            HarnessError::BadInput(first.trim_start_matches("error: ").to_string())
+        })
 }
 
 /// Flags shared by run, record and check.
@@ -272,28 +308,18 @@ pub struct Common {
     /// connector's hello name).
     #[arg(long)]
     pub name: Option<String>,
-    /// Seed for G7 and G8.
-    #[arg(long, default_value_t = 1, env = "EMQ_SEED")]
-    pub seed: u64,
-    /// G7 histories.
-    #[arg(long, default_value_t = 256)]
-    pub histories: u32,
-    /// G5 batch size (at least 100 000 certifies).
-    #[arg(long, default_value_t = 100_000)]
-    pub batch: i64,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Only these gates (e.g. G1,G5); the rest are reported ERROR.
     #[arg(long, value_delimiter = ',')]
     pub gates: Option<Vec<String>>,
-    /// Per-request timeout for a child-process connector, seconds.
-    #[arg(long, default_value_t = 10)]
-    pub timeout: u64,
     /// Judge a connector in another runtime: its command and arguments after `--`
     /// (default: the in-process reference connector).
     #[arg(last = true)]
     pub connector: Vec<String>,
     /// Where `record` writes and `check` reads (default: the checkout's reports/ around the
     /// current directory, else ./reports).
-    #[arg(long, env = "EMQ_REPORTS_DIR", value_name = "DIR")]
+    #[arg(long, env = settings::REPORTS_DIR, value_name = "DIR")]
     pub reports: Option<PathBuf>,
     /// Let `record` overwrite the record of another connector.
     #[arg(long)]
@@ -335,13 +361,13 @@ impl Common {
             } else {
                 Subject::Child(crate::cmd::sources::child_spec_logged(
                     &self.connector,
-                    self.timeout,
+                    self.run.timeout,
                     self.wire_log.as_ref(),
                 ))
             },
-            seed: self.seed,
-            histories: self.histories,
-            batch: self.batch,
+            seed: self.run.seed,
+            histories: self.run.histories,
+            batch: self.run.batch,
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
         }

@@ -37,8 +37,7 @@ pub struct MatrixOptions {
 pub fn default_connectors() -> Vec<String> {
     let mut out = vec!["reference".to_string(), "python".to_string()];
     for label in ["node", "go", "elixir"] {
-        let var = format!("EMQ_{}_CONNECTOR", label.to_ascii_uppercase());
-        if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
+        if crate::settings::var_os(&crate::settings::connector_var(label)).is_some() {
             out.push(label.into());
         }
     }
@@ -50,19 +49,13 @@ pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
     if label == "reference" {
         return Ok(Subject::Reference);
     }
-    let var = format!(
-        "EMQ_{}_CONNECTOR",
-        label.to_ascii_uppercase().replace(['-', '.'], "_")
-    );
-    let cmd = std::env::var(&var)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            HarnessError::BadInput(format!(
-                "connector {label:?}: {var} is not set (run ci/provision and source ~/.cache/emq/env, \
+    let var = crate::settings::connector_var(label);
+    let cmd = crate::settings::var(&var).ok_or_else(|| {
+        HarnessError::BadInput(format!(
+            "connector {label:?}: {var} is not set (run ci/provision and source ~/.cache/emq/env, \
                  or leave {label} out with --connectors)"
-            ))
-        })?;
+        ))
+    })?;
     Ok(Subject::Child(crate::cmd::sources::child_spec(
         &[cmd],
         timeout,

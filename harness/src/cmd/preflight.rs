@@ -8,9 +8,9 @@ use crate::error::HarnessError;
 
 /// Every id in `only` must name a gate (`G1`..`G8`, any case).
 pub fn gate_ids(only: Option<&[String]>) -> Result<(), HarnessError> {
-    let known: Vec<&str> = crate::gates::ALL.iter().map(|g| g.id).collect();
+    let known: Vec<&str> = crate::gates::ALL.iter().map(|g| g.id.as_str()).collect();
     for id in only.unwrap_or_default() {
-        if !known.iter().any(|k| k.eq_ignore_ascii_case(id.trim())) {
+        if id.parse::<crate::gates::GateId>().is_err() {
             return Err(HarnessError::BadInput(format!(
                 "--gates: unknown gate {id:?} (known: {})",
                 known.join(", ")

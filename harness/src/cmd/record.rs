@@ -25,7 +25,7 @@ fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessErro
             let bundle = Arc::new(Bundle::load_default()?);
             let mut c = factory(subject, &bundle)
                 .make()
-                .map_err(|e| HarnessError::BadInput(format!("cannot start the connector: {e}")))?;
+                .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
             let name = c
                 .hello()
                 .map(|i| i.name)

@@ -56,7 +56,7 @@ fn header(
     // hello is judged (and fails) like any other.
     let mut connector = factory
         .make()
-        .map_err(|e| HarnessError::BadInput(format!("cannot start the connector: {e}")))?;
+        .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
     let (name, version, language) = match connector.hello() {
         Ok(i) => (i.name, i.version, i.language),
         Err(e) => (format!("<no hello: {e}>"), String::new(), String::new()),
@@ -128,7 +128,7 @@ pub fn run_gates(
     let mut outcomes = Vec::new();
     let mut stopped = false;
     for gate in &crate::gates::ALL {
-        let selected = only.is_none_or(|o| o.iter().any(|g| g.eq_ignore_ascii_case(gate.id)));
+        let selected = only.is_none_or(|o| o.iter().any(|g| g.parse() == Ok(gate.id)));
         let outcome = if stopped {
             let mut o = GateOutcome::new(gate.id, gate.name);
             o.error("not run (--fail-fast)");

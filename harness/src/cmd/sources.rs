@@ -76,7 +76,7 @@ pub fn with_bundle_env(spec: ChildSpec) -> ChildSpec {
     let version = Bundle::load(&dir)
         .map(|b| b.manifest.bundle)
         .unwrap_or_default();
-    spec.with_env("EMQ_BUNDLE_DIR", dir.display().to_string())
+    spec.with_env(crate::settings::BUNDLE_DIR, dir.display().to_string())
         .with_env("EMQ_BUNDLE_VERSION", version)
 }
 

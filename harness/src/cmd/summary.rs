@@ -16,9 +16,8 @@ pub fn summary(files: &[PathBuf], json: bool) -> Result<Code, HarnessError> {
     for f in files {
         let text =
             std::fs::read_to_string(f).map_err(|e| HarnessError::io(f.display().to_string(), e))?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            HarnessError::BadInput(format!("{}:{}:{}: {e}", f.display(), e.line(), e.column()))
-        })?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| HarnessError::located(f, e.line() as u64, e.column() as u64, e))?;
         if value.get("cells").is_some() {
             matrices.push(Matrix::load(f)?);
         } else if value.get("header").is_some() {

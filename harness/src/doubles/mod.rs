@@ -1,43 +1,65 @@
 //! Deliberately broken connectors, all in one place, each named for the one thing it breaks and
-//! listed in [`TABLE`] with the gates that must catch it. The self-tests run every entry through
-//! the gate and require exactly that (`tests/gates.rs`, `tests/interleavings.rs`,
-//! `tests/case_doubles.rs`); a test also keeps the table and the tests in step.
+//! listed in [`TABLE`]. Which gates must FAIL each is declared once: the rule catalogue
+//! (`crate::gates::rules`) names the doubles that break each rule and the gates that enforce it,
+//! and a table entry adds the gates that fail it for another reason (`also`). The self-tests run
+//! every double through those gates (`tests/gates.rs`, generated from them; `tests/rules.rs`,
+//! `tests/interleavings.rs`, `tests/case_doubles.rs`).
 //!
-//! Several kinds; the production reference connector's only departures are [`crate::connector::reference::Quirks`] flags, all off outside a double:
-//! - **rewriters** ([`rewrite`]): wrap a correct connector and change requests or replies on the
+//! The names ([`Double`]) and the table compile always; the connectors only with the feature
+//! `doubles`. The production reference connector's only departures are
+//! `crate::connector::reference::Quirks` flags, all off outside a double. Seven kinds, one module
+//! each:
+//! - **rewriters** (`rewrite`): wrap a correct connector and change requests or replies on the
 //!   way (a short batch, an ignored token, a duplicated enqueue);
-//! - **lowerings** ([`wire`]): use the reference connector's doubles-only lowering API
+//! - **lowerings** (`wire`): use the reference connector's doubles-only lowering API
 //!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
-//!   feature, to send the wrong thing on the wire.
-//!
-//! - **rule breakers** ([`broken`]): one per numbered SPEC rule not already broken above; the rule
-//!   catalogue (`crate::gates::rules`) names which double breaks which rule, and `tests/rules.rs`
-//!   requires the named gates to FAIL it. Wire rules are broken by child fixtures
-//!   (`harness/tests/fixtures/wire_*.py`) that forward to the Python connector.
-//!
-//! - **a failure that does not reproduce** ([`flaky`]): one wrong reply in a factory's life, for
+//!   feature, to send the wrong thing on the wire;
+//! - **rule breakers** (`broken`): one per numbered SPEC rule not already broken elsewhere. Wire
+//!   rules are broken by child fixtures (`harness/tests/fixtures/wire_*.py`, the catalogue's
+//!   `FIXTURES`) that forward to the Python connector;
+//! - **fault mishandlers** (`faults`): a failed connection answered wrongly (a re-send, a made-up
+//!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
+//! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
+//!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
+//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node;
+//! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
 //! Child-process misbehaviour (hangs, garbage, wrong `seq`, early exits) is exercised by the
 //! Python fixtures listed in [`CHILD_FIXTURES`].
 
+// The connectors themselves only with the feature; the names and the table always (the rule
+// catalogue names the doubles that break each rule, and `emq-gate rules` prints them).
+#[cfg(feature = "doubles")]
 pub mod broken;
+#[cfg(feature = "doubles")]
 pub mod cluster;
+#[cfg(feature = "doubles")]
 pub mod faults;
+#[cfg(feature = "doubles")]
 pub mod flaky;
+#[cfg(feature = "doubles")]
 pub mod rewrite;
 mod table;
+#[cfg(feature = "doubles")]
 pub mod time;
+#[cfg(feature = "doubles")]
 pub mod wire;
 
 pub use table::{Entry, TABLE};
 
+#[cfg(feature = "doubles")]
 use std::sync::Arc;
 
+#[cfg(feature = "doubles")]
 use crate::connector::child::{ChildFactory, ChildSpec};
+#[cfg(feature = "doubles")]
 use crate::connector::reference::{Ask, Quirks, Reference};
+#[cfg(feature = "doubles")]
 use crate::connector::{Connector, ConnectorFactory};
+#[cfg(feature = "doubles")]
 use crate::error::HarnessError;
+#[cfg(feature = "doubles")]
 use crate::protocol::bundle::Bundle;
 
 /// One deliberately broken connector.
@@ -166,6 +188,15 @@ impl Double {
         TABLE.iter().map(|e| e.double)
     }
 
+    /// True for a double the Python connector plays (with a broken-on-purpose flag): it needs
+    /// `EMQ_PYTHON_CONNECTOR`.
+    pub fn is_python(self) -> bool {
+        matches!(
+            self,
+            Self::PythonRetryOnError | Self::PythonSilentReconnect | Self::PythonClusterRetry
+        )
+    }
+
     /// Its table entry.
     pub fn entry(self) -> &'static Entry {
         TABLE
@@ -175,6 +206,7 @@ impl Double {
     }
 
     /// A fresh, unconnected instance over `bundle`.
+    #[cfg(feature = "doubles")]
     pub fn make(self, bundle: &Bundle) -> Box<dyn Connector + Send> {
         use broken::{Check, Lenient};
         use rewrite::{Rewrite, Rewriter};
@@ -299,6 +331,7 @@ impl Double {
     }
 
     /// A factory of this double.
+    #[cfg(feature = "doubles")]
     pub fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
         if let (Self::PythonRetryOnError, Some(f)) = (self, python_flag_factory("--retry-on-error"))
         {
@@ -326,6 +359,7 @@ impl Double {
 }
 
 /// One connector of [`python_flag_factory`], or one that says why there is none.
+#[cfg(feature = "doubles")]
 fn python_double(flag: &str) -> Box<dyn Connector + Send> {
     match python_flag_factory(flag) {
         Some(f) => f
@@ -339,6 +373,7 @@ fn python_double(flag: &str) -> Box<dyn Connector + Send> {
 
 /// The Python connector with a broken-on-purpose `flag`, when it is provisioned, running this
 /// repository's `connectors/python` package.
+#[cfg(feature = "doubles")]
 fn python_flag_factory(flag: &str) -> Option<ChildFactory> {
     let program = faults::python_connector()?;
     // This repository's package first, whichever checkout the venv was installed from.

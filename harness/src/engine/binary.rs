@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::engine::cleanup::{Guard, record_server, register_pid};
 use crate::engine::server_flags;
 use crate::error::HarnessError;
+use crate::settings;
 
 /// A running server; killed on drop.
 pub struct Running {
@@ -34,18 +35,13 @@ pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
         };
     }
     let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("EMQ_VALKEY_SERVER").filter(|p| !p.is_empty()) {
+    if let Some(p) = settings::var_os(settings::VALKEY_SERVER) {
         candidates.push(PathBuf::from(p));
     }
-    let cache = std::env::var_os("EMQ_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/emq")));
-    if let Some(c) = cache {
+    if let Some(c) = settings::cache_dir() {
         candidates.push(c.join("valkey-9.1.2/bin/valkey-server"));
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("valkey-server")));
-    }
+    candidates.extend(settings::on_path("valkey-server"));
     candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
         HarnessError::Engine(
             "no valkey-server found: run ci/provision or set EMQ_VALKEY_SERVER".into(),
@@ -74,8 +70,9 @@ pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Runni
 /// True when a server could not listen on a port it was given: another process took the port
 /// between [`free_port`] and the server's own bind (a fault proxy's ephemeral port, say).
 pub(crate) fn is_port_clash(e: &HarnessError) -> bool {
-    let m = e.to_string();
-    m.contains("Failed listening on port") || m.contains("Address already in use")
+    matches!(e, HarnessError::ServerExited { last_line, .. }
+        if last_line.contains("Failed listening on port")
+            || last_line.contains("Address already in use"))
 }
 
 /// How many times a server is started afresh, on new ports, after a port clash.
@@ -134,10 +131,11 @@ fn start_once(path: &Path, password: &str, extra: &[String]) -> Result<Running, 
         if let Ok(Some(status)) = running.child.try_wait() {
             let log =
                 std::fs::read_to_string(running._dir.path().join("valkey.log")).unwrap_or_default();
-            let last = log.lines().last().unwrap_or("").to_string();
-            return Err(HarnessError::Engine(format!(
-                "valkey-server exited ({status}): {last}"
-            )));
+            return Err(HarnessError::ServerExited {
+                program: "valkey-server",
+                status: status.to_string(),
+                last_line: log.lines().last().unwrap_or("").to_string(),
+            });
         }
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             // The server may have failed to bind another port (a cluster bus) and not exited yet:
@@ -185,12 +183,23 @@ mod port_tests {
 
     #[test]
     fn a_port_taken_by_another_process_is_a_clash_and_other_errors_are_not() {
-        let clash = HarnessError::Engine(
-            "valkey-server exited (exit status: 1): 26703:M 01 Dec 2026 16:51:32.387 # Failed listening on port 41983 (cluster), aborting.".into(),
+        let exited = |last_line: &str| HarnessError::ServerExited {
+            program: "valkey-server",
+            status: "exit status: 1".into(),
+            last_line: last_line.into(),
+        };
+        let clash = exited(
+            "26703:M 01 Dec 2026 16:51:32.387 # Failed listening on port 41983 (cluster), aborting.",
         );
         assert!(is_port_clash(&clash));
+        assert_eq!(
+            clash.to_string(),
+            "engine: valkey-server exited (exit status: 1): 26703:M 01 Dec 2026 16:51:32.387 # \
+             Failed listening on port 41983 (cluster), aborting."
+        );
+        assert!(!is_port_clash(&exited("Bad directive")));
         assert!(!is_port_clash(&HarnessError::Engine(
-            "valkey-server exited (exit status: 1): Bad directive".into()
+            "Failed listening on port 1 in another message".into()
         )));
     }
 }

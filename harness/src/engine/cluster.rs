@@ -78,11 +78,9 @@ pub fn locate_cli(server: &Path) -> Result<PathBuf, HarnessError> {
     if beside.is_file() {
         return Ok(beside);
     }
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("valkey-cli"))
-            .find(|p| p.is_file())
-    });
+    let on_path = crate::settings::on_path("valkey-cli")
+        .into_iter()
+        .find(|p| p.is_file());
     on_path.ok_or_else(|| {
         HarnessError::Engine(format!(
             "no valkey-cli beside {} or on PATH: the cluster is created with it",

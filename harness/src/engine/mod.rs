@@ -78,8 +78,9 @@ pub struct EngineOptions {
     pub allow_flush: bool,
 }
 
-/// The defaults, and nothing else: reading the environment is [`EngineOptions::from_env`]'s job
-/// (and the CLI's, through clap's `env`), so a default never depends on where it runs.
+/// The defaults, and nothing else: reading the environment is the command line's job (clap's
+/// `env`, also behind `cmd::cli::engine_options_from_env`), so a default never depends on where
+/// it runs.
 impl Default for EngineOptions {
     fn default() -> Self {
         Self {
@@ -89,38 +90,6 @@ impl Default for EngineOptions {
             valkey_server: None,
             allow_flush: false,
         }
-    }
-}
-
-impl EngineOptions {
-    /// Options from the environment (for tests and library callers; the CLI reads the same
-    /// variables through clap): `EMQ_ENGINE`, `EMQ_ENGINE_URL`, `EMQ_VALKEY_IMAGE`,
-    /// `EMQ_VALKEY_SERVER`, `EMQ_ALLOW_FLUSH`. A bad value is an error, never a silent default.
-    pub fn from_env() -> Result<Self, HarnessError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
-        let mut o = Self::default();
-        if let Some(kind) = var("EMQ_ENGINE") {
-            o.choice = <EngineChoice as clap::ValueEnum>::from_str(&kind, true).map_err(|_| {
-                HarnessError::BadInput(format!(
-                    "EMQ_ENGINE={kind}: expected auto, container, binary, url or cluster"
-                ))
-            })?;
-        }
-        o.url = var("EMQ_ENGINE_URL");
-        if let Some(image) = var("EMQ_VALKEY_IMAGE") {
-            o.image = image;
-        }
-        o.valkey_server = var("EMQ_VALKEY_SERVER").map(PathBuf::from);
-        o.allow_flush = match var("EMQ_ALLOW_FLUSH").as_deref() {
-            None | Some("0") | Some("false") => false,
-            Some("1") | Some("true") => true,
-            Some(v) => {
-                return Err(HarnessError::BadInput(format!(
-                    "EMQ_ALLOW_FLUSH={v}: expected 1 or 0"
-                )));
-            }
-        };
-        Ok(o)
     }
 }
 

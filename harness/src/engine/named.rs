@@ -37,17 +37,7 @@ pub struct EngineName {
 
 /// `valkey-9.1` → `EMQ_ENGINE_VALKEY_9_1`.
 pub fn var_prefix(name: &str) -> String {
-    let up: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("EMQ_ENGINE_{up}")
+    crate::settings::engine_var_prefix(name)
 }
 
 /// The name a product and version go by: `valkey` `9.1.2` → `valkey-9.1`.
@@ -59,14 +49,8 @@ pub fn name_of(product: &str, version: &str) -> String {
 /// The names the environment knows (`EMQ_ENGINE_*_SERVER` / `_IMAGE`), lower-cased back, for
 /// error messages.
 pub fn known_names() -> Vec<String> {
-    let mut out: Vec<String> = std::env::vars()
-        .filter_map(|(k, v)| {
-            let rest = k.strip_prefix("EMQ_ENGINE_")?;
-            let stem = rest
-                .strip_suffix("_SERVER")
-                .or_else(|| rest.strip_suffix("_IMAGE"))?;
-            (!v.is_empty()).then_some(stem.to_string())
-        })
+    let mut out: Vec<String> = crate::settings::engine_var_stems()
+        .into_iter()
         .map(|stem| {
             // VALKEY_9_1 → valkey-9.1: the first `_` is the product's dash, the rest are dots.
             let lower = stem.to_ascii_lowercase();
@@ -98,7 +82,7 @@ impl EngineName {
             return Ok(e);
         }
         let prefix = var_prefix(&name);
-        let var = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+        let var = crate::settings::var;
         let server = var(&format!("{prefix}_SERVER")).map(PathBuf::from);
         let image = var(&format!("{prefix}_IMAGE"));
         if server.is_none() && image.is_none() {

@@ -95,7 +95,10 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         .warm(2, crate::connector::starts::StartReason::Concurrent);
     let m = &ctx.bundle.manifest;
     if !admin.hgetall(FENCE_KEY)?.is_empty() {
-        return Err(format!("database {db} still holds a fence after the flush").into());
+        return Err(GateError::Dirty {
+            db,
+            what: "a fence",
+        });
     }
 
     // 1. Fresh database: the first connect installs; every connect reads first.
@@ -157,7 +160,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         out.figure("workload_error", e.message);
     }
     if obs.all.is_empty() {
-        return Err("MONITOR saw nothing".into());
+        return Err(GateError::Unobserved("saw nothing"));
     }
     judge_install(&obs, out);
     if ctx.engine.is_cluster() {
@@ -195,7 +198,10 @@ fn cluster_urls(
     url: &crate::engine::Target,
 ) -> Result<(), GateError> {
     let Some(base) = url.url.strip_suffix("/0") else {
-        return Err(format!("the cluster url {} does not end in /0", url.url).into());
+        return Err(GateError::instrument(format!(
+            "the cluster url {} does not end in /0",
+            url.url
+        )));
     };
     let mut c = ctx.factory.make()?;
     let three = crate::engine::Target {

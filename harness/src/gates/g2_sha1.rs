@@ -116,7 +116,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     }
     out.figure("script_loads_seen", bodies);
     if sent.is_empty() && foreign.is_empty() {
-        return Err("MONITOR saw no script from the connector".into());
+        return Err(GateError::Unobserved("saw no script from the connector"));
     }
     out.none_of(
         &foreign,

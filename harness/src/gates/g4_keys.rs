@@ -219,7 +219,9 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     }
     out.figure("script_calls_observed", calls);
     if calls == 0 {
-        return Err("MONITOR showed no command run inside a script".into());
+        return Err(GateError::Unobserved(
+            "showed no command run inside a script",
+        ));
     }
     // Coverage is reported, not judged here: a script that is not the bundle's is G2's and
     // G8's finding, a transition done without its script G3's and G8's.

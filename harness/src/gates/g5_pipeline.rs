@@ -42,7 +42,7 @@ fn reads_each(admin: &mut crate::engine::admin::Admin) -> Result<Vec<i64>, GateE
             stats
                 .get("total_reads_processed")
                 .and_then(|v| v.parse().ok())
-                .ok_or_else(|| GateError::from("INFO stats has no total_reads_processed"))
+                .ok_or_else(|| GateError::instrument("INFO stats has no total_reads_processed"))
         })
         .collect()
 }
@@ -170,10 +170,9 @@ fn proxy_for<'a>(
 ) -> Result<(&'a crate::faults::Proxy, crate::engine::Target), GateError> {
     if ctx.engine.is_cluster() {
         let port = admin.primaries()[admin.shard_of(key)];
-        let p = ctx
-            .engine
-            .node_proxy(port)
-            .ok_or_else(|| GateError::from(format!("no proxy in front of the node at {port}")))?;
+        let p = ctx.engine.node_proxy(port).ok_or_else(|| {
+            GateError::instrument(format!("no proxy in front of the node at {port}"))
+        })?;
         return Ok((p, url.clone()));
     }
     let (p, through) = ctx.proxied(url)?;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::gates::{GateContext, GateOutcome};
+use crate::gates::{GateContext, GateId, GateOutcome};
 use crate::suites::model::history::History;
 use crate::suites::model::runner::{self, Env, Failure, Options, Report, parse_regressions};
 use crate::suites::model::soak::{SoakOptions, soak};
@@ -14,7 +14,7 @@ use crate::suites::model::soak::{SoakOptions, soak};
 pub const REGRESSIONS: &str = include_str!("../../tests/interleavings-regressions.txt");
 
 /// The env var naming a directory a counterexample case is written to.
-pub const CASE_OUT_ENV: &str = "EMQ_G7_CASE_OUT";
+pub const CASE_OUT_ENV: &str = crate::settings::G7_CASE_OUT;
 
 /// Shrinking is bounded in time and steps.
 pub const MAX_SHRINK_TIME: Duration = Duration::from_secs(60);
@@ -34,7 +34,7 @@ pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessE
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
-        db: ctx.db_of("G7"),
+        db: ctx.db_of(GateId::G7),
     };
     runner::run(
         &env,
@@ -102,7 +102,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
-        db: ctx.db_of("G7"),
+        db: ctx.db_of(GateId::G7),
     };
     let opts = SoakOptions {
         workers: SOAK_WORKERS,
@@ -143,7 +143,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
 /// Where a failure's whole original history is kept: `$EMQ_G7_CASE_OUT`, else a directory under
 /// the system's temp dir that outlives the run (the run's own temp dir does not).
 fn failure_dir() -> std::path::PathBuf {
-    std::env::var_os(CASE_OUT_ENV).map_or_else(
+    crate::settings::var_os(CASE_OUT_ENV).map_or_else(
         || std::env::temp_dir().join("emq-gate-g7"),
         std::path::PathBuf::from,
     )

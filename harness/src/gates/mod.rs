@@ -23,7 +23,9 @@ use crate::engine::Engine;
 use crate::engine::admin::Admin;
 use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
+pub use crate::protocol::gate::GateId;
 
+// The record spells it (`PASS`, its `Display`) in report/spelling.rs.
 /// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
@@ -31,16 +33,6 @@ pub enum Verdict {
     Pass,
     Fail,
     Error,
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Pass => "PASS",
-            Self::Fail => "FAIL",
-            Self::Error => "ERROR",
-        })
-    }
 }
 
 /// What a line of evidence says: a fact that held, a violation (the gate fails), or why the gate
@@ -53,40 +45,27 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// How the record spells it: the line's prefix (none for a fact that held).
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Self::Held => "",
-            Self::Fail => "FAIL: ",
-            Self::Error => "ERROR: ",
-        }
-    }
-
     /// True for a violation or an error.
     pub fn is_violation(self) -> bool {
         self != Self::Held
     }
 }
 
-/// One line of evidence: its severity and its text. It reads as the line the record holds
-/// (`FAIL: ...`), so it compares and prints as text; the severity is data, never parsed back
-/// except where a record is read from JSON ([`Evidence`]'s `Deserialize`).
+/// One line of evidence: its severity and its text. The record spells it as one line, the
+/// severity as a prefix (`FAIL: ...`; its `Display`, `Serialize` and `Deserialize`):
+/// `report/spelling.rs`, the one place a prefix is written or read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Evidence {
     pub severity: Severity,
-    /// The text without the prefix.
+    /// The text, without a prefix.
     pub text: String,
-    /// The line as the record holds it: the prefix and the text.
-    line: String,
 }
 
 impl Evidence {
     pub fn new(severity: Severity, text: impl Into<String>) -> Self {
-        let text = text.into();
         Self {
-            line: format!("{}{text}", severity.prefix()),
             severity,
-            text,
+            text: text.into(),
         }
     }
 
@@ -101,72 +80,16 @@ impl Evidence {
     }
 }
 
-impl std::ops::Deref for Evidence {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.line
-    }
-}
-
-impl std::fmt::Display for Evidence {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.line)
-    }
-}
-
 impl From<&str> for Evidence {
     fn from(s: &str) -> Self {
         Self::held(s)
     }
 }
 
-impl Serialize for Evidence {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.line)
-    }
-}
-
-/// A record's evidence line read back from JSON: the one place a prefix is read.
-impl<'de> Deserialize<'de> for Evidence {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let line = String::deserialize(d)?;
-        for severity in [Severity::Fail, Severity::Error] {
-            if let Some(text) = line.strip_prefix(severity.prefix()) {
-                return Ok(Self::new(severity, text));
-            }
-        }
-        Ok(Self::held(line))
-    }
-}
-
-impl schemars::JsonSchema for Evidence {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Evidence".into()
-    }
-    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let mut s = String::json_schema(g);
-        s.insert(
-            "description".into(),
-            "One line of evidence: a fact that held, or `FAIL: ` / `ERROR: ` and a violation."
-                .into(),
-        );
-        s
-    }
-}
-
-/// Evidence as the record's lines, one per line of text.
-pub fn lines(evidence: &[Evidence]) -> String {
-    evidence
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// One gate's result. `evidence` is stable (committed, compared in CI); `figures` are volatile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateOutcome {
-    pub id: String,
+    pub id: GateId,
     pub name: String,
     pub verdict: Verdict,
     pub evidence: Vec<Evidence>,
@@ -191,9 +114,9 @@ pub struct CaseOutcome {
 
 impl GateOutcome {
     /// Starts an outcome with no evidence yet.
-    pub fn new(id: &str, name: &str) -> Self {
+    pub fn new(id: GateId, name: &str) -> Self {
         Self {
-            id: id.into(),
+            id,
             name: name.into(),
             verdict: Verdict::Pass,
             evidence: Vec::new(),
@@ -280,11 +203,26 @@ pub enum GateError {
     /// A connector call the gate needed in order to set up (not the behaviour under judgement).
     #[error("connector: {0}")]
     Connector(#[from] crate::error::ConnectorError),
-    /// The instrument saw something it cannot judge (MONITOR saw nothing, a dirty database).
+    /// MONITOR showed none of what the gate judges (`what`: "nothing", "no script from the
+    /// connector", ...): a broken instrument, not a connector that did nothing wrong.
+    #[error("MONITOR {0}")]
+    Unobserved(&'static str),
+    /// The gate's database, just flushed, still holds something.
+    #[error("database {db} still holds {what} after the flush")]
+    Dirty { db: u32, what: &'static str },
+    /// The instrument saw something else it cannot judge.
     #[error("{0}")]
     Instrument(String),
 }
 
+impl GateError {
+    pub fn instrument(why: impl Into<String>) -> Self {
+        Self::Instrument(why.into())
+    }
+}
+
+// Only for gates/g8 until its instrument errors are named (`GateError::instrument` or a variant
+// above); every other gate says which error it means.
 impl From<String> for GateError {
     fn from(s: String) -> Self {
         Self::Instrument(s)
@@ -320,18 +258,22 @@ pub struct GateDb {
 }
 
 impl GateContext<'_> {
-    /// The database gate `id` owns: its own on a single engine; on a cluster, database 0 (the
-    /// only one, SPEC §8), flushed by each gate.
-    pub fn db_of(&self, id: &str) -> u32 {
-        if self.engine.is_cluster() {
-            0
-        } else {
-            gate_db(id)
-        }
+    /// The database gate `id` owns: its own on a single engine ([`GateId::db`]); on a cluster,
+    /// database 0 (the only one, SPEC §8), flushed by each gate.
+    pub fn db_of(&self, id: GateId) -> u32 {
+        if self.engine.is_cluster() { 0 } else { id.db() }
     }
 
     /// The database gate `id` owns, flushed, with an admin on it: every gate's first step.
-    pub fn database(&self, id: &str) -> Result<GateDb, GateError> {
+    /// `id` is a [`GateId`] (or, until every gate passes one, its text).
+    pub fn database<G>(&self, id: G) -> Result<GateDb, GateError>
+    where
+        G: TryInto<GateId>,
+        G::Error: std::fmt::Display,
+    {
+        let id = id
+            .try_into()
+            .map_err(|e| GateError::Instrument(e.to_string()))?;
         let db = self.db_of(id);
         Ok(GateDb {
             db,
@@ -348,7 +290,7 @@ impl GateContext<'_> {
     ) -> Result<(crate::faults::Proxy, crate::engine::Target), GateError> {
         let (host, port) = (&self.engine.host, self.engine.port);
         let proxy = crate::faults::Proxy::start(&format!("{host}:{port}"))
-            .map_err(|e| GateError::Instrument(format!("the fault proxy did not start: {e}")))?;
+            .map_err(|e| GateError::instrument(format!("the fault proxy did not start: {e}")))?;
         let through = crate::engine::Target::single(proxy.url_for(&url.url, host, port));
         Ok((proxy, through))
     }
@@ -372,14 +314,9 @@ impl GateContext<'_> {
     }
 }
 
-/// The database each gate owns on a booted engine, so gates never see each other's keys.
-pub fn gate_db(id: &str) -> u32 {
-    900 + id.trim_start_matches('G').parse::<u32>().unwrap_or(0)
-}
-
 /// One gate: id, name, and its check.
 pub struct Gate {
-    pub id: &'static str,
+    pub id: GateId,
     pub name: &'static str,
     pub run: fn(&GateContext<'_>, &mut GateOutcome),
 }
@@ -390,7 +327,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let t0 = Instant::now();
     // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
     ctx.factory.reset();
-    ctx.factory.enter(gate.id);
+    ctx.factory.enter(gate.id.as_str());
     ctx.engine.mark_health();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
@@ -412,7 +349,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     out.wall = t0.elapsed();
     // Processes started for this gate (issue #24); absent for an in-process connector.
     if let Some(starts) = ctx.factory.starts() {
-        let by_reason = starts.in_gate(gate.id);
+        let by_reason = starts.in_gate(gate.id.as_str());
         out.figure("connector_starts", by_reason.values().sum::<u64>());
         out.figure("connector_starts_by_reason", serde_json::json!(by_reason));
     }
@@ -422,42 +359,42 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
 /// G1–G8, in the order the record lists them.
 pub const ALL: [Gate; 8] = [
     Gate {
-        id: "G1",
+        id: GateId::G1,
         name: "fence",
         run: g1_fence::check,
     },
     Gate {
-        id: "G2",
+        id: GateId::G2,
         name: "sha1",
         run: g2_sha1::check,
     },
     Gate {
-        id: "G3",
+        id: GateId::G3,
         name: "evalsha-first",
         run: g3_evalsha::check,
     },
     Gate {
-        id: "G4",
+        id: GateId::G4,
         name: "declared-keys",
         run: g4_keys::check,
     },
     Gate {
-        id: "G5",
+        id: GateId::G5,
         name: "pipeline",
         run: g5_pipeline::check,
     },
     Gate {
-        id: "G6",
+        id: GateId::G6,
         name: "cases",
         run: g6_cases::check,
     },
     Gate {
-        id: "G7",
+        id: GateId::G7,
         name: "interleavings",
         run: g7_interleavings::check,
     },
     Gate {
-        id: "G8",
+        id: GateId::G8,
         name: "atomicity",
         run: g8::check,
     },

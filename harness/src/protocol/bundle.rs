@@ -65,9 +65,7 @@ pub fn default_dir() -> PathBuf {
     if let Some(d) = CHOSEN_DIR.get() {
         return d.clone();
     }
-    std::env::var_os("EMQ_BUNDLE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::repo_relative("bundle"))
+    crate::settings::bundle_dir().unwrap_or_else(|| crate::repo_relative("bundle"))
 }
 
 /// Lower-case hex sha1.

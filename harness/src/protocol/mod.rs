@@ -3,5 +3,6 @@
 
 pub mod bundle;
 pub mod embedded;
+pub mod gate;
 pub mod grammar;
 pub mod keyspace;

@@ -27,7 +27,7 @@ pub struct Cell {
     pub passed: usize,
     pub total: usize,
     /// Each gate's verdict, in order: `("G1", PASS)`.
-    pub gates: Vec<(String, Verdict)>,
+    pub gates: Vec<(crate::gates::GateId, Verdict)>,
     /// `G8 atomicity: <the first violation>`, or the infrastructure error.
     pub first_violation: Option<String>,
     /// `echomq-python 0.1.0`.
@@ -90,7 +90,7 @@ impl Cell {
                     summary: format!("{verdict} {}/{}", r.footer.passed, r.footer.total),
                     passed: r.footer.passed,
                     total: r.footer.total,
-                    gates: r.gates.iter().map(|g| (g.id.clone(), g.verdict)).collect(),
+                    gates: r.gates.iter().map(|g| (g.id, g.verdict)).collect(),
                     first_violation,
                     connector: format!(
                         "{} {}",

@@ -227,7 +227,7 @@ fn grid_table(h: &mut String, m: &Matrix, grid: &Grid) {
                     h,
                     "<span class=\"dot {}\" title=\"{id} {v}\">{}</span>",
                     class(*v),
-                    id.trim_start_matches('G')
+                    id.number()
                 );
             }
             h.push_str("</div>");
@@ -260,8 +260,8 @@ fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
         .iter()
         .map(|r| (r, m.cell(r, engine).and_then(|c| c.record.as_ref())))
         .collect();
-    let wall = |r: Option<&Record>, id: &str| {
-        r.and_then(|r| r.volatile.gate_wall_ms.get(id).copied())
+    let wall = |r: Option<&Record>, id: crate::gates::GateId| {
+        r.and_then(|r| r.volatile.gate_wall_ms.get(id.as_str()).copied())
             .unwrap_or(0)
     };
     let max = crate::gates::ALL
@@ -411,7 +411,12 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
     );
     h.push_str("<table class=\"gates\"><thead><tr><th style=\"width:26%\">gate</th><th style=\"width:9%\">verdict</th><th style=\"width:9%\">wall</th><th>evidence</th></tr></thead><tbody>\n");
     for g in &r.gates {
-        let ms = r.volatile.gate_wall_ms.get(&g.id).copied().unwrap_or(0);
+        let ms = r
+            .volatile
+            .gate_wall_ms
+            .get(g.id.as_str())
+            .copied()
+            .unwrap_or(0);
         let headline = g.first_violation().unwrap_or_else(|| {
             g.evidence
                 .last()
@@ -429,7 +434,7 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
             h,
             "<tr><td><b>{}</b> {}</td><td><span class=\"verdict {}\" style=\"font-size:13px\">{}</span></td><td class=\"n\">{}</td>\
              <td><details class=\"gate\"{}><summary>{} <span class=\"meta\">({} facts)</span></summary><ul>",
-            esc(&g.id),
+            g.id,
             esc(&g.name),
             class(g.verdict),
             g.verdict,
@@ -444,7 +449,8 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         );
         for e in &g.evidence {
             let v = e.severity.is_violation();
-            match e.split_once('\n') {
+            let line = e.to_string();
+            match line.split_once('\n') {
                 Some((first, rest)) => {
                     let _ = write!(
                         h,
@@ -459,7 +465,7 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
                         h,
                         "<li{}>{}</li>",
                         if v { " class=\"v\"" } else { "" },
-                        esc(e)
+                        esc(&line)
                     );
                 }
             }

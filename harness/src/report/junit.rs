@@ -53,14 +53,19 @@ impl Record {
         let class = format!("emq-gate.{}", h.connector_name);
         let mut total_ms = 0;
         for g in &self.gates {
-            let ms = self.volatile.gate_wall_ms.get(&g.id).copied().unwrap_or(0);
+            let ms = self
+                .volatile
+                .gate_wall_ms
+                .get(g.id.as_str())
+                .copied()
+                .unwrap_or(0);
             total_ms += ms;
             let mut case = TestCase::new(
                 format!("{} {}", g.id, g.name),
                 status(
                     g.verdict,
                     g.first_violation(),
-                    crate::gates::lines(&g.evidence),
+                    crate::report::spelling::lines(&g.evidence),
                 ),
             );
             case.set_classname(class.clone())

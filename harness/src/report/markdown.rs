@@ -97,7 +97,7 @@ impl Record {
         for g in &self.gates {
             s.push_str(&format!("\n### {} {} — {}\n\n", g.id, g.name, g.verdict));
             for e in &g.evidence {
-                s.push_str(&evidence_item(e));
+                s.push_str(&evidence_item(&e.to_string()));
             }
             if !g.cases.is_empty() {
                 let passed = g

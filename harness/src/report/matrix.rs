@@ -101,12 +101,12 @@ impl Matrix {
         let text = std::fs::read_to_string(path)
             .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
         serde_json::from_str(&text).map_err(|e| {
-            HarnessError::BadInput(format!(
-                "{}:{}:{}: not a gate matrix: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            ))
+            HarnessError::located(
+                path,
+                e.line() as u64,
+                e.column() as u64,
+                format!("not a gate matrix: {e}"),
+            )
         })
     }
 
@@ -211,7 +211,7 @@ impl Matrix {
                 let v = c
                     .gates
                     .iter()
-                    .find(|(id, _)| id == g.id)
+                    .find(|(id, _)| *id == g.id)
                     .map_or("—".to_string(), |(_, v)| v.to_string());
                 s.push_str(&format!(" {v} |"));
             }
@@ -249,14 +249,20 @@ impl Matrix {
             ));
             match self.cell(&c.row, &c.col).and_then(|m| m.record.as_ref()) {
                 None => s.push_str(&format!(
-                    "- ERROR: {}\n\n",
-                    c.first_violation.as_deref().unwrap_or("no record")
+                    "- {}\n\n",
+                    crate::gates::Evidence::new(
+                        crate::gates::Severity::Error,
+                        c.first_violation.as_deref().unwrap_or("no record")
+                    )
                 )),
                 Some(r) => {
                     for g in r.gates.iter().filter(|g| g.verdict != Verdict::Pass) {
                         s.push_str(&format!("**{} {} — {}**\n\n", g.id, g.name, g.verdict));
                         for e in g.evidence.iter().filter(|e| e.severity.is_violation()) {
-                            s.push_str(&format!("- {}\n", e.lines().next().unwrap_or("")));
+                            s.push_str(&format!(
+                                "- {}\n",
+                                e.to_string().lines().next().unwrap_or("")
+                            ));
                         }
                         s.push('\n');
                     }

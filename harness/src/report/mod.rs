@@ -9,6 +9,7 @@ pub mod markdown;
 pub mod matrix;
 pub mod output;
 pub mod schema;
+pub mod spelling;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -75,7 +76,7 @@ impl Header {
 /// One gate's verdict and stable evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GateVerdict {
-    pub id: String,
+    pub id: crate::gates::GateId,
     pub name: String,
     pub verdict: Verdict,
     pub evidence: Vec<crate::gates::Evidence>,
@@ -178,9 +179,9 @@ impl Record {
         for o in outcomes {
             volatile
                 .gate_wall_ms
-                .insert(o.id.clone(), o.wall.as_millis() as u64);
+                .insert(o.id.to_string(), o.wall.as_millis() as u64);
             if !o.figures.is_empty() {
-                volatile.figures.insert(o.id.clone(), o.figures.clone());
+                volatile.figures.insert(o.id.to_string(), o.figures.clone());
             }
             for c in &o.cases {
                 volatile
@@ -193,7 +194,7 @@ impl Record {
             gates: outcomes
                 .iter()
                 .map(|o| GateVerdict {
-                    id: o.id.clone(),
+                    id: o.id,
                     name: o.name.clone(),
                     verdict: o.verdict,
                     evidence: o.evidence.clone(),
@@ -231,12 +232,12 @@ impl Record {
         let text = std::fs::read_to_string(path)
             .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
         serde_json::from_str(&text).map_err(|e| {
-            HarnessError::BadInput(format!(
-                "{}:{}:{}: not a gate record: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            ))
+            HarnessError::located(
+                path,
+                e.line() as u64,
+                e.column() as u64,
+                format!("not a gate record: {e}"),
+            )
         })
     }
 
@@ -396,7 +397,7 @@ mod tests {
             batch: 100_000,
             started: now_rfc3339(),
         };
-        let mut g = GateOutcome::new("G1", "fence");
+        let mut g = GateOutcome::new(crate::gates::GateId::G1, "fence");
         g.pass("the fence was read first");
         g.figure("ms", 12);
         Record::new(header, &[g], 40)

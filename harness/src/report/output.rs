@@ -102,5 +102,5 @@ pub fn note(msg: &str) {
 /// True when stdout is a terminal and `NO_COLOR` is unset or empty (<https://no-color.org>).
 pub fn stdout_color() -> bool {
     use std::io::IsTerminal;
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+    crate::settings::color_allowed() && std::io::stdout().is_terminal()
 }

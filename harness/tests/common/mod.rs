@@ -7,15 +7,17 @@ pub mod lifecycle;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use emq::engine::{Engine, EngineChoice, EngineOptions};
+use emq::connector::ConnectorFactory;
+use emq::engine::{Engine, EngineChoice};
+use emq::gates::{ALL, GateContext, GateId, GateOutcome, run_gate};
 use emq::protocol::bundle::Bundle;
 
 /// An engine of `choice`, configured as the user configured it (`EMQ_VALKEY_SERVER`,
 /// `EMQ_VALKEY_IMAGE`, ...; see the README's table).
 pub fn engine(choice: EngineChoice) -> Engine {
-    let opts = EngineOptions {
+    let opts = emq::engine::EngineOptions {
         choice,
-        ..EngineOptions::from_env().expect("the EMQ_* environment")
+        ..emq::cmd::cli::engine_options_from_env().expect("the EMQ_* environment")
     };
     Engine::start(&opts).unwrap_or_else(|e| panic!("{choice:?} engine: {e} (run ci/provision)"))
 }
@@ -33,6 +35,36 @@ pub fn cluster_engine() -> Engine {
 
 pub fn bundle() -> Arc<Bundle> {
     Arc::new(Bundle::load_default().expect("the repository's bundle"))
+}
+
+fn no_progress(_: &str) {}
+
+/// The gate context of a test: seed 42, 10 histories and a batch of 20 000 (small enough to keep
+/// the tests quick; a certifying run uses ≥ 100 000), no progress lines. A test that needs other
+/// numbers says so with `GateContext { seed: 7, ..common::gate_context(..) }`.
+pub fn gate_context<'a>(
+    engine: &'a Engine,
+    bundle: &'a Arc<Bundle>,
+    factory: &'a dyn ConnectorFactory,
+) -> GateContext<'a> {
+    GateContext {
+        engine,
+        bundle,
+        factory,
+        seed: 42,
+        histories: 10,
+        batch: 20_000,
+        progress: &no_progress,
+    }
+}
+
+/// Runs gate `id` in `ctx`.
+pub fn run(ctx: &GateContext<'_>, id: GateId) -> GateOutcome {
+    let gate = ALL
+        .iter()
+        .find(|g| g.id == id)
+        .expect("every id has a gate");
+    run_gate(gate, ctx)
 }
 
 /// The Python connector `ci/provision` installed (`EMQ_PYTHON_CONNECTOR`). Outside CI a test

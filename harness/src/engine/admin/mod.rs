@@ -50,11 +50,10 @@ pub(crate) fn err(e: redis::RedisError) -> HarnessError {
 
 /// Opens one admin connection (5 s to connect, 120 s per reply) and proves it with `PING`.
 fn open(url: &str) -> Result<redis::Connection, HarnessError> {
-    let client =
-        redis::Client::open(url).map_err(|e| HarnessError::BadInput(format!("engine url: {e}")))?;
+    let client = redis::Client::open(url).map_err(|e| HarnessError::EngineUrl(e.to_string()))?;
     let mut con = client
         .get_connection_with_timeout(Duration::from_secs(5))
-        .map_err(|e| HarnessError::Engine(format!("cannot reach the engine: {e}")))?;
+        .map_err(|e| HarnessError::Unreachable(e.to_string()))?;
     con.set_read_timeout(Some(Duration::from_secs(120)))
         .map_err(err)?;
     redis::cmd("PING").query::<String>(&mut con).map_err(err)?;

@@ -35,8 +35,8 @@ fn marker(id: u64) -> String {
 
 impl Monitor {
     pub(super) fn start(url: &str) -> Result<Self, HarnessError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| HarnessError::BadInput(format!("engine url: {e}")))?;
+        let client =
+            redis::Client::open(url).map_err(|e| HarnessError::EngineUrl(e.to_string()))?;
         let mut con = client
             .get_connection_with_timeout(Duration::from_secs(5))
             .map_err(err)?;

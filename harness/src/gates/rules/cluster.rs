@@ -1,57 +1,59 @@
 //! [`CLUSTER`]: the rules of SPEC §8 (a Valkey Cluster), in SPEC's order.
 
-use super::Rule;
+use super::{Rule, RuleId};
+use crate::doubles::Double;
+use crate::gates::GateId;
 
 /// Every rule of SPEC §8, in SPEC's order.
 pub const CLUSTER: &[Rule] = &[
     Rule {
-        id: "R8.1",
+        id: RuleId::new(8, 1),
         summary: "on a cluster: connect with a cluster client from the seed, route every call by slot, follow MOVED/ASK and nothing else",
         checks: &[
             "G1-G8 on --engine cluster: every verb succeeds on queues of every primary",
             "G3: the rounds run on one queue per primary",
         ],
         cases: &[],
-        gates: &["G3"],
-        doubles: &["SeedNodeOnly"],
+        gates: &[GateId::G3],
+        doubles: &[Double::SeedNodeOnly],
         unbreakable: "",
     },
     Rule {
-        id: "R8.5",
+        id: RuleId::new(8, 5),
         summary: "on a cluster: a url naming a database other than 0 is invalid; one naming none connects",
         checks: &[
             "G1 on a cluster: connect with /3 is kind invalid, without a database it connects",
         ],
         cases: &[],
-        gates: &["G1"],
-        doubles: &["ClusterAnyDatabase"],
+        gates: &[GateId::G1],
+        doubles: &[Double::ClusterAnyDatabase],
         unbreakable: "",
     },
     Rule {
-        id: "R8.2",
+        id: RuleId::new(8, 2),
         summary: "on a cluster: NOSCRIPT is answered by SCRIPT LOAD on the node that said it",
         checks: &[
             "G3: after SCRIPT FLUSH on every primary, each primary's script|load is one per script",
         ],
         cases: &[],
-        gates: &["G3"],
-        doubles: &["LoadOnSeedOnly"],
+        gates: &[GateId::G3],
+        doubles: &[Double::LoadOnSeedOnly],
         unbreakable: "",
     },
     Rule {
-        id: "R8.3",
+        id: RuleId::new(8, 3),
         summary: "on a cluster: a batch over queues on several nodes is pipelined per node",
         checks: &[
             "G5: a batch over 12 queues covering every primary lands whole, each queue in order",
             "G5: each primary received its share in fewer than one read per 10 commands",
         ],
         cases: &[],
-        gates: &["G5"],
-        doubles: &["UngroupedBatch"],
+        gates: &[GateId::G5],
+        doubles: &[Double::UngroupedBatch],
         unbreakable: "",
     },
     Rule {
-        id: "R8.4",
+        id: RuleId::new(8, 4),
         summary: "on a cluster: the fault phase through the proxy of every node (no re-send after a lost reply, R4.17); after a graceful failover the connector follows MOVED; no job lost, duplicated or orphaned",
         checks: &[
             "G8: the fault phase on a cluster, each fault armed on the proxy of the node that owns the queue's slot, judged by the same accounting",
@@ -59,52 +61,59 @@ pub const CLUSTER: &[Rule] = &[
             "G8: every acknowledged job completed exactly once, none left in any set",
         ],
         cases: &[],
-        gates: &["G8"],
-        doubles: &["NoRedirects", "ResendClusterPipeline", "PythonClusterRetry"],
+        gates: &[GateId::G8],
+        doubles: &[
+            Double::NoRedirects,
+            Double::ResendClusterPipeline,
+            Double::PythonClusterRetry,
+        ],
         unbreakable: "",
     },
     Rule {
-        id: "R8.6",
+        id: RuleId::new(8, 6),
         summary: "on a cluster: ASK is answered by ASKING and the call on the named node",
         checks: &[
             "G8: a live migration of a queue's slot; with its keys on the target every verb on the queue succeeds",
         ],
         cases: &[],
-        gates: &["G8"],
-        doubles: &["IgnoresAsk", "AskWithoutAsking"],
+        gates: &[GateId::G8],
+        doubles: &[Double::IgnoresAsk, Double::AskWithoutAsking],
         unbreakable: "",
     },
     Rule {
-        id: "R8.7",
+        id: RuleId::new(8, 7),
         summary: "on a cluster: TRYAGAIN means the call did not run: retried after a pause or kind engine, never a success or an empty result",
         checks: &[
             "G8: a claim that meets TRYAGAIN returns a job exactly once or kind engine with the queue untouched",
         ],
         cases: &[],
-        gates: &["G8"],
-        doubles: &["TryagainAsNothing"],
+        gates: &[GateId::G8],
+        doubles: &[Double::TryagainAsNothing],
         unbreakable: "",
     },
     Rule {
-        id: "R8.8",
+        id: RuleId::new(8, 8),
         summary: "on a cluster: a NOSCRIPT from the node a redirect named is answered by SCRIPT LOAD on that node",
         checks: &[
             "G8: the migration target's script cache is flushed before the calls that follow ASK there",
         ],
         cases: &[],
-        gates: &["G8"],
-        doubles: &["LoadsWhereSlotMapSays"],
+        gates: &[GateId::G8],
+        doubles: &[Double::LoadsWhereSlotMapSays],
         unbreakable: "",
     },
     Rule {
-        id: "R8.9",
+        id: RuleId::new(8, 9),
         summary: "on a cluster: a node connection that replaces a failed one sends no script before a fence read made since the failure",
         checks: &[
             "G8: MONITOR on every primary through the crash phase, each kill marked: a connection opened on a node after a kill there comes after a fence read made since the kill",
         ],
         cases: &[],
-        gates: &["G8"],
-        doubles: &["SilentNodeReconnect", "PythonSilentNodeReconnect"],
+        gates: &[GateId::G8],
+        doubles: &[
+            Double::SilentNodeReconnect,
+            Double::PythonSilentNodeReconnect,
+        ],
         unbreakable: "",
     },
 ];

@@ -6,22 +6,46 @@
 //! that every named case and double exists, and runs the kill matrix: each double through each
 //! gate its rule names, which must FAIL. `emq-gate rules` prints it.
 
+use crate::doubles::Double;
+use crate::gates::GateId;
+
+/// A rule's id: **R<section>.<n>** of SPEC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleId {
+    pub section: u8,
+    pub n: u8,
+}
+
+impl RuleId {
+    pub const fn new(section: u8, n: u8) -> Self {
+        Self { section, n }
+    }
+}
+
+impl std::fmt::Display for RuleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "R{}.{}", self.section, self.n)
+    }
+}
+
+/// SPEC's section of the cluster rules.
+pub const CLUSTER_SECTION: u8 = 8;
+
 /// One rule of SPEC.
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
     /// `R<section>.<n>`, as bold in SPEC.
-    pub id: &'static str,
+    pub id: RuleId,
     /// The rule in a line.
     pub summary: &'static str,
     /// The gate checks that enforce it, in words (`G5: ...`).
     pub checks: &'static [&'static str],
     /// Case ids (G6) that enforce it; where G6 is in `gates`, a double must fail one of them.
     pub cases: &'static [&'static str],
-    /// The gates that must FAIL each of `doubles`.
-    pub gates: &'static [&'static str],
-    /// The doubles that break it: an `emq::doubles::Double` name, or `fixture:<file>` for a child
-    /// process under `harness/tests/fixtures/`.
-    pub doubles: &'static [&'static str],
+    /// The gates that must FAIL each of `doubles` (and of its [`FIXTURES`]).
+    pub gates: &'static [GateId],
+    /// The doubles that break it.
+    pub doubles: &'static [Double],
     /// Empty for a breakable rule; otherwise why no connector can break it.
     pub unbreakable: &'static str,
 }
@@ -30,13 +54,56 @@ impl Rule {
     /// True for the cluster rules (SPEC §8): their doubles are judged on `--engine cluster`,
     /// and each must also PASS the same gates on a single engine (it breaks only §8).
     pub fn on_cluster(&self) -> bool {
-        self.id.starts_with("R8.")
+        self.id.section == CLUSTER_SECTION
     }
 
     /// True when some connector can break it (it then needs a double).
     pub fn breakable(&self) -> bool {
         self.unbreakable.is_empty()
     }
+
+    /// The child fixtures ([`FIXTURES`]) that break it.
+    pub fn fixtures(&self) -> impl Iterator<Item = &'static str> {
+        FIXTURES
+            .iter()
+            .filter(move |(id, _)| *id == self.id)
+            .map(|(_, file)| *file)
+    }
+
+    /// What breaks it, as `emq-gate rules` names them: doubles, then `fixture:<file>`.
+    pub fn breakers(&self) -> Vec<String> {
+        self.doubles
+            .iter()
+            .map(|d| format!("{d:?}"))
+            .chain(self.fixtures().map(|f| format!("fixture:{f}")))
+            .collect()
+    }
+}
+
+/// The rules `double` breaks.
+pub fn broken_by(double: Double) -> impl Iterator<Item = &'static Rule> {
+    CATALOGUE
+        .iter()
+        .filter(move |r| r.doubles.contains(&double))
+}
+
+/// Every gate that must FAIL `double` (on a cluster, for a double of §8): the gates of the rules
+/// it breaks and its table entry's [`crate::doubles::Entry::also`], in gate order. Every other
+/// gate must PASS it.
+pub fn gates_failing(double: Double) -> Vec<GateId> {
+    let mut gates: Vec<GateId> = broken_by(double)
+        .flat_map(|r| r.gates.iter().copied())
+        .chain(double.entry().also.iter().copied())
+        .collect();
+    gates.sort();
+    gates.dedup();
+    gates
+}
+
+/// True for a double of SPEC §8 (it breaks a cluster rule): judged on `--engine cluster`, and on
+/// a single engine it passes every gate.
+pub fn is_cluster_double(double: Double) -> bool {
+    broken_by(double).any(Rule::on_cluster)
 }
 
 mod catalogue;
@@ -51,6 +118,18 @@ pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(
         .copied()
         .collect()
 });
+
+/// Child processes under `harness/tests/fixtures/` that break a rule (the wire rules, broken by a
+/// process rather than a double), by rule.
+pub const FIXTURES: &[(RuleId, &str)] = &[
+    (RuleId::new(4, 18), "late_reader.py"),
+    (RuleId::new(5, 1), "wire_wrong_seq.py"),
+    (RuleId::new(5, 2), "wire_shapes.py"),
+    (RuleId::new(5, 3), "wire_hello_shas.py"),
+    (RuleId::new(5, 8), "hang.py"),
+    (RuleId::new(5, 11), "huge_line.py"),
+    (RuleId::new(5, 12), "wrong_db.py"),
+];
 
 /// The sentences of SPEC's normative sections (§1 on) that say *must* or *never* and name no
 /// rule: each bullet or paragraph holding such a word must declare or cite an `R<n>.<m>`, so
@@ -142,8 +221,12 @@ pub fn text() -> String {
         if r.breakable() {
             s.push_str(&format!(
                 "  killed by: {} at {}\n",
-                r.doubles.join(", "),
-                r.gates.join(", ")
+                r.breakers().join(", "),
+                r.gates
+                    .iter()
+                    .map(|g| g.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         } else {
             s.push_str(&format!("  unbreakable: {}\n", r.unbreakable));
@@ -152,10 +235,14 @@ pub fn text() -> String {
     if loose.is_empty() {
         s.push_str("\nevery must and never of SPEC names a rule\n");
     } else {
-        s.push_str(&format!(
-            "\nFAIL: {} places in SPEC say must or never without a rule:\n",
-            loose.len()
-        ));
+        let fail = crate::gates::Evidence::new(
+            crate::gates::Severity::Fail,
+            format!(
+                "{} places in SPEC say must or never without a rule:",
+                loose.len()
+            ),
+        );
+        s.push_str(&format!("\n{fail}\n"));
         for u in &loose {
             s.push_str(&format!("  {}\n", u.lines().next().unwrap_or("").trim()));
         }

@@ -1,0 +1,102 @@
+//! How the record spells a verdict and a line of evidence: `PASS`/`FAIL`/`ERROR`, and evidence as
+//! one line whose prefix (`FAIL: `, `ERROR: `, none for a fact that held) is its severity. The one
+//! place a prefix is written, and the one place it is read back (a record loaded from JSON).
+
+use serde::{Deserialize, Serialize};
+
+use crate::gates::{Evidence, Severity, Verdict};
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Pass => "PASS",
+            Self::Fail => "FAIL",
+            Self::Error => "ERROR",
+        })
+    }
+}
+
+/// The line's prefix for `severity` (none for a fact that held).
+pub fn prefix(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Held => "",
+        Severity::Fail => "FAIL: ",
+        Severity::Error => "ERROR: ",
+    }
+}
+
+/// The line as the record holds it: the prefix and the text.
+impl std::fmt::Display for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", prefix(self.severity), self.text)
+    }
+}
+
+impl Serialize for Evidence {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A record's evidence line read back from JSON: the one place a prefix is read.
+impl<'de> Deserialize<'de> for Evidence {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(parse(&String::deserialize(d)?))
+    }
+}
+
+/// A record's line as evidence: its prefix read as its severity.
+pub fn parse(line: &str) -> Evidence {
+    for severity in [Severity::Fail, Severity::Error] {
+        if let Some(text) = line.strip_prefix(prefix(severity)) {
+            return Evidence::new(severity, text);
+        }
+    }
+    Evidence::held(line)
+}
+
+impl schemars::JsonSchema for Evidence {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Evidence".into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut s = String::json_schema(g);
+        s.insert(
+            "description".into(),
+            "One line of evidence: a fact that held, or `FAIL: ` / `ERROR: ` and a violation."
+                .into(),
+        );
+        s
+    }
+}
+
+/// Evidence as the record's lines, one per line of text.
+pub fn lines(evidence: &[Evidence]) -> String {
+    evidence
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_reads_back_as_the_evidence_it_spells() {
+        for e in [
+            Evidence::held("held"),
+            Evidence::new(Severity::Fail, "a violation"),
+            Evidence::new(Severity::Error, "could not judge"),
+        ] {
+            assert_eq!(parse(&e.to_string()), e);
+            let json = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<Evidence>(&json).unwrap(), e);
+        }
+        assert_eq!(
+            Evidence::new(Severity::Fail, "x").to_string(),
+            "FAIL: x".to_string()
+        );
+    }
+}
