@@ -1,14 +1,16 @@
 //! The argument rules every connector enforces before sending a byte (kind `invalid`).
-//! Written once here for in-process connectors; `bundle/SPEC.md` states them for other runtimes.
+//! Each verb's declaration (`verbs.rs`) names its rules; the ones beyond a
+//! plain range live here. `bundle/SPEC.md` states them for other runtimes.
 
 use crate::connector::Request;
 use crate::error::ConnectorError;
-use crate::protocol::grammar::{validate_id, validate_queue};
+use crate::protocol::grammar::validate_queue;
 
 /// Largest lease, delay or backoff: keeps `now + ms` an exact integer in Lua's `%.14g`.
 pub const MAX_MS: i64 = 1_000_000_000_000;
 
-fn range(name: &str, v: i64, lo: i64, hi: i64) -> Result<(), ConnectorError> {
+/// `v` within `lo..=hi`, else `invalid` naming the argument.
+pub fn range(name: &str, v: i64, lo: i64, hi: i64) -> Result<(), ConnectorError> {
     if (lo..=hi).contains(&v) {
         Ok(())
     } else {
@@ -18,126 +20,61 @@ fn range(name: &str, v: i64, lo: i64, hi: i64) -> Result<(), ConnectorError> {
     }
 }
 
-/// Checks one request's arguments (not its session: that is the connector's state).
+/// Checks one request's arguments (not its session: that is the connector's state), by the
+/// rules its declaration names (`verbs.rs`).
 pub fn validate(req: &Request) -> Result<(), ConnectorError> {
-    use Request::*;
-    match req {
-        Hello { .. } | Disconnect { .. } => Ok(()),
-        Connect { url, cluster, .. } => {
-            if !url.starts_with("redis://") {
-                return Err(ConnectorError::invalid(format!(
-                    "url {url:?} must start with redis://"
-                )));
-            }
-            // A cluster has database 0 only (SPEC R8.1).
-            let db = url
-                .rsplit_once('/')
-                .map(|(head, db)| (head.len() > "redis:/".len(), db));
-            match db {
-                Some((true, db)) if *cluster && !db.is_empty() && db != "0" => Err(
-                    ConnectorError::invalid(format!("a cluster url names database 0, not {db}")),
-                ),
-                _ => Ok(()),
-            }
-        }
-        Enqueue {
-            queue, delay_ms, ..
-        } => {
-            validate_queue(queue)?;
-            range("delay_ms", *delay_ms, 0, MAX_MS)
-        }
-        Browse {
-            queue,
-            offset,
-            limit,
-            ..
-        } => {
-            validate_queue(queue)?;
-            range("offset", *offset, 0, i64::from(i32::MAX))?;
-            range("limit", *limit, 0, i64::from(i32::MAX))
-        }
-        PendingSize { queue, .. } => validate_queue(queue),
-        Claim {
-            queue, lease_ms, ..
-        } => {
-            validate_queue(queue)?;
-            range("lease_ms", *lease_ms, 0, MAX_MS)
-        }
-        Complete {
-            queue,
-            id,
-            attempts,
-            ..
-        } => {
-            validate_queue(queue)?;
-            validate_id(id)?;
-            range("attempts", *attempts, 0, i64::from(i32::MAX))
-        }
-        Retry {
-            queue,
-            id,
-            attempts,
-            backoff_ms,
-            max_attempts,
-            ..
-        } => {
-            validate_queue(queue)?;
-            validate_id(id)?;
-            range("attempts", *attempts, 0, i64::from(i32::MAX))?;
-            range("backoff_ms", *backoff_ms, 0, MAX_MS)?;
-            range("max_attempts", *max_attempts, 1, i64::from(i32::MAX))
-        }
-        Promote { queue, limit, .. } => {
-            validate_queue(queue)?;
-            range("limit", *limit, 0, i64::from(i32::MAX))
-        }
-        Reap {
-            queue,
-            max_attempts,
-            limit,
-            ..
-        } => {
-            validate_queue(queue)?;
-            range("max_attempts", *max_attempts, 1, i64::from(i32::MAX))?;
-            range("limit", *limit, 0, i64::from(i32::MAX))
-        }
-        PipelineProbe { key, n, .. } => {
-            if key.is_empty() || key.starts_with("emq:") {
-                return Err(ConnectorError::invalid(format!(
-                    "probe key {key:?} must be non-empty and outside emq:"
-                )));
-            }
-            range("n", *n, 1, 1_000_000)
-        }
-        Batch {
-            queue,
-            n,
-            depth,
-            queues,
-            ..
-        } => {
-            validate_queue(queue)?;
-            if let Some(qs) = queues {
-                if qs.is_empty() || qs.len() > 64 {
-                    return Err(ConnectorError::invalid(format!(
-                        "queues must name 1 to 64 queues, not {}",
-                        qs.len()
-                    )));
-                }
-                for q in qs {
-                    validate_queue(q)?;
-                }
-                if qs[0] != *queue {
-                    return Err(ConnectorError::invalid(format!(
-                        "queue {queue:?} must be queues[0] ({:?})",
-                        qs[0]
-                    )));
-                }
-            }
-            range("n", *n, 1, 10_000_000)?;
-            range("depth", *depth, 1, 100_000)
-        }
+    req.check_args()
+}
+
+/// `connect`'s url: `redis://`, and on a cluster database 0 only (SPEC R8.1).
+pub fn connect_url(url: &str, cluster: bool) -> Result<(), ConnectorError> {
+    if !url.starts_with("redis://") {
+        return Err(ConnectorError::invalid(format!(
+            "url {url:?} must start with redis://"
+        )));
     }
+    let db = url
+        .rsplit_once('/')
+        .map(|(head, db)| (head.len() > "redis:/".len(), db));
+    match db {
+        Some((true, db)) if cluster && !db.is_empty() && db != "0" => Err(ConnectorError::invalid(
+            format!("a cluster url names database 0, not {db}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `pipeline_probe`'s key: non-empty and outside EchoMQ's keys.
+pub fn probe_key(key: &str) -> Result<(), ConnectorError> {
+    if key.is_empty() || key.starts_with("emq:") {
+        return Err(ConnectorError::invalid(format!(
+            "probe key {key:?} must be non-empty and outside emq:"
+        )));
+    }
+    Ok(())
+}
+
+/// `batch`'s `queues`, when given: 1 to 64 valid names, led by `queue` (SPEC R4.12).
+pub fn batch_queues(queue: &str, queues: &Option<Vec<String>>) -> Result<(), ConnectorError> {
+    let Some(qs) = queues else {
+        return Ok(());
+    };
+    if qs.is_empty() || qs.len() > 64 {
+        return Err(ConnectorError::invalid(format!(
+            "queues must name 1 to 64 queues, not {}",
+            qs.len()
+        )));
+    }
+    for q in qs {
+        validate_queue(q)?;
+    }
+    if qs[0] != *queue {
+        return Err(ConnectorError::invalid(format!(
+            "queue {queue:?} must be queues[0] ({:?})",
+            qs[0]
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
