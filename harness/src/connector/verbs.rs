@@ -1,6 +1,7 @@
 //! Every wire verb (SPEC §5), declared once: its name, its typed arguments with their bounds and
 //! case defaults, the shape of its reply, and the script it runs. The [`Request`] enum, its
-//! argument checks ([`Request::check_args`]), reply decoding ([`Request::decode_ok`]), the case
+//! argument checks ([`Request::check_args`]), the one match that hands it to a [`Handler`]
+//! (the reference connector, the model), reply decoding ([`Request::decode_ok`]), the case
 //! files' argument table ([`Cmd::args`]), the schema's reply map and G8's mutating verbs
 //! ([`Cmd::script`]) all follow from [`verbs!`]'s one invocation below.
 //!
@@ -182,7 +183,22 @@ macro_rules! verbs {
             }
         }
 
+        /// Something that answers every verb, one method each, its fields by reference: the
+        /// reference connector and the model. [`Request::handle`] is the one match over the
+        /// verbs, so a new verb is a compile error in each handler until it answers it.
+        #[allow(clippy::ptr_arg, reason = "fields are handed as they are held")]
+        pub trait Handler {
+            /// What a verb's method returns.
+            type Out;
+            $( $(#[$doc])* fn $name(&mut self, $($f: &$ty),*) -> Self::Out; )*
+        }
+
         impl Request {
+            /// Hands the request's fields to `h`'s method for its verb.
+            pub fn handle<H: Handler + ?Sized>(&self, h: &mut H) -> H::Out {
+                match self { $(Self::$Variant { $($f),* } => h.$name($($f),*),)* }
+            }
+
             /// The verb of the request.
             pub fn verb(&self) -> Cmd {
                 match self { $(Self::$Variant { .. } => Cmd::$Variant,)* }
