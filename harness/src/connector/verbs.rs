@@ -183,20 +183,28 @@ macro_rules! verbs {
             }
         }
 
-        /// Something that answers every verb, one method each, its fields by reference: the
-        /// reference connector and the model. [`Request::handle`] is the one match over the
-        /// verbs, so a new verb is a compile error in each handler until it answers it.
-        #[allow(clippy::ptr_arg, reason = "fields are handed as they are held")]
+        /// Each verb's fields, borrowed from its [`Request`]: what a [`Handler`] method is given.
+        pub mod fields {
+            $(
+                #[doc = concat!("The fields of `", stringify!($name), "`.")]
+                #[derive(Debug, Clone, Copy)]
+                pub struct $Variant<'a> { $( pub $f: &'a $ty, )* }
+            )*
+        }
+
+        /// Something that answers every verb, one method each: the reference connector and the
+        /// model. [`Request::handle`] is the one match over the verbs, so a new verb is a
+        /// compile error in each handler until it answers it.
         pub trait Handler {
             /// What a verb's method returns.
             type Out;
-            $( $(#[$doc])* fn $name(&mut self, $($f: &$ty),*) -> Self::Out; )*
+            $( $(#[$doc])* fn $name(&mut self, args: fields::$Variant<'_>) -> Self::Out; )*
         }
 
         impl Request {
             /// Hands the request's fields to `h`'s method for its verb.
             pub fn handle<H: Handler + ?Sized>(&self, h: &mut H) -> H::Out {
-                match self { $(Self::$Variant { $($f),* } => h.$name($($f),*),)* }
+                match self { $(Self::$Variant { $($f),* } => h.$name(fields::$Variant { $($f),* }),)* }
             }
 
             /// The verb of the request.

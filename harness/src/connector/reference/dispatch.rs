@@ -5,7 +5,7 @@
 use redis::Value;
 
 use super::{Reference, engine_err, int, shape, text};
-use crate::connector::verbs::Handler;
+use crate::connector::verbs::{Handler, fields};
 use crate::connector::{Claimed, Reply, RetryOutcome};
 use crate::error::{ConnectorError, ErrorKind};
 use crate::protocol::grammar::key;
@@ -36,59 +36,53 @@ impl Reference {
 impl Handler for Reference {
     type Out = Answer;
 
-    fn hello(&mut self, protocol: &u32) -> Answer {
-        if *protocol != self.protocol {
+    fn hello(&mut self, a: fields::Hello<'_>) -> Answer {
+        if *a.protocol != self.protocol {
             return Err(ConnectorError::new(
                 ErrorKind::Unsupported,
-                format!("wire protocol {protocol} (this connector speaks 1)"),
+                format!("wire protocol {} (this connector speaks 1)", a.protocol),
             ));
         }
         Ok(Reply::Hello(self.identity()))
     }
 
-    fn connect(&mut self, session: &String, url: &String, cluster: &bool) -> Answer {
-        self.open_session(session, url, *cluster)?;
+    fn connect(&mut self, a: fields::Connect<'_>) -> Answer {
+        self.open_session(a.session, a.url, *a.cluster)?;
         Ok(Reply::Unit)
     }
 
-    fn disconnect(&mut self, session: &String) -> Answer {
-        self.session(session)?;
-        self.sessions.remove(session);
+    fn disconnect(&mut self, a: fields::Disconnect<'_>) -> Answer {
+        self.session(a.session)?;
+        self.sessions.remove(a.session);
         Ok(Reply::Unit)
     }
 
-    fn enqueue(
-        &mut self,
-        session: &String,
-        queue: &String,
-        payload: &String,
-        delay_ms: &i64,
-    ) -> Answer {
-        let delay = delay_ms.to_string();
+    fn enqueue(&mut self, a: fields::Enqueue<'_>) -> Answer {
+        let delay = a.delay_ms.to_string();
         let sets = ["pending", "delayed", "seq"];
-        let v = self.script(session, "enqueue", queue, &sets, &[payload, &delay])?;
+        let v = self.script(a.session, "enqueue", a.queue, &sets, &[a.payload, &delay])?;
         Ok(Reply::Id(text(&v).ok_or_else(|| shape("enqueue", &v))?))
     }
 
-    fn browse(&mut self, session: &String, queue: &String, offset: &i64, limit: &i64) -> Answer {
-        Ok(Reply::Jobs(
-            self.browse_pending(session, queue, *offset, *limit)?,
-        ))
+    fn browse(&mut self, a: fields::Browse<'_>) -> Answer {
+        let jobs = self.browse_pending(a.session, a.queue, *a.offset, *a.limit)?;
+        Ok(Reply::Jobs(jobs))
     }
 
-    fn pending_size(&mut self, session: &String, queue: &String) -> Answer {
+    fn pending_size(&mut self, a: fields::PendingSize<'_>) -> Answer {
         let v = self
-            .live(session)?
-            .send(redis::cmd("ZCARD").arg(key(queue, "pending")))
+            .live(a.session)?
+            .send(redis::cmd("ZCARD").arg(key(a.queue, "pending")))
             .map_err(engine_err)?;
         Ok(Reply::Count(
             int(&v).ok_or_else(|| shape("pending_size", &v))?,
         ))
     }
 
-    fn claim(&mut self, session: &String, queue: &String, lease_ms: &i64) -> Answer {
-        let lease = lease_ms.to_string();
-        let v = self.script(session, "claim", queue, &["pending", "active"], &[&lease])?;
+    fn claim(&mut self, a: fields::Claim<'_>) -> Answer {
+        let lease = a.lease_ms.to_string();
+        let sets = ["pending", "active"];
+        let v = self.script(a.session, "claim", a.queue, &sets, &[&lease])?;
         Ok(Reply::Claim(match &v {
             Value::Array(a) if a.is_empty() => None,
             Value::Array(a) if a.len() == 3 => Some(Claimed {
@@ -100,36 +94,23 @@ impl Handler for Reference {
         }))
     }
 
-    fn complete(
-        &mut self,
-        session: &String,
-        queue: &String,
-        id: &String,
-        attempts: &i64,
-    ) -> Answer {
-        let att = attempts.to_string();
-        let v = self.script(session, "complete", queue, &["active"], &[id, &att])?;
+    fn complete(&mut self, a: fields::Complete<'_>) -> Answer {
+        let att = a.attempts.to_string();
+        let v = self.script(a.session, "complete", a.queue, &["active"], &[a.id, &att])?;
         Ok(Reply::Done(
             int(&v).ok_or_else(|| shape("complete", &v))? == 1,
         ))
     }
 
-    fn retry(
-        &mut self,
-        session: &String,
-        queue: &String,
-        id: &String,
-        attempts: &i64,
-        backoff_ms: &i64,
-        max_attempts: &i64,
-    ) -> Answer {
+    fn retry(&mut self, a: fields::Retry<'_>) -> Answer {
         let (att, backoff, max) = (
-            attempts.to_string(),
-            backoff_ms.to_string(),
-            max_attempts.to_string(),
+            a.attempts.to_string(),
+            a.backoff_ms.to_string(),
+            a.max_attempts.to_string(),
         );
         let sets = ["active", "delayed", "dead"];
-        let v = self.script(session, "retry", queue, &sets, &[id, &att, &backoff, &max])?;
+        let args = [a.id.as_str(), &att, &backoff, &max];
+        let v = self.script(a.session, "retry", a.queue, &sets, &args)?;
         Ok(Reply::Retry(match text(&v).as_deref() {
             Some("delayed") => RetryOutcome::Delayed,
             Some("dead") => RetryOutcome::Dead,
@@ -138,34 +119,29 @@ impl Handler for Reference {
         }))
     }
 
-    fn promote(&mut self, session: &String, queue: &String, limit: &i64) -> Answer {
-        let lim = limit.to_string();
-        let v = self.script(session, "promote", queue, &["delayed", "pending"], &[&lim])?;
+    fn promote(&mut self, a: fields::Promote<'_>) -> Answer {
+        let lim = a.limit.to_string();
+        let sets = ["delayed", "pending"];
+        let v = self.script(a.session, "promote", a.queue, &sets, &[&lim])?;
         Ok(Reply::Count(int(&v).ok_or_else(|| shape("promote", &v))?))
     }
 
-    fn reap(
-        &mut self,
-        session: &String,
-        queue: &String,
-        max_attempts: &i64,
-        limit: &i64,
-    ) -> Answer {
-        let (max, lim) = (max_attempts.to_string(), limit.to_string());
+    fn reap(&mut self, a: fields::Reap<'_>) -> Answer {
+        let (max, lim) = (a.max_attempts.to_string(), a.limit.to_string());
         let sets = ["active", "pending", "dead"];
-        let v = self.script(session, "reap", queue, &sets, &[&max, &lim])?;
+        let v = self.script(a.session, "reap", a.queue, &sets, &[&max, &lim])?;
         Ok(Reply::Count(int(&v).ok_or_else(|| shape("reap", &v))?))
     }
 
-    fn pipeline_probe(&mut self, session: &String, key: &String, n: &i64) -> Answer {
+    fn pipeline_probe(&mut self, a: fields::PipelineProbe<'_>) -> Answer {
         let mut p = redis::pipe();
-        for _ in 0..*n {
-            p.add_command(redis::cmd("INCR").arg(key).to_owned());
+        for _ in 0..*a.n {
+            p.add_command(redis::cmd("INCR").arg(a.key).to_owned());
         }
-        let count = usize::try_from(*n).unwrap_or(0);
+        let count = usize::try_from(*a.n).unwrap_or(0);
         let replies = self
-            .live(session)?
-            .pipeline(key, &p, count)
+            .live(a.session)?
+            .pipeline(a.key, &p, count)
             .map_err(engine_err)?;
         if let Some(Value::ServerError(e)) =
             replies.iter().find(|v| matches!(v, Value::ServerError(_)))
@@ -178,18 +154,9 @@ impl Handler for Reference {
         })?))
     }
 
-    fn batch(
-        &mut self,
-        session: &String,
-        queue: &String,
-        n: &i64,
-        depth: &i64,
-        payload: &String,
-        queues: &Option<Vec<String>>,
-    ) -> Answer {
-        let queues = queues.clone().unwrap_or_else(|| vec![queue.clone()]);
-        Ok(Reply::Count(
-            self.batch_over(session, &queues, *n, *depth, payload)?,
-        ))
+    fn batch(&mut self, a: fields::Batch<'_>) -> Answer {
+        let queues = a.queues.clone().unwrap_or_else(|| vec![a.queue.clone()]);
+        let n = self.batch_over(a.session, &queues, *a.n, *a.depth, a.payload)?;
+        Ok(Reply::Count(n))
     }
 }
