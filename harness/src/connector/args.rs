@@ -127,8 +127,10 @@ mod cluster_args {
 /// bound SPEC states: each range is read from SPEC's text and tried at both ends and one past.
 #[cfg(test)]
 mod spec_bounds {
+    use serde_json::{Value, json};
+
     use super::validate;
-    use crate::connector::Request;
+    use crate::connector::{Cmd, Request};
     use crate::error::ErrorKind;
 
     /// The `nth` range `lo..=hi` after `` `field` `` in rule `rule`'s text.
@@ -175,138 +177,70 @@ mod spec_bounds {
         }
     }
 
+    /// A valid `cmd` request (case defaults, and a valid value for each required argument)
+    /// with `field` set to `v`.
+    fn with(cmd: Cmd, field: &str, v: i64) -> Request {
+        let mut m = serde_json::Map::new();
+        m.insert("cmd".into(), json!(cmd.name()));
+        m.insert("session".into(), json!("s"));
+        for a in cmd.args() {
+            let valid = match a.name {
+                "queue" => json!("q"),
+                "id" => json!("j0000000000000001"),
+                "key" => json!("k"),
+                _ => a.default.unwrap_or(json!(1)),
+            };
+            m.insert(a.name.into(), valid);
+        }
+        m.insert(field.into(), json!(v));
+        serde_json::from_value(Value::Object(m)).unwrap()
+    }
+
     #[test]
     fn spec_states_every_bound_the_code_enforces() {
         let spec = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle/SPEC.md"),
         )
         .unwrap();
-        let (s, q) = (|| "s".to_string(), || "q".to_string());
-        let id = || "j0000000000000001".to_string();
-        type Make = Box<dyn Fn(i64) -> Request>;
-        let cases: Vec<(&str, &str, usize, Make)> = vec![
-            (
-                "R4.1",
-                "delay_ms",
-                0,
-                Box::new(move |v| Request::Enqueue {
-                    session: s(),
-                    queue: q(),
-                    payload: String::new(),
-                    delay_ms: v,
-                }),
-            ),
-            (
-                "R4.1",
-                "lease_ms",
-                0,
-                Box::new(move |v| Request::Claim {
-                    session: s(),
-                    queue: q(),
-                    lease_ms: v,
-                }),
-            ),
-            (
-                "R4.1",
-                "backoff_ms",
-                0,
-                Box::new(move |v| Request::Retry {
-                    session: s(),
-                    queue: q(),
-                    id: id(),
-                    attempts: 1,
-                    backoff_ms: v,
-                    max_attempts: 3,
-                }),
-            ),
-            (
-                "R4.2",
-                "attempts",
-                0,
-                Box::new(move |v| Request::Complete {
-                    session: s(),
-                    queue: q(),
-                    id: id(),
-                    attempts: v,
-                }),
-            ),
-            (
-                "R4.3",
-                "max_attempts",
-                0,
-                Box::new(move |v| Request::Reap {
-                    session: s(),
-                    queue: q(),
-                    max_attempts: v,
-                    limit: 1,
-                }),
-            ),
-            (
-                "R4.4",
-                "limit",
-                0,
-                Box::new(move |v| Request::Promote {
-                    session: s(),
-                    queue: q(),
-                    limit: v,
-                }),
-            ),
-            (
-                "R4.4",
-                "offset",
-                0,
-                Box::new(move |v| Request::Browse {
-                    session: s(),
-                    queue: q(),
-                    offset: v,
-                    limit: 1,
-                }),
-            ),
-            (
-                "R4.6",
-                "n",
-                0,
-                Box::new(move |v| Request::PipelineProbe {
-                    session: s(),
-                    key: "k".into(),
-                    n: v,
-                }),
-            ),
-            (
-                "R4.6",
-                "n",
-                1,
-                Box::new(move |v| Request::Batch {
-                    session: s(),
-                    queue: q(),
-                    n: v,
-                    depth: 1,
-                    payload: String::new(),
-                    queues: None,
-                }),
-            ),
-            (
-                "R4.6",
-                "depth",
-                0,
-                Box::new(move |v| Request::Batch {
-                    session: s(),
-                    queue: q(),
-                    n: 1,
-                    depth: v,
-                    payload: String::new(),
-                    queues: None,
-                }),
-            ),
+        // (rule, field, which mention of the field in the rule's text, a verb it bounds)
+        let stated = [
+            ("R4.1", "delay_ms", 0, Cmd::Enqueue),
+            ("R4.1", "lease_ms", 0, Cmd::Claim),
+            ("R4.1", "backoff_ms", 0, Cmd::Retry),
+            ("R4.2", "attempts", 0, Cmd::Complete),
+            ("R4.3", "max_attempts", 0, Cmd::Reap),
+            ("R4.4", "limit", 0, Cmd::Promote),
+            ("R4.4", "offset", 0, Cmd::Browse),
+            ("R4.6", "n", 0, Cmd::PipelineProbe),
+            ("R4.6", "n", 1, Cmd::Batch),
+            ("R4.6", "depth", 0, Cmd::Batch),
         ];
-        for (rule, field, nth, make) in cases {
+        for (rule, field, nth, cmd) in stated {
             let (lo, hi) = bounds(&spec, rule, field, nth);
             let what = format!("{rule} {field} in {lo}..={hi}");
+            let make = |v| with(cmd, field, v);
             assert!(ok(&make(lo)) && ok(&make(hi)), "{what}: an end is refused");
             assert!(
                 !ok(&make(lo - 1)) && !ok(&make(hi + 1)),
                 "{what}: one past is accepted"
             );
+        }
+        // Every declared bound is one SPEC states (a field SPEC names for one verb has the same
+        // bound on every verb that takes it).
+        for cmd in Cmd::ALL {
+            for a in cmd.args() {
+                let Some(declared) = a.range else { continue };
+                let (rule, _, nth, _) = stated
+                    .iter()
+                    .find(|(_, f, _, c)| *f == a.name && (*c == cmd || *f != "n"))
+                    .unwrap_or_else(|| panic!("{cmd} {}: a bound SPEC does not state", a.name));
+                assert_eq!(
+                    bounds(&spec, rule, a.name, *nth),
+                    declared,
+                    "{cmd} {}",
+                    a.name
+                );
+            }
         }
     }
 }

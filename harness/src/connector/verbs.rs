@@ -58,6 +58,8 @@ pub struct Arg {
     pub kind: ArgKind,
     /// `None`: required; `Some(Value::Null)`: absent unless given.
     pub default: Option<Value>,
+    /// Its bound (`in lo..=hi`), if it has one.
+    pub range: Option<(i64, i64)>,
 }
 
 /// The shape of a verb's `ok` value: which [`Reply`] variant it decodes to.
@@ -98,17 +100,26 @@ impl Shape {
     }
 }
 
-/// A field's case-table entry, from its options (`None`: not a case argument).
+/// A field's case-table entry, from its options (`None`: not a case argument): munched left
+/// to right into (is an argument, default, range).
 macro_rules! case_arg {
-    ($f:ident $ty:ty;) => { None };
-    ($f:ident $ty:ty; arg $(, $($rest:tt)*)?) => {
-        Some(Arg { name: stringify!($f), kind: <$ty as CaseKind>::KIND, default: None })
+    ($f:ident $ty:ty; $($opt:tt)*) => { case_arg!(@ $f $ty, no, None, None; $($opt)*) };
+    (@ $f:ident $ty:ty, no, $d:expr, $r:expr;) => { None };
+    (@ $f:ident $ty:ty, yes, $d:expr, $r:expr;) => {
+        Some(Arg { name: stringify!($f), kind: <$ty as CaseKind>::KIND, default: $d, range: $r })
     };
-    ($f:ident $ty:ty; arg = $d:expr $(, $($rest:tt)*)?) => {
-        Some(Arg { name: stringify!($f), kind: <$ty as CaseKind>::KIND, default: Some(Value::from($d)) })
+    (@ $f:ident $ty:ty, $a:ident, $d:expr, $r:expr; arg $(, $($rest:tt)*)?) => {
+        case_arg!(@ $f $ty, yes, $d, $r; $($($rest)*)?)
     };
-    ($f:ident $ty:ty; in $e:expr $(, $($rest:tt)*)?) => { case_arg!($f $ty; $($($rest)*)?) };
-    ($f:ident $ty:ty; check $e:expr $(, $($rest:tt)*)?) => { case_arg!($f $ty; $($($rest)*)?) };
+    (@ $f:ident $ty:ty, $a:ident, $d:expr, $r:expr; arg = $nd:expr $(, $($rest:tt)*)?) => {
+        case_arg!(@ $f $ty, yes, Some(Value::from($nd)), $r; $($($rest)*)?)
+    };
+    (@ $f:ident $ty:ty, $a:ident, $d:expr, $r:expr; in $nr:expr $(, $($rest:tt)*)?) => {
+        case_arg!(@ $f $ty, $a, $d, Some((*($nr).start(), *($nr).end())); $($($rest)*)?)
+    };
+    (@ $f:ident $ty:ty, $a:ident, $d:expr, $r:expr; check $e:expr $(, $($rest:tt)*)?) => {
+        case_arg!(@ $f $ty, $a, $d, $r; $($($rest)*)?)
+    };
 }
 
 /// A field's checks, from its options, in the order written.
@@ -380,5 +391,6 @@ mod tests {
             (q.kind, q.default.clone()),
             (ArgKind::StrList, Some(Value::Null))
         );
+        assert_eq!(Cmd::Claim.args()[1].range, Some((0, MAX_MS)));
     }
 }

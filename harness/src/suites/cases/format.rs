@@ -242,50 +242,7 @@ fn parse_step(
         }
         Action::Keyspace(ks)
     } else {
-        let spec = Cmd::from_name(&verb)
-            .ok_or_else(|| format!("unknown verb {verb:?}"))?
-            .args();
-        let given = match body {
-            Value::Object(o) => o,
-            Value::Null => Map::new(),
-            other => return Err(format!("{verb}: arguments must be a map, got {other}")),
-        };
-        let mut args = Map::new();
-        for a in &spec {
-            if let Some(v) = given.get(a.name) {
-                args.insert(a.name.into(), v.clone());
-            }
-        }
-        if let Some(extra) = given.keys().find(|k| !spec.iter().any(|a| a.name == *k)) {
-            return Err(format!("{verb}: unknown argument {extra:?}"));
-        }
-        for Arg {
-            name,
-            kind,
-            default,
-        } in spec
-        {
-            match (args.get(name), default) {
-                (None, Some(d)) => {
-                    args.insert(name.into(), d);
-                }
-                (None, None) => return Err(format!("{verb}: missing argument {name:?}")),
-                (Some(v), _) => {
-                    let is_ref = v.as_str().is_some_and(|s| s.starts_with('$'));
-                    if is_ref {
-                        check_refs(v, captured, false)?;
-                    } else if kind == ArgKind::Str && !v.is_string() {
-                        return Err(format!("{verb}: {name} must be a string, got {v}"));
-                    } else if kind == ArgKind::Int && !v.is_i64() {
-                        return Err(format!("{verb}: {name} must be an integer, got {v}"));
-                    } else if kind == ArgKind::StrList
-                        && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
-                    {
-                        return Err(format!("{verb}: {name} must be a list of strings, got {v}"));
-                    }
-                }
-            }
-        }
+        let args = call_args(&verb, body, captured)?;
         Action::Call { verb, args }
     };
     Ok(Step {
@@ -296,6 +253,61 @@ fn parse_step(
         capture,
         expect,
     })
+}
+
+/// A call step's arguments, by its verb's declared table: each given one checked for its kind,
+/// the missing ones defaulted (`$refs` stay unresolved).
+fn call_args(
+    verb: &str,
+    body: Value,
+    captured: &BTreeSet<String>,
+) -> Result<Map<String, Value>, String> {
+    let spec = Cmd::from_name(verb)
+        .ok_or_else(|| format!("unknown verb {verb:?}"))?
+        .args();
+    let given = match body {
+        Value::Object(o) => o,
+        Value::Null => Map::new(),
+        other => return Err(format!("{verb}: arguments must be a map, got {other}")),
+    };
+    let mut args = Map::new();
+    for a in &spec {
+        if let Some(v) = given.get(a.name) {
+            args.insert(a.name.into(), v.clone());
+        }
+    }
+    if let Some(extra) = given.keys().find(|k| !spec.iter().any(|a| a.name == *k)) {
+        return Err(format!("{verb}: unknown argument {extra:?}"));
+    }
+    for Arg {
+        name,
+        kind,
+        default,
+        ..
+    } in spec
+    {
+        match (args.get(name), default) {
+            (None, Some(d)) => {
+                args.insert(name.into(), d);
+            }
+            (None, None) => return Err(format!("{verb}: missing argument {name:?}")),
+            (Some(v), _) => {
+                let is_ref = v.as_str().is_some_and(|s| s.starts_with('$'));
+                if is_ref {
+                    check_refs(v, captured, false)?;
+                } else if kind == ArgKind::Str && !v.is_string() {
+                    return Err(format!("{verb}: {name} must be a string, got {v}"));
+                } else if kind == ArgKind::Int && !v.is_i64() {
+                    return Err(format!("{verb}: {name} must be an integer, got {v}"));
+                } else if kind == ArgKind::StrList
+                    && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+                {
+                    return Err(format!("{verb}: {name} must be a list of strings, got {v}"));
+                }
+            }
+        }
+    }
+    Ok(args)
 }
 
 /// Every `$...` string must be a captured name, `$repeat:..`, or (in expectations) a matcher.
