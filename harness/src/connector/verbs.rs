@@ -138,6 +138,13 @@ macro_rules! field_checks {
     };
 }
 
+/// `Some(session)` when the fields (each given twice: matched, then bound) name a session.
+macro_rules! session_field {
+    () => { None };
+    (session $s:ident $($rest:tt)*) => { Some($s.as_str()) };
+    ($other:ident $o:ident $($rest:tt)*) => { session_field!($($rest)*) };
+}
+
 /// Declares every verb: see the module's documentation for a field's options.
 macro_rules! verbs {
     ($(
@@ -216,6 +223,12 @@ macro_rules! verbs {
             /// Hands the request's fields to `h`'s method for its verb.
             pub fn handle<H: Handler + ?Sized>(&self, h: &mut H) -> H::Out {
                 match self { $(Self::$Variant { $($f),* } => h.$name(fields::$Variant { $($f),* }),)* }
+            }
+
+            /// The session it names (`hello` names none).
+            #[allow(unused_variables, reason = "only the session is read")]
+            pub fn session(&self) -> Option<&str> {
+                match self { $(Self::$Variant { $($f),* } => session_field!($($f $f)*),)* }
             }
 
             /// The verb of the request.
@@ -375,6 +388,16 @@ mod tests {
                 "enqueue", "claim", "complete", "retry", "promote", "reap", "batch"
             ]
         );
+    }
+
+    #[test]
+    fn every_verb_but_hello_names_a_session() {
+        let hello = Request::Hello { protocol: 1 };
+        assert_eq!(hello.session(), None);
+        let d = Request::Disconnect {
+            session: "s1".into(),
+        };
+        assert_eq!(d.session(), Some("s1"));
     }
 
     #[test]
