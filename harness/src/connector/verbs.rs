@@ -3,7 +3,7 @@
 //! argument checks ([`Request::check_args`]), the one match that hands it to a [`Handler`]
 //! (the reference connector, the model), reply decoding ([`Request::decode_ok`]), the case
 //! files' argument table ([`Cmd::args`]), the schema's reply map and G8's mutating verbs
-//! ([`Cmd::script`]) all follow from [`verbs!`]'s one invocation below.
+//! ([`Cmd::script`]) all follow from the one `verbs!` invocation below.
 //!
 //! A field's options, in brackets after its type:
 //! - `arg`: a case file names it (required); `arg = d`: a case may leave it out, `d` then;
