@@ -1,14 +1,16 @@
 //! The argument rules every connector enforces before sending a byte (kind `invalid`).
-//! Written once here for in-process connectors; `bundle/SPEC.md` states them for other runtimes.
+//! Each verb's declaration (`verbs.rs`) names its rules; the ones beyond a
+//! plain range live here. `bundle/SPEC.md` states them for other runtimes.
 
 use crate::connector::Request;
 use crate::error::ConnectorError;
-use crate::protocol::grammar::{validate_id, validate_queue};
+use crate::protocol::grammar::validate_queue;
 
 /// Largest lease, delay or backoff: keeps `now + ms` an exact integer in Lua's `%.14g`.
 pub const MAX_MS: i64 = 1_000_000_000_000;
 
-fn range(name: &str, v: i64, lo: i64, hi: i64) -> Result<(), ConnectorError> {
+/// `v` within `lo..=hi`, else `invalid` naming the argument.
+pub fn range(name: &str, v: i64, lo: i64, hi: i64) -> Result<(), ConnectorError> {
     if (lo..=hi).contains(&v) {
         Ok(())
     } else {
@@ -18,126 +20,61 @@ fn range(name: &str, v: i64, lo: i64, hi: i64) -> Result<(), ConnectorError> {
     }
 }
 
-/// Checks one request's arguments (not its session: that is the connector's state).
+/// Checks one request's arguments (not its session: that is the connector's state), by the
+/// rules its declaration names (`verbs.rs`).
 pub fn validate(req: &Request) -> Result<(), ConnectorError> {
-    use Request::*;
-    match req {
-        Hello { .. } | Disconnect { .. } => Ok(()),
-        Connect { url, cluster, .. } => {
-            if !url.starts_with("redis://") {
-                return Err(ConnectorError::invalid(format!(
-                    "url {url:?} must start with redis://"
-                )));
-            }
-            // A cluster has database 0 only (SPEC R8.1).
-            let db = url
-                .rsplit_once('/')
-                .map(|(head, db)| (head.len() > "redis:/".len(), db));
-            match db {
-                Some((true, db)) if *cluster && !db.is_empty() && db != "0" => Err(
-                    ConnectorError::invalid(format!("a cluster url names database 0, not {db}")),
-                ),
-                _ => Ok(()),
-            }
-        }
-        Enqueue {
-            queue, delay_ms, ..
-        } => {
-            validate_queue(queue)?;
-            range("delay_ms", *delay_ms, 0, MAX_MS)
-        }
-        Browse {
-            queue,
-            offset,
-            limit,
-            ..
-        } => {
-            validate_queue(queue)?;
-            range("offset", *offset, 0, i64::from(i32::MAX))?;
-            range("limit", *limit, 0, i64::from(i32::MAX))
-        }
-        PendingSize { queue, .. } => validate_queue(queue),
-        Claim {
-            queue, lease_ms, ..
-        } => {
-            validate_queue(queue)?;
-            range("lease_ms", *lease_ms, 0, MAX_MS)
-        }
-        Complete {
-            queue,
-            id,
-            attempts,
-            ..
-        } => {
-            validate_queue(queue)?;
-            validate_id(id)?;
-            range("attempts", *attempts, 0, i64::from(i32::MAX))
-        }
-        Retry {
-            queue,
-            id,
-            attempts,
-            backoff_ms,
-            max_attempts,
-            ..
-        } => {
-            validate_queue(queue)?;
-            validate_id(id)?;
-            range("attempts", *attempts, 0, i64::from(i32::MAX))?;
-            range("backoff_ms", *backoff_ms, 0, MAX_MS)?;
-            range("max_attempts", *max_attempts, 1, i64::from(i32::MAX))
-        }
-        Promote { queue, limit, .. } => {
-            validate_queue(queue)?;
-            range("limit", *limit, 0, i64::from(i32::MAX))
-        }
-        Reap {
-            queue,
-            max_attempts,
-            limit,
-            ..
-        } => {
-            validate_queue(queue)?;
-            range("max_attempts", *max_attempts, 1, i64::from(i32::MAX))?;
-            range("limit", *limit, 0, i64::from(i32::MAX))
-        }
-        PipelineProbe { key, n, .. } => {
-            if key.is_empty() || key.starts_with("emq:") {
-                return Err(ConnectorError::invalid(format!(
-                    "probe key {key:?} must be non-empty and outside emq:"
-                )));
-            }
-            range("n", *n, 1, 1_000_000)
-        }
-        Batch {
-            queue,
-            n,
-            depth,
-            queues,
-            ..
-        } => {
-            validate_queue(queue)?;
-            if let Some(qs) = queues {
-                if qs.is_empty() || qs.len() > 64 {
-                    return Err(ConnectorError::invalid(format!(
-                        "queues must name 1 to 64 queues, not {}",
-                        qs.len()
-                    )));
-                }
-                for q in qs {
-                    validate_queue(q)?;
-                }
-                if qs[0] != *queue {
-                    return Err(ConnectorError::invalid(format!(
-                        "queue {queue:?} must be queues[0] ({:?})",
-                        qs[0]
-                    )));
-                }
-            }
-            range("n", *n, 1, 10_000_000)?;
-            range("depth", *depth, 1, 100_000)
-        }
+    req.check_args()
+}
+
+/// `connect`'s url: `redis://`, and on a cluster database 0 only (SPEC R8.1).
+pub fn connect_url(url: &str, cluster: bool) -> Result<(), ConnectorError> {
+    if !url.starts_with("redis://") {
+        return Err(ConnectorError::invalid(format!(
+            "url {url:?} must start with redis://"
+        )));
     }
+    let db = url
+        .rsplit_once('/')
+        .map(|(head, db)| (head.len() > "redis:/".len(), db));
+    match db {
+        Some((true, db)) if cluster && !db.is_empty() && db != "0" => Err(ConnectorError::invalid(
+            format!("a cluster url names database 0, not {db}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `pipeline_probe`'s key: non-empty and outside EchoMQ's keys.
+pub fn probe_key(key: &str) -> Result<(), ConnectorError> {
+    if key.is_empty() || key.starts_with("emq:") {
+        return Err(ConnectorError::invalid(format!(
+            "probe key {key:?} must be non-empty and outside emq:"
+        )));
+    }
+    Ok(())
+}
+
+/// `batch`'s `queues`, when given: 1 to 64 valid names, led by `queue` (SPEC R4.12).
+pub fn batch_queues(queue: &str, queues: &Option<Vec<String>>) -> Result<(), ConnectorError> {
+    let Some(qs) = queues else {
+        return Ok(());
+    };
+    if qs.is_empty() || qs.len() > 64 {
+        return Err(ConnectorError::invalid(format!(
+            "queues must name 1 to 64 queues, not {}",
+            qs.len()
+        )));
+    }
+    for q in qs {
+        validate_queue(q)?;
+    }
+    if qs[0] != *queue {
+        return Err(ConnectorError::invalid(format!(
+            "queue {queue:?} must be queues[0] ({:?})",
+            qs[0]
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -190,8 +127,10 @@ mod cluster_args {
 /// bound SPEC states: each range is read from SPEC's text and tried at both ends and one past.
 #[cfg(test)]
 mod spec_bounds {
+    use serde_json::{Value, json};
+
     use super::validate;
-    use crate::connector::Request;
+    use crate::connector::{Cmd, Request};
     use crate::error::ErrorKind;
 
     /// The `nth` range `lo..=hi` after `` `field` `` in rule `rule`'s text.
@@ -238,138 +177,70 @@ mod spec_bounds {
         }
     }
 
+    /// A valid `cmd` request (case defaults, and a valid value for each required argument)
+    /// with `field` set to `v`.
+    fn with(cmd: Cmd, field: &str, v: i64) -> Request {
+        let mut m = serde_json::Map::new();
+        m.insert("cmd".into(), json!(cmd.name()));
+        m.insert("session".into(), json!("s"));
+        for a in cmd.args() {
+            let valid = match a.name {
+                "queue" => json!("q"),
+                "id" => json!("j0000000000000001"),
+                "key" => json!("k"),
+                _ => a.default.unwrap_or(json!(1)),
+            };
+            m.insert(a.name.into(), valid);
+        }
+        m.insert(field.into(), json!(v));
+        serde_json::from_value(Value::Object(m)).unwrap()
+    }
+
     #[test]
     fn spec_states_every_bound_the_code_enforces() {
         let spec = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle/SPEC.md"),
         )
         .unwrap();
-        let (s, q) = (|| "s".to_string(), || "q".to_string());
-        let id = || "j0000000000000001".to_string();
-        type Make = Box<dyn Fn(i64) -> Request>;
-        let cases: Vec<(&str, &str, usize, Make)> = vec![
-            (
-                "R4.1",
-                "delay_ms",
-                0,
-                Box::new(move |v| Request::Enqueue {
-                    session: s(),
-                    queue: q(),
-                    payload: String::new(),
-                    delay_ms: v,
-                }),
-            ),
-            (
-                "R4.1",
-                "lease_ms",
-                0,
-                Box::new(move |v| Request::Claim {
-                    session: s(),
-                    queue: q(),
-                    lease_ms: v,
-                }),
-            ),
-            (
-                "R4.1",
-                "backoff_ms",
-                0,
-                Box::new(move |v| Request::Retry {
-                    session: s(),
-                    queue: q(),
-                    id: id(),
-                    attempts: 1,
-                    backoff_ms: v,
-                    max_attempts: 3,
-                }),
-            ),
-            (
-                "R4.2",
-                "attempts",
-                0,
-                Box::new(move |v| Request::Complete {
-                    session: s(),
-                    queue: q(),
-                    id: id(),
-                    attempts: v,
-                }),
-            ),
-            (
-                "R4.3",
-                "max_attempts",
-                0,
-                Box::new(move |v| Request::Reap {
-                    session: s(),
-                    queue: q(),
-                    max_attempts: v,
-                    limit: 1,
-                }),
-            ),
-            (
-                "R4.4",
-                "limit",
-                0,
-                Box::new(move |v| Request::Promote {
-                    session: s(),
-                    queue: q(),
-                    limit: v,
-                }),
-            ),
-            (
-                "R4.4",
-                "offset",
-                0,
-                Box::new(move |v| Request::Browse {
-                    session: s(),
-                    queue: q(),
-                    offset: v,
-                    limit: 1,
-                }),
-            ),
-            (
-                "R4.6",
-                "n",
-                0,
-                Box::new(move |v| Request::PipelineProbe {
-                    session: s(),
-                    key: "k".into(),
-                    n: v,
-                }),
-            ),
-            (
-                "R4.6",
-                "n",
-                1,
-                Box::new(move |v| Request::Batch {
-                    session: s(),
-                    queue: q(),
-                    n: v,
-                    depth: 1,
-                    payload: String::new(),
-                    queues: None,
-                }),
-            ),
-            (
-                "R4.6",
-                "depth",
-                0,
-                Box::new(move |v| Request::Batch {
-                    session: s(),
-                    queue: q(),
-                    n: 1,
-                    depth: v,
-                    payload: String::new(),
-                    queues: None,
-                }),
-            ),
+        // (rule, field, which mention of the field in the rule's text, a verb it bounds)
+        let stated = [
+            ("R4.1", "delay_ms", 0, Cmd::Enqueue),
+            ("R4.1", "lease_ms", 0, Cmd::Claim),
+            ("R4.1", "backoff_ms", 0, Cmd::Retry),
+            ("R4.2", "attempts", 0, Cmd::Complete),
+            ("R4.3", "max_attempts", 0, Cmd::Reap),
+            ("R4.4", "limit", 0, Cmd::Promote),
+            ("R4.4", "offset", 0, Cmd::Browse),
+            ("R4.6", "n", 0, Cmd::PipelineProbe),
+            ("R4.6", "n", 1, Cmd::Batch),
+            ("R4.6", "depth", 0, Cmd::Batch),
         ];
-        for (rule, field, nth, make) in cases {
+        for (rule, field, nth, cmd) in stated {
             let (lo, hi) = bounds(&spec, rule, field, nth);
             let what = format!("{rule} {field} in {lo}..={hi}");
+            let make = |v| with(cmd, field, v);
             assert!(ok(&make(lo)) && ok(&make(hi)), "{what}: an end is refused");
             assert!(
                 !ok(&make(lo - 1)) && !ok(&make(hi + 1)),
                 "{what}: one past is accepted"
             );
+        }
+        // Every declared bound is one SPEC states (a field SPEC names for one verb has the same
+        // bound on every verb that takes it).
+        for cmd in Cmd::ALL {
+            for a in cmd.args() {
+                let Some(declared) = a.range else { continue };
+                let (rule, _, nth, _) = stated
+                    .iter()
+                    .find(|(_, f, _, c)| *f == a.name && (*c == cmd || *f != "n"))
+                    .unwrap_or_else(|| panic!("{cmd} {}: a bound SPEC does not state", a.name));
+                assert_eq!(
+                    bounds(&spec, rule, a.name, *nth),
+                    declared,
+                    "{cmd} {}",
+                    a.name
+                );
+            }
         }
     }
 }

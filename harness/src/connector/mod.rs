@@ -42,6 +42,7 @@ pub mod child;
 pub mod reference;
 pub mod schema;
 pub mod starts;
+pub mod verbs;
 
 use std::collections::BTreeMap;
 
@@ -50,86 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ConnectorError;
-
-/// One request, exactly as the wire protocol spells it (`cmd` is the tag; `seq` is added on the wire).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Request {
-    Hello {
-        protocol: u32,
-    },
-    Connect {
-        session: String,
-        url: String,
-        /// The url names a cluster's seed node (SPEC R8.1); absent on a single engine.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        cluster: bool,
-    },
-    Disconnect {
-        session: String,
-    },
-    Enqueue {
-        session: String,
-        queue: String,
-        payload: String,
-        delay_ms: i64,
-    },
-    Browse {
-        session: String,
-        queue: String,
-        offset: i64,
-        limit: i64,
-    },
-    PendingSize {
-        session: String,
-        queue: String,
-    },
-    Claim {
-        session: String,
-        queue: String,
-        lease_ms: i64,
-    },
-    Complete {
-        session: String,
-        queue: String,
-        id: String,
-        attempts: i64,
-    },
-    Retry {
-        session: String,
-        queue: String,
-        id: String,
-        attempts: i64,
-        backoff_ms: i64,
-        max_attempts: i64,
-    },
-    Promote {
-        session: String,
-        queue: String,
-        limit: i64,
-    },
-    Reap {
-        session: String,
-        queue: String,
-        max_attempts: i64,
-        limit: i64,
-    },
-    PipelineProbe {
-        session: String,
-        key: String,
-        n: i64,
-    },
-    Batch {
-        session: String,
-        queue: String,
-        n: i64,
-        depth: i64,
-        payload: String,
-        /// Enqueue `i` goes to `queues[i % len]` (SPEC R4.12); absent: all to `queue`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        queues: Option<Vec<String>>,
-    },
-}
+pub use verbs::{Cmd, Request};
 
 /// The connector's identity, as `hello` returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -255,52 +177,6 @@ impl<C: Connector + ?Sized> Connector for Box<C> {
     }
     fn last_seq(&self) -> Option<u64> {
         (**self).last_seq()
-    }
-}
-
-impl Request {
-    /// The wire name of the request.
-    pub fn cmd(&self) -> &'static str {
-        match self {
-            Self::Hello { .. } => "hello",
-            Self::Connect { .. } => "connect",
-            Self::Disconnect { .. } => "disconnect",
-            Self::Enqueue { .. } => "enqueue",
-            Self::Browse { .. } => "browse",
-            Self::PendingSize { .. } => "pending_size",
-            Self::Claim { .. } => "claim",
-            Self::Complete { .. } => "complete",
-            Self::Retry { .. } => "retry",
-            Self::Promote { .. } => "promote",
-            Self::Reap { .. } => "reap",
-            Self::PipelineProbe { .. } => "pipeline_probe",
-            Self::Batch { .. } => "batch",
-        }
-    }
-
-    /// Decodes a wire `ok` value into the reply this request expects.
-    pub fn decode_ok(&self, ok: Value) -> Result<Reply, String> {
-        fn de<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
-            serde_json::from_value(v).map_err(|e| e.to_string())
-        }
-        Ok(match self {
-            Self::Hello { .. } => Reply::Hello(de(ok)?),
-            Self::Connect { .. } | Self::Disconnect { .. } => match ok {
-                Value::Object(m) if m.is_empty() => Reply::Unit,
-                Value::Null => Reply::Unit,
-                other => return Err(format!("expected {{}}, got {other}")),
-            },
-            Self::Enqueue { .. } => Reply::Id(de(ok)?),
-            Self::Browse { .. } => Reply::Jobs(de(ok)?),
-            Self::PendingSize { .. }
-            | Self::Promote { .. }
-            | Self::Reap { .. }
-            | Self::Batch { .. } => Reply::Count(de(ok)?),
-            Self::Claim { .. } => Reply::Claim(de(ok)?),
-            Self::Complete { .. } => Reply::Done(de(ok)?),
-            Self::Retry { .. } => Reply::Retry(de(ok)?),
-            Self::PipelineProbe { .. } => Reply::Probe(de(ok)?),
-        })
     }
 }
 

@@ -29,9 +29,11 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
+use crate::connector::verbs::{self, Cmd, Shape};
 use crate::connector::{BrowsedJob, Claimed, Identity, Request, RetryOutcome};
 use crate::error::ConnectorError;
 
@@ -39,21 +41,7 @@ use crate::error::ConnectorError;
 pub const FILE_NAME: &str = "wire-v1.schema.json";
 
 /// Every request `cmd` that has a reply, in SPEC §5's order.
-pub const CMDS: [&str; 13] = [
-    "hello",
-    "connect",
-    "disconnect",
-    "enqueue",
-    "browse",
-    "pending_size",
-    "claim",
-    "complete",
-    "retry",
-    "promote",
-    "reap",
-    "pipeline_probe",
-    "batch",
-];
+pub const CMDS: [&str; verbs::COUNT] = verbs::NAMES;
 
 const JOB_ID: &str = "^j[0-9]{16}$";
 
@@ -66,31 +54,11 @@ pub fn generate() -> Value {
     let mut g = SchemaSettings::draft2020_12().into_generator();
     g.subschema_for::<Request>();
     let error = g.subschema_for::<ConnectorError>();
-    // The ok value of each cmd, mirroring `Request::decode_ok`.
-    let mut oks: Vec<(&str, Value)> = Vec::new();
-    for cmd in CMDS {
-        let s = match cmd {
-            "hello" => g.subschema_for::<Identity>().to_value(),
-            "connect" | "disconnect" => json!({
-                "description": "An empty object (null is tolerated).",
-                "type": ["object", "null"],
-                "additionalProperties": false
-            }),
-            "enqueue" => json!({
-                "description": "The new job's id.",
-                "type": "string",
-                "pattern": JOB_ID
-            }),
-            "browse" => g.subschema_for::<Vec<BrowsedJob>>().to_value(),
-            "pending_size" | "promote" | "reap" | "batch" => g.subschema_for::<u64>().to_value(),
-            "claim" => g.subschema_for::<Option<Claimed>>().to_value(),
-            "complete" => g.subschema_for::<bool>().to_value(),
-            "retry" => g.subschema_for::<RetryOutcome>().to_value(),
-            "pipeline_probe" => g.subschema_for::<Vec<i64>>().to_value(),
-            other => unreachable!("no ok schema for {other}"),
-        };
-        oks.push((cmd, s));
-    }
+    // The ok value of each cmd, by the shape its declaration names.
+    let oks: Vec<(&str, Value)> = Cmd::ALL
+        .into_iter()
+        .map(|c| (c.name(), ok_schema(&mut g, c.shape())))
+        .collect();
     let mut defs = g.take_definitions(true);
     // On the wire every request carries `seq`; `stop` is the one request without a reply.
     if let Some(Value::Array(variants)) = defs.get_mut("Request").and_then(|r| r.get_mut("oneOf")) {
@@ -146,6 +114,29 @@ pub fn generate() -> Value {
         "anyOf": [{"$ref": "#/$defs/Request"}, {"$ref": "#/$defs/Reply"}],
         "$defs": defs
     })
+}
+
+/// The schema of an `ok` value of `shape`, mirroring [`Shape::decode`].
+fn ok_schema(g: &mut SchemaGenerator, shape: Shape) -> Value {
+    match shape {
+        Shape::Hello => g.subschema_for::<Identity>().to_value(),
+        Shape::Unit => json!({
+            "description": "An empty object (null is tolerated).",
+            "type": ["object", "null"],
+            "additionalProperties": false
+        }),
+        Shape::Id => json!({
+            "description": "The new job's id.",
+            "type": "string",
+            "pattern": JOB_ID
+        }),
+        Shape::Jobs => g.subschema_for::<Vec<BrowsedJob>>().to_value(),
+        Shape::Count => g.subschema_for::<u64>().to_value(),
+        Shape::Claim => g.subschema_for::<Option<Claimed>>().to_value(),
+        Shape::Done => g.subschema_for::<bool>().to_value(),
+        Shape::Retry => g.subschema_for::<RetryOutcome>().to_value(),
+        Shape::Probe => g.subschema_for::<Vec<i64>>().to_value(),
+    }
 }
 
 /// The committed file's text for `schema`: pretty JSON with a final newline.

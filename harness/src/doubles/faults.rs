@@ -9,29 +9,7 @@ use crate::protocol::grammar::job_id;
 
 /// True for the calls that run a script (the ones a lost reply makes indeterminate).
 fn scripted(r: &Request) -> bool {
-    matches!(
-        r,
-        Request::Enqueue { .. }
-            | Request::Claim { .. }
-            | Request::Complete { .. }
-            | Request::Retry { .. }
-            | Request::Promote { .. }
-            | Request::Reap { .. }
-            | Request::Batch { .. }
-    )
-}
-
-fn session_of(r: &Request) -> Option<&str> {
-    match r {
-        Request::Enqueue { session, .. }
-        | Request::Claim { session, .. }
-        | Request::Complete { session, .. }
-        | Request::Retry { session, .. }
-        | Request::Promote { session, .. }
-        | Request::Reap { session, .. }
-        | Request::Batch { session, .. } => Some(session),
-        _ => None,
-    }
+    r.verb().script().is_some()
 }
 
 /// On an `engine` error from a script call, reconnects the session to the url it remembers and
@@ -57,7 +35,7 @@ impl<C: Connector> Connector for ResendAfterError<C> {
         }
         match self.inner.call(request) {
             Err(e) if e.kind == ErrorKind::Engine && scripted(request) => {
-                let session = session_of(request).unwrap_or_default().to_string();
+                let session = request.session().unwrap_or_default().to_string();
                 let Some(connect) = self.urls.get(&session).cloned() else {
                     return Err(e);
                 };

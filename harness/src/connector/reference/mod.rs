@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod dispatch;
 mod link;
 mod pipelined;
 mod quirks;
@@ -23,7 +24,7 @@ pub use quirks::Quirks;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
 use crate::connector::args::validate;
-use crate::connector::{Claimed, Connector, Identity, Reply, Request, RetryOutcome};
+use crate::connector::{Connector, Identity, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind};
 use crate::protocol::bundle::{Bundle, SCRIPT_ORDER};
 use crate::protocol::grammar::{FENCE_KEY, job_root, key};
@@ -131,7 +132,12 @@ impl Reference {
 
     /// SPEC §3: every connect reads the fence before its first verb (on a cluster, on the
     /// fence's own node: the cluster client routes `emq:fence` by its slot, R8.1).
-    fn connect(&mut self, session: &str, url: &str, cluster: bool) -> Result<(), ConnectorError> {
+    fn open_session(
+        &mut self,
+        session: &str,
+        url: &str,
+        cluster: bool,
+    ) -> Result<(), ConnectorError> {
         let mut link = Self::open(url, cluster)?;
         link.set_follow(!self.quirks.no_redirects);
         link.set_resend_pipelines(self.quirks.resend_pipelines);
@@ -285,200 +291,7 @@ impl Reference {
     }
 
     fn dispatch(&mut self, req: &Request) -> Result<Reply, ConnectorError> {
-        use Request::*;
-        Ok(match req {
-            Hello { protocol } => {
-                if *protocol != self.protocol {
-                    return Err(ConnectorError::new(
-                        ErrorKind::Unsupported,
-                        format!("wire protocol {protocol} (this connector speaks 1)"),
-                    ));
-                }
-                Reply::Hello(self.identity())
-            }
-            Connect {
-                session,
-                url,
-                cluster,
-            } => {
-                self.connect(session, url, *cluster)?;
-                Reply::Unit
-            }
-            Disconnect { session } => {
-                self.session(session)?;
-                self.sessions.remove(session);
-                Reply::Unit
-            }
-            Enqueue {
-                session,
-                queue,
-                payload,
-                delay_ms,
-            } => {
-                let root = self.root(queue);
-                let delay = delay_ms.to_string();
-                let v = self.run(
-                    session,
-                    "enqueue",
-                    &Self::enqueue_keys(queue),
-                    &[root.as_bytes(), payload.as_bytes(), delay.as_bytes()],
-                )?;
-                Reply::Id(text(&v).ok_or_else(|| shape("enqueue", &v))?)
-            }
-            Browse {
-                session,
-                queue,
-                offset,
-                limit,
-            } => Reply::Jobs(self.browse(session, queue, *offset, *limit)?),
-            PendingSize { session, queue } => {
-                let v = self
-                    .live(session)?
-                    .send(redis::cmd("ZCARD").arg(key(queue, "pending")))
-                    .map_err(engine_err)?;
-                Reply::Count(int(&v).ok_or_else(|| shape("pending_size", &v))?)
-            }
-            Claim {
-                session,
-                queue,
-                lease_ms,
-            } => {
-                let root = self.root(queue);
-                let lease = lease_ms.to_string();
-                let v = self.run(
-                    session,
-                    "claim",
-                    &[key(queue, "pending"), key(queue, "active")],
-                    &[root.as_bytes(), lease.as_bytes()],
-                )?;
-                Reply::Claim(match &v {
-                    Value::Array(a) if a.is_empty() => None,
-                    Value::Array(a) if a.len() == 3 => Some(Claimed {
-                        id: text(&a[0]).ok_or_else(|| shape("claim", &v))?,
-                        payload: text(&a[1]).unwrap_or_default(),
-                        attempts: int(&a[2]).ok_or_else(|| shape("claim", &v))?,
-                    }),
-                    _ => return Err(shape("claim", &v)),
-                })
-            }
-            Complete {
-                session,
-                queue,
-                id,
-                attempts,
-            } => {
-                let root = self.root(queue);
-                let att = attempts.to_string();
-                let v = self.run(
-                    session,
-                    "complete",
-                    &[key(queue, "active")],
-                    &[root.as_bytes(), id.as_bytes(), att.as_bytes()],
-                )?;
-                Reply::Done(int(&v).ok_or_else(|| shape("complete", &v))? == 1)
-            }
-            Retry {
-                session,
-                queue,
-                id,
-                attempts,
-                backoff_ms,
-                max_attempts,
-            } => {
-                let root = self.root(queue);
-                let (att, backoff, max) = (
-                    attempts.to_string(),
-                    backoff_ms.to_string(),
-                    max_attempts.to_string(),
-                );
-                let v = self.run(
-                    session,
-                    "retry",
-                    &[
-                        key(queue, "active"),
-                        key(queue, "delayed"),
-                        key(queue, "dead"),
-                    ],
-                    &[
-                        root.as_bytes(),
-                        id.as_bytes(),
-                        att.as_bytes(),
-                        backoff.as_bytes(),
-                        max.as_bytes(),
-                    ],
-                )?;
-                Reply::Retry(match text(&v).as_deref() {
-                    Some("delayed") => RetryOutcome::Delayed,
-                    Some("dead") => RetryOutcome::Dead,
-                    Some("stale") => RetryOutcome::Stale,
-                    _ => return Err(shape("retry", &v)),
-                })
-            }
-            Promote {
-                session,
-                queue,
-                limit,
-            } => {
-                let root = self.root(queue);
-                let lim = limit.to_string();
-                let v = self.run(
-                    session,
-                    "promote",
-                    &[key(queue, "delayed"), key(queue, "pending")],
-                    &[root.as_bytes(), lim.as_bytes()],
-                )?;
-                Reply::Count(int(&v).ok_or_else(|| shape("promote", &v))?)
-            }
-            Reap {
-                session,
-                queue,
-                max_attempts,
-                limit,
-            } => {
-                let root = self.root(queue);
-                let (max, lim) = (max_attempts.to_string(), limit.to_string());
-                let v = self.run(
-                    session,
-                    "reap",
-                    &[
-                        key(queue, "active"),
-                        key(queue, "pending"),
-                        key(queue, "dead"),
-                    ],
-                    &[root.as_bytes(), max.as_bytes(), lim.as_bytes()],
-                )?;
-                Reply::Count(int(&v).ok_or_else(|| shape("reap", &v))?)
-            }
-            PipelineProbe { session, key, n } => {
-                let mut p = redis::pipe();
-                for _ in 0..*n {
-                    p.add_command(redis::cmd("INCR").arg(key).to_owned());
-                }
-                let count = usize::try_from(*n).unwrap_or(0);
-                let replies = self
-                    .live(session)?
-                    .pipeline(key, &p, count)
-                    .map_err(engine_err)?;
-                if let Some(Value::ServerError(e)) =
-                    replies.iter().find(|v| matches!(v, Value::ServerError(_)))
-                {
-                    return Err(ConnectorError::engine(format!("{e:?}")));
-                }
-                let ints: Option<Vec<i64>> = replies.iter().map(int).collect();
-                Reply::Probe(ints.ok_or_else(|| shape("pipeline_probe", &Value::Array(replies)))?)
-            }
-            Batch {
-                session,
-                queue,
-                n,
-                depth,
-                payload,
-                queues,
-            } => {
-                let queues = queues.clone().unwrap_or_else(|| vec![queue.clone()]);
-                Reply::Count(self.batch(session, &queues, *n, *depth, payload)?)
-            }
-        })
+        req.handle(self)
     }
 
     fn identity(&self) -> Identity {

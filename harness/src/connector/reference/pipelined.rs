@@ -13,7 +13,7 @@ use crate::error::ConnectorError;
 use crate::protocol::grammar::key;
 
 impl Reference {
-    pub(super) fn browse(
+    pub(super) fn browse_pending(
         &mut self,
         session: &str,
         q: &str,
@@ -77,7 +77,7 @@ impl Reference {
     /// goes whole to the node that serves it (R8.3). A `NOSCRIPT` or a redirect inside a
     /// pipeline means those calls did not run: the script is loaded (or the slot map read
     /// again) and exactly those calls are sent again.
-    pub(super) fn batch(
+    pub(super) fn batch_over(
         &mut self,
         session: &str,
         queues: &[String],

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::connector::{Claimed, Reply, RetryOutcome};
+use crate::connector::{Claimed, Reply, Request, RetryOutcome};
 use crate::protocol::grammar::{Set, job_id};
 
 /// One job as the engine holds it.
@@ -37,59 +37,12 @@ pub struct Snapshot {
     pub jobs: BTreeMap<String, Job>,
 }
 
-/// A mutating call, as the harness made it (enqueues with delay 0).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Call {
-    Enqueue {
-        payload: String,
-    },
-    Claim {
-        lease_ms: i64,
-    },
-    Complete {
-        id: String,
-        attempts: i64,
-    },
-    Retry {
-        id: String,
-        attempts: i64,
-        backoff_ms: i64,
-        max_attempts: i64,
-    },
-    Promote {
-        limit: i64,
-    },
-    Reap {
-        max_attempts: i64,
-        limit: i64,
-    },
-    Batch {
-        n: i64,
-        payload: String,
-    },
-}
-
-impl Call {
-    /// The verb's wire name.
-    pub fn verb(&self) -> &'static str {
-        match self {
-            Self::Enqueue { .. } => "enqueue",
-            Self::Claim { .. } => "claim",
-            Self::Complete { .. } => "complete",
-            Self::Retry { .. } => "retry",
-            Self::Promote { .. } => "promote",
-            Self::Reap { .. } => "reap",
-            Self::Batch { .. } => "batch",
-        }
-    }
-
-    /// The payload token of an enqueue or batch, and how many jobs it makes.
-    fn token(&self) -> Option<(&str, i64)> {
-        match self {
-            Self::Enqueue { payload } => Some((payload, 1)),
-            Self::Batch { n, payload } => Some((payload, *n)),
-            _ => None,
-        }
+/// The payload token of an enqueue or batch, and how many jobs it makes.
+fn token(call: &Request) -> Option<(&str, i64)> {
+    match call {
+        Request::Enqueue { payload, .. } => Some((payload, 1)),
+        Request::Batch { n, payload, .. } => Some((payload, *n)),
+        _ => None,
     }
 }
 
@@ -106,7 +59,8 @@ pub enum Outcome {
 pub struct Record {
     /// How evidence names the call: `enqueue (call 3, lost reply)`.
     pub label: String,
-    pub call: Call,
+    /// A mutating request on the snapshot's one queue (a batch without `queues`).
+    pub call: Request,
     pub outcome: Outcome,
 }
 
@@ -124,13 +78,22 @@ pub fn show(r: &Reply) -> String {
 }
 
 fn enqueue(s: &mut Snapshot, payload: &str) -> String {
+    enqueue_after(s, payload, 0)
+}
+
+/// An enqueue with a delay: pending at once when 0, else delayed (and not yet due).
+fn enqueue_after(s: &mut Snapshot, payload: &str, delay_ms: i64) -> String {
     s.seq += 1;
     let id = job_id(s.seq as u64);
     s.jobs.insert(
         id.clone(),
         Job {
             payload: payload.to_string(),
-            set: Set::Pending,
+            set: if delay_ms > 0 {
+                Set::Delayed
+            } else {
+                Set::Pending
+            },
             attempts: 0,
             due: false,
         },
@@ -156,34 +119,23 @@ fn move_due(s: &mut Snapshot, from: Set, limit: i64, to: impl Fn(&Job) -> Set) -
 }
 
 /// The scripts' semantics (SPEC §2): the state after `call` and what it answers.
-pub fn apply(before: &Snapshot, call: &Call) -> (Snapshot, Reply) {
+///
+/// # Panics
+/// On a verb that runs no script (G8 faults only the mutating verbs, `Cmd::mutating`).
+pub fn apply(before: &Snapshot, call: &Request) -> (Snapshot, Reply) {
     let mut s = before.clone();
     let reply = match call {
-        Call::Enqueue { payload } => Reply::Id(enqueue(&mut s, payload)),
-        Call::Batch { n, payload } => {
+        Request::Enqueue {
+            payload, delay_ms, ..
+        } => Reply::Id(enqueue_after(&mut s, payload, *delay_ms)),
+        Request::Batch { n, payload, .. } => {
             for _ in 0..*n {
                 enqueue(&mut s, payload);
             }
             Reply::Count(*n)
         }
-        Call::Claim { lease_ms } => {
-            let first = s
-                .jobs
-                .iter_mut()
-                .find(|(_, j)| j.set == Set::Pending)
-                .map(|(id, j)| {
-                    j.set = Set::Active;
-                    j.attempts += 1;
-                    j.due = *lease_ms == 0;
-                    Claimed {
-                        id: id.clone(),
-                        payload: j.payload.clone(),
-                        attempts: j.attempts,
-                    }
-                });
-            Reply::Claim(first)
-        }
-        Call::Complete { id, attempts } => {
+        Request::Claim { lease_ms, .. } => Reply::Claim(claim(&mut s, *lease_ms)),
+        Request::Complete { id, attempts, .. } => {
             let held = s
                 .jobs
                 .get(id)
@@ -193,31 +145,20 @@ pub fn apply(before: &Snapshot, call: &Call) -> (Snapshot, Reply) {
             }
             Reply::Done(held)
         }
-        Call::Retry {
+        Request::Retry {
             id,
             attempts,
             backoff_ms,
             max_attempts,
-        } => match s.jobs.get_mut(id) {
-            Some(j) if j.set == Set::Active && j.attempts == *attempts => {
-                if j.attempts >= *max_attempts {
-                    j.set = Set::Dead;
-                    j.due = false;
-                    Reply::Retry(RetryOutcome::Dead)
-                } else {
-                    j.set = Set::Delayed;
-                    j.due = *backoff_ms == 0;
-                    Reply::Retry(RetryOutcome::Delayed)
-                }
-            }
-            _ => Reply::Retry(RetryOutcome::Stale),
-        },
-        Call::Promote { limit } => {
+            ..
+        } => Reply::Retry(retry(&mut s, id, *attempts, *backoff_ms, *max_attempts)),
+        Request::Promote { limit, .. } => {
             Reply::Count(move_due(&mut s, Set::Delayed, *limit, |_| Set::Pending))
         }
-        Call::Reap {
+        Request::Reap {
             max_attempts,
             limit,
+            ..
         } => Reply::Count(move_due(&mut s, Set::Active, *limit, |j| {
             if j.attempts >= *max_attempts {
                 Set::Dead
@@ -225,8 +166,44 @@ pub fn apply(before: &Snapshot, call: &Call) -> (Snapshot, Reply) {
                 Set::Pending
             }
         })),
+        other => unreachable!("{} runs no script", other.cmd()),
     };
     (s, reply)
+}
+
+/// The first pending job, claimed.
+fn claim(s: &mut Snapshot, lease_ms: i64) -> Option<Claimed> {
+    s.jobs
+        .iter_mut()
+        .find(|(_, j)| j.set == Set::Pending)
+        .map(|(id, j)| {
+            j.set = Set::Active;
+            j.attempts += 1;
+            j.due = lease_ms == 0;
+            Claimed {
+                id: id.clone(),
+                payload: j.payload.clone(),
+                attempts: j.attempts,
+            }
+        })
+}
+
+/// A held job delayed again, or dead past `max_attempts`; else stale.
+fn retry(s: &mut Snapshot, id: &str, attempts: i64, backoff_ms: i64, max: i64) -> RetryOutcome {
+    match s.jobs.get_mut(id) {
+        Some(j) if j.set == Set::Active && j.attempts == attempts => {
+            if j.attempts >= max {
+                j.set = Set::Dead;
+                j.due = false;
+                RetryOutcome::Dead
+            } else {
+                j.set = Set::Delayed;
+                j.due = backoff_ms == 0;
+                RetryOutcome::Delayed
+            }
+        }
+        _ => RetryOutcome::Stale,
+    }
 }
 
 /// One world the history allows, and the successful replies it cannot explain.
@@ -262,7 +239,7 @@ fn worlds(pre: &Snapshot, records: &[Record]) -> Vec<World> {
                     });
                 }
                 Outcome::Failed(_) => {
-                    if let Call::Batch { n, payload } = &r.call {
+                    if let Request::Batch { n, payload, .. } = &r.call {
                         let mut s = w.snap.clone();
                         next.push(World {
                             snap: s.clone(),
@@ -347,7 +324,7 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
         }
     }
     for r in records {
-        let Some((token, n)) = r.call.token() else {
+        let Some((token, n)) = token(&r.call) else {
             continue;
         };
         let ids = made.remove(token).unwrap_or_default();
@@ -377,7 +354,7 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
         if let Outcome::Ok(reply) = &r.outcome {
             let completed = |id: &str| {
                 records.iter().any(|c| {
-                    matches!(&c.call, Call::Complete { id: cid, .. } if cid == id)
+                    matches!(&c.call, Request::Complete { id: cid, .. } if cid == id)
                         && matches!(
                             c.outcome,
                             Outcome::Ok(Reply::Done(true)) | Outcome::Failed(_)
@@ -396,7 +373,7 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
                     ));
                 }
             }
-            if let (Call::Batch { n, .. }, Reply::Count(c)) = (&r.call, reply)
+            if let (Request::Batch { n, .. }, Reply::Count(c)) = (&r.call, reply)
                 && (ids.len() as i64) < *n
             {
                 out.push(format!(

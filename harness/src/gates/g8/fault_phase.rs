@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::accounting::{Call, Job, Outcome, Record, Snapshot, account};
+use super::accounting::{Job, Outcome, Record, Snapshot, account};
 use super::{MAX_ATTEMPTS, SESSION, fresh};
-use crate::connector::{Connector, Request, Verbs};
+use crate::connector::{Cmd, Connector, Request, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::faults::{Fault, Matcher, Proxy, Rule};
@@ -32,10 +32,10 @@ pub const DELAY: Duration = Duration::from_millis(150);
 /// A faulted batch: `BATCH_N` enqueues, `BATCH_DEPTH` per pipeline.
 const BATCH_N: i64 = 8;
 const BATCH_DEPTH: i64 = 4;
-/// The mutating verbs, in the order evidence lists them.
-pub const VERBS: [&str; 7] = [
-    "enqueue", "claim", "complete", "retry", "promote", "reap", "batch",
-];
+/// The mutating verbs (those that run a script), in the order evidence lists them.
+pub fn verbs() -> Vec<Cmd> {
+    Cmd::mutating().collect()
+}
 /// The faults every verb meets.
 pub const FAULTS: [Fault; 4] = [
     Fault::LostReply,
@@ -49,7 +49,7 @@ const SHOWN: usize = 12;
 /// One trial: a verb and the fault its call meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trial {
-    pub verb: &'static str,
+    pub verb: Cmd,
     pub fault: Fault,
 }
 
@@ -57,8 +57,8 @@ pub struct Trial {
 pub fn schedule(seed: u64) -> Vec<Trial> {
     let mut all: Vec<Trial> = (0..ROUNDS)
         .flat_map(|_| {
-            VERBS
-                .iter()
+            verbs()
+                .into_iter()
                 .flat_map(|v| FAULTS.iter().map(move |f| Trial { verb: v, fault: *f }))
         })
         .collect();
@@ -101,10 +101,10 @@ fn snapshot(admin: &mut Admin, q: &str) -> Result<(Snapshot, Vec<String>), GateE
 fn setup(
     c: &mut (dyn Connector + Send),
     q: &str,
-    verb: &str,
+    verb: Cmd,
     pending: usize,
     token: &str,
-) -> Result<Call, ConnectorError> {
+) -> Result<Request, ConnectorError> {
     for j in 0..pending {
         c.enqueue(SESSION, q, &format!("{token}.setup{j}"), 0)?;
     }
@@ -112,106 +112,70 @@ fn setup(
         c.claim(SESSION, q, lease)?
             .ok_or_else(|| ConnectorError::internal("setup: claim found nothing"))
     };
+    let (session, queue) = (SESSION.to_string(), q.to_string());
     Ok(match verb {
-        "enqueue" => Call::Enqueue {
+        Cmd::Enqueue => Request::Enqueue {
+            session,
+            queue,
             payload: token.into(),
+            delay_ms: 0,
         },
-        "batch" => Call::Batch {
+        Cmd::Batch => Request::Batch {
+            session,
+            queue,
             n: BATCH_N,
+            depth: BATCH_DEPTH,
             payload: token.into(),
+            queues: None,
         },
-        "claim" => Call::Claim { lease_ms: 60_000 },
-        "complete" => {
+        Cmd::Claim => Request::Claim {
+            session,
+            queue,
+            lease_ms: 60_000,
+        },
+        Cmd::Complete => {
             let j = claimed(c, 60_000)?;
-            Call::Complete {
+            Request::Complete {
+                session,
+                queue,
                 id: j.id,
                 attempts: j.attempts,
             }
         }
-        "retry" => {
+        Cmd::Retry => {
             let j = claimed(c, 60_000)?;
-            Call::Retry {
+            Request::Retry {
+                session,
+                queue,
                 id: j.id,
                 attempts: j.attempts,
                 backoff_ms: 0,
                 max_attempts: MAX_ATTEMPTS,
             }
         }
-        "promote" => {
+        Cmd::Promote => {
             for _ in 0..2 {
                 let j = claimed(c, 60_000)?;
                 c.retry(SESSION, q, &j.id, j.attempts, 0, MAX_ATTEMPTS)?;
             }
-            Call::Promote { limit: 100 }
+            Request::Promote {
+                session,
+                queue,
+                limit: 100,
+            }
         }
-        "reap" => {
+        Cmd::Reap => {
             claimed(c, 0)?;
             claimed(c, 0)?;
-            Call::Reap {
+            Request::Reap {
+                session,
+                queue,
                 max_attempts: MAX_ATTEMPTS,
                 limit: 100,
             }
         }
-        other => unreachable!("no verb {other}"),
+        other => unreachable!("{other} runs no script"),
     })
-}
-
-fn request(q: &str, call: &Call) -> Request {
-    let (session, queue) = (SESSION.to_string(), q.to_string());
-    match call.clone() {
-        Call::Enqueue { payload } => Request::Enqueue {
-            session,
-            queue,
-            payload,
-            delay_ms: 0,
-        },
-        Call::Claim { lease_ms } => Request::Claim {
-            session,
-            queue,
-            lease_ms,
-        },
-        Call::Complete { id, attempts } => Request::Complete {
-            session,
-            queue,
-            id,
-            attempts,
-        },
-        Call::Retry {
-            id,
-            attempts,
-            backoff_ms,
-            max_attempts,
-        } => Request::Retry {
-            session,
-            queue,
-            id,
-            attempts,
-            backoff_ms,
-            max_attempts,
-        },
-        Call::Promote { limit } => Request::Promote {
-            session,
-            queue,
-            limit,
-        },
-        Call::Reap {
-            max_attempts,
-            limit,
-        } => Request::Reap {
-            session,
-            queue,
-            max_attempts,
-            limit,
-        },
-        Call::Batch { n, payload } => Request::Batch {
-            session,
-            queue,
-            n,
-            depth: BATCH_DEPTH,
-            payload,
-            queues: None,
-        },
-    }
 }
 
 fn fault_name(f: Fault) -> String {
@@ -305,10 +269,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     };
     proxies.disarm(&admin);
     let (conns0, commands0) = proxies.counts(&admin);
-    let sha = |verb: &str| {
-        let script = if verb == "batch" { "enqueue" } else { verb };
-        ctx.bundle.script(script).entry.sha1.clone()
-    };
+    let script = |verb: Cmd| verb.script().expect("a mutating verb runs a script");
+    let sha = |verb: Cmd| ctx.bundle.script(script(verb)).entry.sha1.clone();
     let trials = schedule(ctx.seed);
     let mut rng = StdRng::seed_from_u64(ctx.seed);
     let reset_at = rng.random_range(0..trials.len());
@@ -353,7 +315,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         };
         let (pre, v) = snapshot(&mut admin, &q)?;
         violations.extend(v.iter().map(|v| stable(v)));
-        let skip = if t.verb == "batch" {
+        let skip = if t.verb == Cmd::Batch {
             rng.random_range(0..BATCH_N as u32)
         } else {
             0
@@ -363,7 +325,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             skip,
             fault: t.fault,
         });
-        let result = c.call(&request(&q, &call));
+        let result = c.call(&call);
         let unfired = proxies.disarm(&admin);
         let (post, v) = snapshot(&mut admin, &q)?;
         violations.extend(v.iter().map(|v| stable(v)));
@@ -383,7 +345,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         if unfired {
             breaches.push(format!(
                 "{label}: the call sent no EVALSHA of the {} script, so the fault never fired",
-                if t.verb == "batch" { "enqueue" } else { t.verb }
+                script(t.verb)
             ));
         }
         let record = Record {
@@ -416,7 +378,11 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
          EVALSHA: every mutating verb ({}) × {{{}}}, {ROUNDS} times each; and a reset on connect",
         ctx.seed,
         trials.len(),
-        VERBS.join(", "),
+        verbs()
+            .iter()
+            .map(|v| v.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         FAULTS.map(fault_name).join(", "),
     ));
     let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
@@ -487,8 +453,8 @@ mod tests {
     fn the_schedule_hits_every_verb_with_every_fault_and_is_seeded() {
         for seed in [1, 7, 42] {
             let s = schedule(seed);
-            assert_eq!(s.len(), VERBS.len() * FAULTS.len() * ROUNDS);
-            for v in VERBS {
+            assert_eq!(s.len(), verbs().len() * FAULTS.len() * ROUNDS);
+            for v in verbs() {
                 for f in FAULTS {
                     let n = s.iter().filter(|t| t.verb == v && t.fault == f).count();
                     assert_eq!(n, ROUNDS, "{v} {f:?}");
@@ -497,37 +463,5 @@ mod tests {
             assert_eq!(s, schedule(seed));
         }
         assert_ne!(schedule(1), schedule(7));
-    }
-
-    #[test]
-    fn every_verb_has_a_request() {
-        for (v, call) in VERBS.iter().zip([
-            Call::Enqueue {
-                payload: "t".into(),
-            },
-            Call::Claim { lease_ms: 1 },
-            Call::Complete {
-                id: "j0000000000000001".into(),
-                attempts: 1,
-            },
-            Call::Retry {
-                id: "j0000000000000001".into(),
-                attempts: 1,
-                backoff_ms: 0,
-                max_attempts: 5,
-            },
-            Call::Promote { limit: 1 },
-            Call::Reap {
-                max_attempts: 5,
-                limit: 1,
-            },
-            Call::Batch {
-                n: 2,
-                payload: "t".into(),
-            },
-        ]) {
-            assert_eq!(call.verb(), *v);
-            assert_eq!(request("q", &call).cmd(), *v);
-        }
     }
 }

@@ -7,65 +7,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use serde_saphyr::Spanned;
 
+use crate::connector::Cmd;
+use crate::connector::verbs::{Arg, ArgKind};
 use crate::error::{ErrorKind, HarnessError};
-
-/// What an argument holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Str,
-    Int,
-    /// A list of strings (`batch`'s `queues`).
-    StrList,
-}
-
-/// A verb's argument: name, kind, and its default (`None` = required; `null` = absent).
-type ArgSpec = (&'static str, Kind, Option<Value>);
-
-fn spec(verb: &str) -> Option<Vec<ArgSpec>> {
-    let s = |n, d: Option<&str>| (n, Kind::Str, d.map(|d| Value::String(d.into())));
-    let i = |n, d: Option<i64>| (n, Kind::Int, d.map(Value::from));
-    Some(match verb {
-        "enqueue" => vec![
-            s("queue", None),
-            s("payload", Some("")),
-            i("delay_ms", Some(0)),
-        ],
-        "browse" => vec![
-            s("queue", None),
-            i("offset", Some(0)),
-            i("limit", Some(100)),
-        ],
-        "pending_size" => vec![s("queue", None)],
-        "claim" => vec![s("queue", None), i("lease_ms", Some(30_000))],
-        "complete" => vec![s("queue", None), s("id", None), i("attempts", None)],
-        "retry" => vec![
-            s("queue", None),
-            s("id", None),
-            i("attempts", None),
-            i("backoff_ms", Some(0)),
-            i("max_attempts", Some(3)),
-        ],
-        "promote" => vec![s("queue", None), i("limit", Some(100))],
-        "reap" => vec![
-            s("queue", None),
-            i("max_attempts", Some(3)),
-            i("limit", Some(100)),
-        ],
-        "pipeline_probe" => vec![s("key", None), i("n", None)],
-        "batch" => vec![
-            s("queue", None),
-            i("n", None),
-            i("depth", None),
-            s("payload", Some("")),
-            ("queues", Kind::StrList, Some(Value::Null)),
-        ],
-        // `connect` may name a url (to pin the url rule); without one it is the case's database.
-        "connect" => vec![s("url", Some(""))],
-        "disconnect" => vec![],
-        "hello" => vec![i("protocol", Some(1))],
-        _ => return None,
-    })
-}
 
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
@@ -298,43 +242,7 @@ fn parse_step(
         }
         Action::Keyspace(ks)
     } else {
-        let spec = spec(&verb).ok_or_else(|| format!("unknown verb {verb:?}"))?;
-        let given = match body {
-            Value::Object(o) => o,
-            Value::Null => Map::new(),
-            other => return Err(format!("{verb}: arguments must be a map, got {other}")),
-        };
-        let mut args = Map::new();
-        for (name, _, _) in &spec {
-            if let Some(v) = given.get(*name) {
-                args.insert((*name).into(), v.clone());
-            }
-        }
-        if let Some(extra) = given.keys().find(|k| !spec.iter().any(|(n, _, _)| n == k)) {
-            return Err(format!("{verb}: unknown argument {extra:?}"));
-        }
-        for (name, kind, default) in spec {
-            match (args.get(name), default) {
-                (None, Some(d)) => {
-                    args.insert(name.into(), d);
-                }
-                (None, None) => return Err(format!("{verb}: missing argument {name:?}")),
-                (Some(v), _) => {
-                    let is_ref = v.as_str().is_some_and(|s| s.starts_with('$'));
-                    if is_ref {
-                        check_refs(v, captured, false)?;
-                    } else if kind == Kind::Str && !v.is_string() {
-                        return Err(format!("{verb}: {name} must be a string, got {v}"));
-                    } else if kind == Kind::Int && !v.is_i64() {
-                        return Err(format!("{verb}: {name} must be an integer, got {v}"));
-                    } else if kind == Kind::StrList
-                        && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
-                    {
-                        return Err(format!("{verb}: {name} must be a list of strings, got {v}"));
-                    }
-                }
-            }
-        }
+        let args = call_args(&verb, body, captured)?;
         Action::Call { verb, args }
     };
     Ok(Step {
@@ -345,6 +253,61 @@ fn parse_step(
         capture,
         expect,
     })
+}
+
+/// A call step's arguments, by its verb's declared table: each given one checked for its kind,
+/// the missing ones defaulted (`$refs` stay unresolved).
+fn call_args(
+    verb: &str,
+    body: Value,
+    captured: &BTreeSet<String>,
+) -> Result<Map<String, Value>, String> {
+    let spec = Cmd::from_name(verb)
+        .ok_or_else(|| format!("unknown verb {verb:?}"))?
+        .args();
+    let given = match body {
+        Value::Object(o) => o,
+        Value::Null => Map::new(),
+        other => return Err(format!("{verb}: arguments must be a map, got {other}")),
+    };
+    let mut args = Map::new();
+    for a in &spec {
+        if let Some(v) = given.get(a.name) {
+            args.insert(a.name.into(), v.clone());
+        }
+    }
+    if let Some(extra) = given.keys().find(|k| !spec.iter().any(|a| a.name == *k)) {
+        return Err(format!("{verb}: unknown argument {extra:?}"));
+    }
+    for Arg {
+        name,
+        kind,
+        default,
+        ..
+    } in spec
+    {
+        match (args.get(name), default) {
+            (None, Some(d)) => {
+                args.insert(name.into(), d);
+            }
+            (None, None) => return Err(format!("{verb}: missing argument {name:?}")),
+            (Some(v), _) => {
+                let is_ref = v.as_str().is_some_and(|s| s.starts_with('$'));
+                if is_ref {
+                    check_refs(v, captured, false)?;
+                } else if kind == ArgKind::Str && !v.is_string() {
+                    return Err(format!("{verb}: {name} must be a string, got {v}"));
+                } else if kind == ArgKind::Int && !v.is_i64() {
+                    return Err(format!("{verb}: {name} must be an integer, got {v}"));
+                } else if kind == ArgKind::StrList
+                    && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+                {
+                    return Err(format!("{verb}: {name} must be a list of strings, got {v}"));
+                }
+            }
+        }
+    }
+    Ok(args)
 }
 
 /// Every `$...` string must be a captured name, `$repeat:..`, or (in expectations) a matcher.

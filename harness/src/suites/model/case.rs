@@ -21,21 +21,7 @@ fn verb_args(req: &Request) -> (String, &str) {
         unreachable!("a request is an object")
     };
     m.remove("cmd");
-    let session = match req {
-        Request::Enqueue { session, .. }
-        | Request::Browse { session, .. }
-        | Request::PendingSize { session, .. }
-        | Request::Claim { session, .. }
-        | Request::Complete { session, .. }
-        | Request::Retry { session, .. }
-        | Request::Promote { session, .. }
-        | Request::Reap { session, .. }
-        | Request::Connect { session, .. }
-        | Request::Disconnect { session }
-        | Request::PipelineProbe { session, .. }
-        | Request::Batch { session, .. } => session.as_str(),
-        Request::Hello { .. } => "",
-    };
+    let session = req.session().unwrap_or("");
     m.remove("session");
     (format!("{}: {}", req.cmd(), j(&v)), session)
 }

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::connector::args::validate;
+use crate::connector::verbs::{Handler, fields};
 use crate::connector::{BrowsedJob, Claimed, Reply, Request, RetryOutcome};
 use crate::error::{ConnectorError, ErrorKind};
 use crate::protocol::grammar::{Set, job_id};
@@ -195,217 +196,208 @@ impl Model {
         self.wrote_time = false;
         self.written.clear();
         validate(req).map_err(err)?;
-        use Request::*;
-        match req {
-            Hello { .. } => Err(ErrorKind::Unsupported),
-            Connect { session, .. } => {
-                self.sessions.insert(session.clone());
-                Ok(Reply::Unit)
+        req.handle(self)
+    }
+}
+
+/// Each verb's prediction, its arguments already valid.
+impl Handler for Model {
+    type Out = Predicted;
+
+    fn hello(&mut self, _: fields::Hello<'_>) -> Predicted {
+        Err(ErrorKind::Unsupported)
+    }
+
+    fn connect(&mut self, a: fields::Connect<'_>) -> Predicted {
+        self.sessions.insert(a.session.clone());
+        Ok(Reply::Unit)
+    }
+
+    fn disconnect(&mut self, a: fields::Disconnect<'_>) -> Predicted {
+        self.session(a.session)?;
+        self.sessions.remove(a.session);
+        Ok(Reply::Unit)
+    }
+
+    fn enqueue(&mut self, a: fields::Enqueue<'_>) -> Predicted {
+        self.session(a.session)?;
+        let stamp = (*a.delay_ms > 0).then(|| self.stamp(*a.delay_ms));
+        let qs = self.queue(a.queue);
+        let n = qs.seq.unwrap_or(0) + 1;
+        qs.seq = Some(n);
+        let id = job_id(n as u64);
+        let state = match stamp {
+            Some(s) => {
+                qs.delayed.insert(id.clone(), s);
+                Set::Delayed
             }
-            Disconnect { session } => {
-                self.session(session)?;
-                self.sessions.remove(session);
-                Ok(Reply::Unit)
+            None => {
+                qs.pending.insert(id.clone());
+                Set::Pending
             }
-            Enqueue {
-                session,
-                queue,
-                payload,
-                delay_ms,
-            } => {
-                self.session(session)?;
-                let stamp = (*delay_ms > 0).then(|| self.stamp(*delay_ms));
-                let qs = self.queue(queue);
-                let n = qs.seq.unwrap_or(0) + 1;
-                qs.seq = Some(n);
-                let id = job_id(n as u64);
-                let state = match stamp {
-                    Some(s) => {
-                        qs.delayed.insert(id.clone(), s);
-                        Set::Delayed
-                    }
-                    None => {
-                        qs.pending.insert(id.clone());
-                        Set::Pending
-                    }
-                };
-                qs.jobs.insert(
-                    id.clone(),
-                    Job {
-                        payload: payload.clone(),
-                        attempts: 0,
-                        state,
-                    },
-                );
-                if stamp.is_some() {
-                    self.note(queue, Set::Delayed, &id);
-                }
-                self.minted.push((queue.clone(), id.clone()));
-                Ok(Reply::Id(id))
-            }
-            Browse {
-                session,
-                queue,
-                offset,
-                limit,
-            } => {
-                self.session(session)?;
-                let qs = self.queues.get(queue).cloned().unwrap_or_default();
-                Ok(Reply::Jobs(
-                    qs.pending
-                        .iter()
-                        .skip(*offset as usize)
-                        .take(*limit as usize)
-                        .map(|id| BrowsedJob {
-                            id: id.clone(),
-                            payload: qs.jobs[id].payload.clone(),
-                        })
-                        .collect(),
-                ))
-            }
-            PendingSize { session, queue } => {
-                self.session(session)?;
-                Ok(Reply::Count(
-                    self.queues.get(queue).map_or(0, |q| q.pending.len() as i64),
-                ))
-            }
-            Claim {
-                session,
-                queue,
-                lease_ms,
-            } => {
-                self.session(session)?;
-                let Some(id) = self
-                    .queues
-                    .get(queue)
-                    .and_then(|q| q.pending.first().cloned())
-                else {
-                    return Ok(Reply::Claim(None));
-                };
-                let stamp = self.stamp(*lease_ms);
-                let qs = self.queue(queue);
-                qs.pending.remove(&id);
-                qs.active.insert(id.clone(), stamp);
-                let job = qs.jobs.get_mut(&id).expect("pending ids have a hash");
-                job.attempts += 1;
-                job.state = Set::Active;
-                let claimed = Claimed {
-                    id,
-                    payload: job.payload.clone(),
-                    attempts: job.attempts,
-                };
-                self.note(queue, Set::Active, &claimed.id);
-                self.claims.push((queue.clone(), claimed.clone()));
-                Ok(Reply::Claim(Some(claimed)))
-            }
-            Complete {
-                session,
-                queue,
-                id,
-                attempts,
-            } => {
-                self.session(session)?;
-                let Some(qs) = self.queues.get_mut(queue) else {
-                    return Ok(Reply::Done(false));
-                };
-                if !qs.active.contains_key(id) || qs.jobs[id].attempts != *attempts {
-                    return Ok(Reply::Done(false));
-                }
-                qs.active.remove(id);
-                qs.jobs.remove(id);
-                Ok(Reply::Done(true))
-            }
-            Retry {
-                session,
-                queue,
-                id,
-                attempts,
-                backoff_ms,
-                max_attempts,
-            } => {
-                self.session(session)?;
-                let live = self.queues.get(queue).is_some_and(|qs| {
-                    qs.active.contains_key(id) && qs.jobs[id].attempts == *attempts
-                });
-                if !live {
-                    return Ok(Reply::Retry(RetryOutcome::Stale));
-                }
-                let dead = *attempts >= *max_attempts;
-                let stamp = self.stamp(if dead { 0 } else { *backoff_ms });
-                let qs = self.queue(queue);
-                qs.active.remove(id);
-                let job = qs.jobs.get_mut(id).expect("active ids have a hash");
-                if dead {
-                    job.state = Set::Dead;
-                    qs.dead.insert(id.clone(), stamp);
-                    self.note(queue, Set::Dead, id);
-                    Ok(Reply::Retry(RetryOutcome::Dead))
-                } else {
-                    job.state = Set::Delayed;
-                    qs.delayed.insert(id.clone(), stamp);
-                    self.note(queue, Set::Delayed, id);
-                    Ok(Reply::Retry(RetryOutcome::Delayed))
-                }
-            }
-            Promote {
-                session,
-                queue,
-                limit,
-            } => {
-                self.session(session)?;
-                let Some(qs) = self.queues.get_mut(queue) else {
-                    return Ok(Reply::Count(0));
-                };
-                let due: Vec<String> = Queue::due(&qs.delayed)
-                    .into_iter()
-                    .take(*limit as usize)
-                    .collect();
-                for id in &due {
-                    qs.delayed.remove(id);
-                    qs.pending.insert(id.clone());
-                    qs.jobs.get_mut(id).expect("delayed ids have a hash").state = Set::Pending;
-                }
-                Ok(Reply::Count(due.len() as i64))
-            }
-            Reap {
-                session,
-                queue,
-                max_attempts,
-                limit,
-            } => {
-                self.session(session)?;
-                let due: Vec<String> = self.queues.get(queue).map_or_else(Vec::new, |qs| {
-                    Queue::due(&qs.active)
-                        .into_iter()
-                        .take(*limit as usize)
-                        .collect()
-                });
-                let buries = due
-                    .iter()
-                    .any(|id| self.queues[queue.as_str()].jobs[id].attempts >= *max_attempts);
-                let stamp = if buries { Some(self.stamp(0)) } else { None };
-                let qs = self.queue(queue);
-                let mut buried = Vec::new();
-                for id in &due {
-                    qs.active.remove(id);
-                    let job = qs.jobs.get_mut(id).expect("active ids have a hash");
-                    if job.attempts >= *max_attempts {
-                        job.state = Set::Dead;
-                        qs.dead
-                            .insert(id.clone(), stamp.expect("a burial has a stamp"));
-                        buried.push(id.clone());
-                    } else {
-                        job.state = Set::Pending;
-                        qs.pending.insert(id.clone());
-                    }
-                }
-                for id in &buried {
-                    self.note(queue, Set::Dead, id);
-                }
-                Ok(Reply::Count(due.len() as i64))
-            }
-            PipelineProbe { .. } | Batch { .. } => Err(ErrorKind::Unsupported),
+        };
+        qs.jobs.insert(
+            id.clone(),
+            Job {
+                payload: a.payload.clone(),
+                attempts: 0,
+                state,
+            },
+        );
+        if stamp.is_some() {
+            self.note(a.queue, Set::Delayed, &id);
         }
+        self.minted.push((a.queue.clone(), id.clone()));
+        Ok(Reply::Id(id))
+    }
+
+    fn browse(&mut self, a: fields::Browse<'_>) -> Predicted {
+        self.session(a.session)?;
+        let qs = self.queues.get(a.queue).cloned().unwrap_or_default();
+        Ok(Reply::Jobs(
+            qs.pending
+                .iter()
+                .skip(*a.offset as usize)
+                .take(*a.limit as usize)
+                .map(|id| BrowsedJob {
+                    id: id.clone(),
+                    payload: qs.jobs[id].payload.clone(),
+                })
+                .collect(),
+        ))
+    }
+
+    fn pending_size(&mut self, a: fields::PendingSize<'_>) -> Predicted {
+        self.session(a.session)?;
+        Ok(Reply::Count(
+            self.queues
+                .get(a.queue)
+                .map_or(0, |q| q.pending.len() as i64),
+        ))
+    }
+
+    fn claim(&mut self, a: fields::Claim<'_>) -> Predicted {
+        self.session(a.session)?;
+        let Some(id) = self
+            .queues
+            .get(a.queue)
+            .and_then(|q| q.pending.first().cloned())
+        else {
+            return Ok(Reply::Claim(None));
+        };
+        let stamp = self.stamp(*a.lease_ms);
+        let qs = self.queue(a.queue);
+        qs.pending.remove(&id);
+        qs.active.insert(id.clone(), stamp);
+        let job = qs.jobs.get_mut(&id).expect("pending ids have a hash");
+        job.attempts += 1;
+        job.state = Set::Active;
+        let claimed = Claimed {
+            id,
+            payload: job.payload.clone(),
+            attempts: job.attempts,
+        };
+        self.note(a.queue, Set::Active, &claimed.id);
+        self.claims.push((a.queue.clone(), claimed.clone()));
+        Ok(Reply::Claim(Some(claimed)))
+    }
+
+    fn complete(&mut self, a: fields::Complete<'_>) -> Predicted {
+        self.session(a.session)?;
+        let Some(qs) = self.queues.get_mut(a.queue) else {
+            return Ok(Reply::Done(false));
+        };
+        if !qs.active.contains_key(a.id) || qs.jobs[a.id].attempts != *a.attempts {
+            return Ok(Reply::Done(false));
+        }
+        qs.active.remove(a.id);
+        qs.jobs.remove(a.id);
+        Ok(Reply::Done(true))
+    }
+
+    fn retry(&mut self, a: fields::Retry<'_>) -> Predicted {
+        self.session(a.session)?;
+        let live = self.queues.get(a.queue).is_some_and(|qs| {
+            qs.active.contains_key(a.id) && qs.jobs[a.id].attempts == *a.attempts
+        });
+        if !live {
+            return Ok(Reply::Retry(RetryOutcome::Stale));
+        }
+        let dead = *a.attempts >= *a.max_attempts;
+        let stamp = self.stamp(if dead { 0 } else { *a.backoff_ms });
+        let qs = self.queue(a.queue);
+        qs.active.remove(a.id);
+        let job = qs.jobs.get_mut(a.id).expect("active ids have a hash");
+        let (set, outcome) = if dead {
+            qs.dead.insert(a.id.clone(), stamp);
+            (Set::Dead, RetryOutcome::Dead)
+        } else {
+            qs.delayed.insert(a.id.clone(), stamp);
+            (Set::Delayed, RetryOutcome::Delayed)
+        };
+        job.state = set;
+        self.note(a.queue, set, a.id);
+        Ok(Reply::Retry(outcome))
+    }
+
+    fn promote(&mut self, a: fields::Promote<'_>) -> Predicted {
+        self.session(a.session)?;
+        let Some(qs) = self.queues.get_mut(a.queue) else {
+            return Ok(Reply::Count(0));
+        };
+        let due: Vec<String> = Queue::due(&qs.delayed)
+            .into_iter()
+            .take(*a.limit as usize)
+            .collect();
+        for id in &due {
+            qs.delayed.remove(id);
+            qs.pending.insert(id.clone());
+            qs.jobs.get_mut(id).expect("delayed ids have a hash").state = Set::Pending;
+        }
+        Ok(Reply::Count(due.len() as i64))
+    }
+
+    fn reap(&mut self, a: fields::Reap<'_>) -> Predicted {
+        self.session(a.session)?;
+        let due: Vec<String> = self.queues.get(a.queue).map_or_else(Vec::new, |qs| {
+            Queue::due(&qs.active)
+                .into_iter()
+                .take(*a.limit as usize)
+                .collect()
+        });
+        let buries = due
+            .iter()
+            .any(|id| self.queues[a.queue.as_str()].jobs[id].attempts >= *a.max_attempts);
+        let stamp = if buries { Some(self.stamp(0)) } else { None };
+        let qs = self.queue(a.queue);
+        let mut buried = Vec::new();
+        for id in &due {
+            qs.active.remove(id);
+            let job = qs.jobs.get_mut(id).expect("active ids have a hash");
+            if job.attempts >= *a.max_attempts {
+                job.state = Set::Dead;
+                qs.dead
+                    .insert(id.clone(), stamp.expect("a burial has a stamp"));
+                buried.push(id.clone());
+            } else {
+                job.state = Set::Pending;
+                qs.pending.insert(id.clone());
+            }
+        }
+        for id in &buried {
+            self.note(a.queue, Set::Dead, id);
+        }
+        Ok(Reply::Count(due.len() as i64))
+    }
+
+    /// Not modelled: histories never send it.
+    fn pipeline_probe(&mut self, _: fields::PipelineProbe<'_>) -> Predicted {
+        Err(ErrorKind::Unsupported)
+    }
+
+    /// Not modelled: histories never send it.
+    fn batch(&mut self, _: fields::Batch<'_>) -> Predicted {
+        Err(ErrorKind::Unsupported)
     }
 }
 

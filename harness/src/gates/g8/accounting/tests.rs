@@ -18,12 +18,26 @@ fn two_pending() -> Snapshot {
     s
 }
 
-fn rec(call: Call, outcome: Outcome) -> Record {
+fn rec(call: Request, outcome: Outcome) -> Record {
     Record {
-        label: format!("{} (test)", call.verb()),
+        label: format!("{} (test)", call.cmd()),
         call,
         outcome,
     }
+}
+
+/// A request on the test's one queue.
+fn on_q(session_and_queue: impl FnOnce(String, String) -> Request) -> Request {
+    session_and_queue("s".into(), "q".into())
+}
+
+fn enqueue_of(payload: &str) -> Request {
+    on_q(|session, queue| Request::Enqueue {
+        session,
+        queue,
+        payload: payload.into(),
+        delay_ms: 0,
+    })
 }
 
 fn failed() -> Outcome {
@@ -33,9 +47,7 @@ fn failed() -> Outcome {
 #[test]
 fn an_indeterminate_enqueue_may_or_may_not_have_happened() {
     let pre = Snapshot::default();
-    let call = Call::Enqueue {
-        payload: "t1".into(),
-    };
+    let call = enqueue_of("t1");
     let r = [rec(call.clone(), failed())];
     assert!(account(&pre, &r, &pre).is_empty());
     let (ran, _) = apply(&pre, &call);
@@ -53,9 +65,7 @@ fn an_indeterminate_enqueue_may_or_may_not_have_happened() {
 #[test]
 fn a_successful_enqueue_happened_exactly_once() {
     let pre = Snapshot::default();
-    let call = Call::Enqueue {
-        payload: "t1".into(),
-    };
+    let call = enqueue_of("t1");
     let (once, _) = apply(&pre, &call);
     let (twice, _) = apply(&once, &call);
     let ok2 = [rec(call.clone(), Outcome::Ok(Reply::Id(job_id(2))))];
@@ -79,9 +89,7 @@ fn a_successful_enqueue_happened_exactly_once() {
 #[test]
 fn a_fabricated_id_is_a_reply_the_engine_never_gave() {
     let pre = two_pending();
-    let call = Call::Enqueue {
-        payload: "t".into(),
-    };
+    let call = enqueue_of("t");
     let r = [rec(call, Outcome::Ok(Reply::Id(job_id(0))))];
     let b = account(&pre, &r, &pre);
     assert!(
@@ -95,7 +103,11 @@ fn a_fabricated_id_is_a_reply_the_engine_never_gave() {
 #[test]
 fn claims_are_explained_by_calls() {
     let pre = two_pending();
-    let call = Call::Claim { lease_ms: 60_000 };
+    let call = on_q(|session, queue| Request::Claim {
+        session,
+        queue,
+        lease_ms: 60_000,
+    });
     let (one, reply) = apply(&pre, &call);
     assert!(account(&pre, &[rec(call.clone(), Outcome::Ok(reply.clone()))], &one).is_empty());
     assert!(account(&pre, &[rec(call.clone(), failed())], &one).is_empty());
@@ -125,10 +137,12 @@ fn a_complete_reported_true_must_have_run() {
     let mut pre = two_pending();
     let j1 = job_id(1);
     pre.jobs.insert(j1.clone(), job("a", Set::Active, 1, false));
-    let call = Call::Complete {
+    let call = on_q(|session, queue| Request::Complete {
+        session,
+        queue,
         id: j1.clone(),
         attempts: 1,
-    };
+    });
     let (done, _) = apply(&pre, &call);
     assert!(!done.jobs.contains_key(&j1));
     let t = |o| [rec(call.clone(), o)];
@@ -162,23 +176,34 @@ fn retry_promote_and_reap_follow_the_scripts() {
     pre.jobs.insert(job_id(3), job("c", Set::Delayed, 1, true));
     let (s, r) = apply(
         &pre,
-        &Call::Reap {
+        &on_q(|session, queue| Request::Reap {
+            session,
+            queue,
             max_attempts: 5,
             limit: 10,
-        },
+        }),
     );
     assert_eq!(r, Reply::Count(2));
     assert_eq!(s.jobs[&job_id(1)].set, Set::Pending);
     assert_eq!(s.jobs[&job_id(2)].set, Set::Dead);
-    let (s, r) = apply(&pre, &Call::Promote { limit: 10 });
+    let (s, r) = apply(
+        &pre,
+        &on_q(|session, queue| Request::Promote {
+            session,
+            queue,
+            limit: 10,
+        }),
+    );
     assert_eq!(r, Reply::Count(1));
     assert_eq!(s.jobs[&job_id(3)].set, Set::Pending);
-    let retry = Call::Retry {
+    let retry = on_q(|session, queue| Request::Retry {
+        session,
+        queue,
         id: job_id(1),
         attempts: 1,
         backoff_ms: 0,
         max_attempts: 5,
-    };
+    });
     let (s, r) = apply(&pre, &retry);
     assert_eq!(r, Reply::Retry(RetryOutcome::Delayed));
     // Re-sent retry answers stale, yet the job moved.
@@ -198,10 +223,14 @@ fn retry_promote_and_reap_follow_the_scripts() {
 #[test]
 fn an_indeterminate_batch_may_have_made_any_prefix() {
     let pre = Snapshot::default();
-    let call = Call::Batch {
+    let call = on_q(|session, queue| Request::Batch {
+        session,
+        queue,
         n: 10,
+        depth: 4,
         payload: "b1".into(),
-    };
+        queues: None,
+    });
     let mut s = pre.clone();
     for k in 0..=10 {
         assert!(
