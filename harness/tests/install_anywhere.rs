@@ -26,23 +26,12 @@ fn hashes(dir: &Path) -> BTreeMap<String, String> {
     out
 }
 
-fn node_connector() -> Option<PathBuf> {
-    let found = emq::settings::var_os(&emq::settings::connector_var("node"))
-        .map(PathBuf::from)
-        .filter(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            !emq::settings::in_ci(),
-            "CI is set but EMQ_NODE_CONNECTOR names no connector: run ci/provision"
-        );
-        eprintln!("skipped: no Node connector (run ci/provision, or set EMQ_NODE_CONNECTOR)");
-    }
-    found
-}
-
 #[test]
 fn an_installed_gate_records_other_connectors_from_anywhere() {
-    let (Some(python), Some(node)) = (common::python_connector(), node_connector()) else {
+    let (Some(python), Some(node)) = (
+        common::python_connector(),
+        common::provisioned("EMQ_NODE_CONNECTOR"),
+    ) else {
         return;
     };
     let checkout_reports = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports");

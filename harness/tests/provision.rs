@@ -3,22 +3,10 @@
 //! to another checkout alone. The engine is the one already provisioned (`EMQ_VALKEY_SERVER`), so
 //! nothing is built; without it the test is skipped with a line (a failure under `CI`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn provisioned_server() -> Option<PathBuf> {
-    let found = emq::settings::var_os(emq::settings::VALKEY_SERVER)
-        .map(PathBuf::from)
-        .filter(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            !emq::settings::in_ci(),
-            "CI is set but EMQ_VALKEY_SERVER names no valkey-server: run ci/provision"
-        );
-        eprintln!("skipped: no provisioned valkey-server (run ci/provision)");
-    }
-    found
-}
 
 fn provision(cache: &Path, server: &Path) -> Output {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -33,7 +21,7 @@ fn provision(cache: &Path, server: &Path) -> Output {
 
 #[test]
 fn a_fresh_cache_is_provisioned_and_another_checkouts_settings_are_left_alone() {
-    let Some(server) = provisioned_server() else {
+    let Some(server) = common::provisioned("EMQ_VALKEY_SERVER") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

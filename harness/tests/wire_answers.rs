@@ -50,28 +50,15 @@ fn script(url: &str) -> Vec<(Value, Option<&'static str>)> {
 }
 
 fn connectors() -> Vec<(&'static str, PathBuf)> {
-    let mut out = Vec::new();
-    for (name, var) in [
+    [
         ("python", "EMQ_PYTHON_CONNECTOR"),
         ("node", "EMQ_NODE_CONNECTOR"),
         ("go", "EMQ_GO_CONNECTOR"),
         ("elixir", "EMQ_ELIXIR_CONNECTOR"),
-    ] {
-        match std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_file())
-        {
-            Some(p) => out.push((name, p)),
-            None => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI is set but {var} names no connector: run ci/provision"
-                );
-                eprintln!("skipped {name}: {var} is not set (run ci/provision)");
-            }
-        }
-    }
-    out
+    ]
+    .into_iter()
+    .filter_map(|(name, var)| Some((name, common::provisioned(var)?)))
+    .collect()
 }
 
 /// Runs `script` through the connector at `path`; returns one line per request that was not

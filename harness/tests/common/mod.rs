@@ -67,19 +67,26 @@ pub fn run(ctx: &GateContext<'_>, id: GateId) -> GateOutcome {
     run_gate(gate, ctx)
 }
 
-/// The Python connector `ci/provision` installed (`EMQ_PYTHON_CONNECTOR`). Outside CI a test
-/// that needs it is skipped with a line saying so; in CI (`CI` set) its absence is a failure, so
-/// no test passes there by skipping.
-pub fn python_connector() -> Option<PathBuf> {
-    let found = emq::settings::python_connector();
+/// The file the variable `var` names, as `ci/provision` writes it (a connector, a server). Outside
+/// CI a test that needs it is skipped with a line saying so; in CI (`CI` set) its absence is a
+/// failure, so no test passes there by skipping.
+pub fn provisioned(var: &str) -> Option<PathBuf> {
+    let found = emq::settings::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
     if found.is_none() {
         assert!(
             !emq::settings::in_ci(),
-            "CI is set but EMQ_PYTHON_CONNECTOR names no connector: run ci/provision"
+            "CI is set but {var} names no file: run ci/provision"
         );
-        eprintln!("skipped: no Python connector (run ci/provision, or set EMQ_PYTHON_CONNECTOR)");
+        eprintln!("skipped: {var} names no file (run ci/provision, or set it)");
     }
     found
+}
+
+/// The Python connector `ci/provision` installed (`EMQ_PYTHON_CONNECTOR`), as [`provisioned`].
+pub fn python_connector() -> Option<PathBuf> {
+    provisioned("EMQ_PYTHON_CONNECTOR")
 }
 
 /// Pids of the processes whose environment holds `var=marker`: a test marks what it starts, and
