@@ -14,8 +14,8 @@ use crate::protocol::grammar::FENCE_KEY;
 /// `ECHO "emq-call <n> <cmd>"`: the harness is about to send call `n`, a `<cmd>`.
 pub const CALL_MARK: &str = "emq-call ";
 
-/// `ECHO "emq-kill <node>"`: the harness has just killed the connector's connections on the
-/// node at that index (of the watches, in primary order).
+/// `ECHO "emq-kill <node>"`: the harness is about to kill the connector's connections on the
+/// node at that index (of the watches, in primary order); the kill follows the mark at once.
 pub const KILL_MARK: &str = "emq-kill ";
 
 /// A connection that sent a script (or touched an EchoMQ key) before reading the fence.
