@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::connector::Verbs;
-use crate::error::ErrorKind;
+use crate::connector::{Connector, Verbs};
+use crate::error::{ConnectorError, ErrorKind};
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::observe::{Observed, Watch, is_script_cmd, keys_of, names_emq_key, stable};
 use crate::protocol::grammar::FENCE_KEY;
@@ -93,7 +93,6 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     // Two connectors side by side below: their start-ups overlap (issue #24).
     ctx.factory
         .warm(2, crate::connector::starts::StartReason::Concurrent);
-    let m = &ctx.bundle.manifest;
     if !admin.hgetall(FENCE_KEY)?.is_empty() {
         return Err(GateError::Dirty {
             db,
@@ -114,43 +113,8 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         out.figure("first_connect_error", e.message);
         return Ok(());
     }
-    let fence = admin.hgetall(FENCE_KEY)?;
-    let want: BTreeMap<String, String> = [
-        ("protocol", m.protocol.to_string()),
-        ("bundle", m.bundle.clone()),
-        ("digest", m.digest.clone()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    if fence == want {
-        out.pass(format!(
-            "the first connect on a fresh database installed the fence: protocol={} bundle={} digest={}",
-            m.protocol, m.bundle, m.digest
-        ));
-    } else {
-        out.fail(format!(
-            "after the first connect on a fresh database {FENCE_KEY} is {fence:?}, expected {want:?}"
-        ));
-    }
-    let steps = (|| {
-        a.enqueue("s1", QUEUE, "one", 0)?;
-        a.connect("s2", &url)?;
-        a.enqueue("s2", QUEUE, "two", 0)?;
-        a.connect("s3", &url)?;
-        a.claim("s3", QUEUE, 60_000)?;
-        a.disconnect("s1")?;
-        a.connect("s1", &url)?;
-        a.enqueue("s1", QUEUE, "three", 0)?;
-        let mut b = ctx
-            .factory
-            .make()
-            .map_err(|e| crate::error::ConnectorError::internal(e.to_string()))?;
-        b.connect("t1", &url)?;
-        b.claim("t1", QUEUE, 60_000)?;
-        b.disconnect("t1")?;
-        Ok::<_, crate::error::ConnectorError>(())
-    })();
+    judge_fence(ctx, &admin.hgetall(FENCE_KEY)?, out);
+    let steps = connect_workload(ctx, &mut *a, &url);
     let obs = watch.stop()?;
     if let Err(e) = steps {
         out.fail(format!(
@@ -168,7 +132,61 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         cluster_urls(ctx, out, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
-    let firsts = first_actions(&obs);
+    judge_first_actions(&obs, out);
+
+    refusal(ctx, out, &mut admin, db, &url)
+}
+
+/// The fence after the first connect on a fresh database: the bundle's protocol, name, digest.
+fn judge_fence(ctx: &GateContext<'_>, fence: &BTreeMap<String, String>, out: &mut GateOutcome) {
+    let m = &ctx.bundle.manifest;
+    let want: BTreeMap<String, String> = [
+        ("protocol", m.protocol.to_string()),
+        ("bundle", m.bundle.clone()),
+        ("digest", m.digest.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if *fence == want {
+        out.pass(format!(
+            "the first connect on a fresh database installed the fence: protocol={} bundle={} digest={}",
+            m.protocol, m.bundle, m.digest
+        ));
+    } else {
+        out.fail(format!(
+            "after the first connect on a fresh database {FENCE_KEY} is {fence:?}, expected {want:?}"
+        ));
+    }
+}
+
+/// The connects after the first: two more sessions, a reconnect, a second instance.
+fn connect_workload(
+    ctx: &GateContext<'_>,
+    a: &mut (dyn Connector + Send),
+    url: &crate::engine::Target,
+) -> Result<(), ConnectorError> {
+    a.enqueue("s1", QUEUE, "one", 0)?;
+    a.connect("s2", url)?;
+    a.enqueue("s2", QUEUE, "two", 0)?;
+    a.connect("s3", url)?;
+    a.claim("s3", QUEUE, 60_000)?;
+    a.disconnect("s1")?;
+    a.connect("s1", url)?;
+    a.enqueue("s1", QUEUE, "three", 0)?;
+    let mut b = ctx
+        .factory
+        .make()
+        .map_err(|e| ConnectorError::internal(e.to_string()))?;
+    b.connect("t1", url)?;
+    b.claim("t1", QUEUE, 60_000)?;
+    b.disconnect("t1")?;
+    Ok(())
+}
+
+/// On a single engine: every connection's first EchoMQ command was the fence read.
+fn judge_first_actions(obs: &Observed, out: &mut GateOutcome) {
+    let firsts = first_actions(obs);
     let good = firsts.iter().filter(|(_, ok)| *ok).count();
     let mut bad: Vec<String> = firsts
         .iter()
@@ -186,8 +204,6 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
             if good >= 5 { "all" } else { "too few" }
         ),
     );
-
-    refusal(ctx, out, &mut admin, db, &url)
 }
 
 /// R8.1's url rule on a cluster: a seed url naming database 3 is `invalid` (a cluster has

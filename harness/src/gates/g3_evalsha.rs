@@ -78,23 +78,41 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());
     };
-    let scripts = ctx.bundle.scripts.len() as u64;
     // One queue per primary on a cluster, so every node serves every script (R8.2).
     let queues = admin.one_name_per_primary(QUEUE);
     admin.script_flush()?;
     admin.config_resetstat()?;
     let mut calls = BTreeMap::new();
     let t0 = Instant::now();
+    let Some(mid) = rounds(ctx, &mut *c, &mut admin, &queues, &mut calls, out)? else {
+        return Ok(());
+    };
+    out.figure("workload_ms", t0.elapsed().as_millis() as u64);
+    judge_costs(ctx, &mut admin, &calls, queues.len() as u64, &mid, out)?;
+    cached_batch(&mut *c, &mut admin, out)?;
+    engine_errors(&mut *c, &mut admin, out)
+}
+
+/// [`ROUNDS`] rounds over every queue, with a `SCRIPT FLUSH` halfway. Returns each node's
+/// `script|load` count before that flush, or `None` when a round went wrong (recorded in `out`).
+fn rounds(
+    ctx: &GateContext<'_>,
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    queues: &[String],
+    calls: &mut BTreeMap<&'static str, u64>,
+    out: &mut GateOutcome,
+) -> Result<Option<Vec<u64>>, GateError> {
     let mut loads_mid = None;
     for i in 0..ROUNDS {
         if i == ROUNDS / 2 {
-            loads_mid = Some(loads_each(&mut admin)?);
+            loads_mid = Some(loads_each(admin)?);
             admin.script_flush()?;
             (ctx.progress)("G3: SCRIPT FLUSH in the middle of the run");
         }
         let mut r = Ok(None);
-        for q in &queues {
-            r = round(&mut *c, q, &mut calls);
+        for q in queues {
+            r = round(c, q, calls);
             if !matches!(r, Ok(None)) {
                 break;
             }
@@ -103,7 +121,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
             Ok(None) => {}
             Ok(Some(what)) => {
                 out.fail(format!("round {i}: {what}"));
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => {
                 out.fail(format!(
@@ -111,11 +129,24 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
                     e.kind
                 ));
                 out.figure("caller_error", e.message);
-                return Ok(());
+                return Ok(None);
             }
         }
     }
-    out.figure("workload_ms", t0.elapsed().as_millis() as u64);
+    Ok(Some(loads_mid.unwrap_or_default()))
+}
+
+/// What the rounds cost on the engine: every transition called, one `SCRIPT LOAD` per script
+/// per flush on each of the `nodes` primaries, no `EVAL`, an `EVALSHA` per transition.
+fn judge_costs(
+    ctx: &GateContext<'_>,
+    admin: &mut Admin,
+    calls: &BTreeMap<&'static str, u64>,
+    nodes: u64,
+    mid: &[u64],
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
+    let scripts = ctx.bundle.scripts.len() as u64;
     let stats = admin.commandstats()?;
     let get = |k: &str| stats.get(k).copied().unwrap_or(0);
     let min = calls.values().copied().min().unwrap_or(0);
@@ -125,7 +156,6 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
             "{ROUNDS} rounds, no caller-visible error: ≥{ROUNDS} calls of each of enqueue, claim, complete, retry, promote, reap"
         ),
     );
-    let nodes = queues.len() as u64;
     let on = if nodes > 1 {
         format!(" on each of the {nodes} primaries")
     } else {
@@ -135,15 +165,14 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         [one] => one.to_string(),
         many => format!("{many:?}"),
     };
-    let mid = loads_mid.unwrap_or_default();
     out.check(
         !mid.is_empty() && mid.iter().all(|n| *n == scripts),
         format!(
             "after the first SCRIPT FLUSH: script|load = {}{on} (one per script: {scripts})",
-            shown(&mid)
+            shown(mid)
         ),
     );
-    let each = loads_each(&mut admin)?;
+    let each = loads_each(admin)?;
     let total: u64 = each.iter().sum();
     out.check(
         !each.is_empty() && each.iter().all(|n| *n == 2 * scripts),
@@ -163,8 +192,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     );
     out.figure("evalsha_calls", evalsha);
     out.figure("script_load_calls", total);
-    cached_batch(&mut *c, &mut admin, out)?;
-    engine_errors(&mut *c, &mut admin, out)
+    Ok(())
 }
 
 /// A pipelined `batch` while the scripts are cached: no miss, so no `SCRIPT LOAD` (a connector
@@ -215,49 +243,7 @@ fn engine_errors(
     for set in ["pending", "active", "delayed"] {
         admin.query::<()>(&["SET", &key(q, set), "not a zset"])?;
     }
-    let (session, queue, id) = (
-        "s".to_string(),
-        q.to_string(),
-        "j0000000000000001".to_string(),
-    );
-    let calls = [
-        Request::Enqueue {
-            session: session.clone(),
-            queue: queue.clone(),
-            payload: "w".into(),
-            delay_ms: 0,
-        },
-        Request::Claim {
-            session: session.clone(),
-            queue: queue.clone(),
-            lease_ms: 0,
-        },
-        Request::Complete {
-            session: session.clone(),
-            queue: queue.clone(),
-            id: id.clone(),
-            attempts: 1,
-        },
-        Request::Retry {
-            session: session.clone(),
-            queue: queue.clone(),
-            id,
-            attempts: 1,
-            backoff_ms: 0,
-            max_attempts: 3,
-        },
-        Request::Promote {
-            session: session.clone(),
-            queue: queue.clone(),
-            limit: 10,
-        },
-        Request::Reap {
-            session,
-            queue,
-            max_attempts: 3,
-            limit: 10,
-        },
-    ];
+    let calls = every_transition_on(q);
     let counts = |admin: &mut Admin| -> Result<(u64, u64), GateError> {
         let stats = admin.commandstats()?;
         let get = |k: &str| stats.get(k).copied().unwrap_or(0);
@@ -299,4 +285,51 @@ fn engine_errors(
         "but",
     );
     Ok(())
+}
+
+/// One call of each transition on queue `q`, in the order evidence lists them.
+fn every_transition_on(q: &str) -> [Request; 6] {
+    let (session, queue, id) = (
+        "s".to_string(),
+        q.to_string(),
+        "j0000000000000001".to_string(),
+    );
+    [
+        Request::Enqueue {
+            session: session.clone(),
+            queue: queue.clone(),
+            payload: "w".into(),
+            delay_ms: 0,
+        },
+        Request::Claim {
+            session: session.clone(),
+            queue: queue.clone(),
+            lease_ms: 0,
+        },
+        Request::Complete {
+            session: session.clone(),
+            queue: queue.clone(),
+            id: id.clone(),
+            attempts: 1,
+        },
+        Request::Retry {
+            session: session.clone(),
+            queue: queue.clone(),
+            id,
+            attempts: 1,
+            backoff_ms: 0,
+            max_attempts: 3,
+        },
+        Request::Promote {
+            session: session.clone(),
+            queue: queue.clone(),
+            limit: 10,
+        },
+        Request::Reap {
+            session,
+            queue,
+            max_attempts: 3,
+            limit: 10,
+        },
+    ]
 }

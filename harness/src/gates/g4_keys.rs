@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::connector::Verbs;
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
-use crate::observe::{Watch, every_transition, keys_of, stable};
+use crate::observe::{Observed, ScriptCall, Watch, every_transition, keys_of, stable};
 use crate::protocol::bundle::Script;
 use crate::protocol::grammar::hash_slot;
 
@@ -128,7 +128,31 @@ pub fn static_check(script: &Script) -> (usize, Vec<String>) {
 }
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    // 1. Static.
+    static_phase(ctx, out);
+    let GateDb { db, url, mut admin } = ctx.database("G4")?;
+    let by_sha: BTreeMap<&str, &str> = ctx
+        .bundle
+        .scripts
+        .iter()
+        .map(|s| (s.entry.sha1.as_str(), s.entry.name.as_str()))
+        .collect();
+    let obs = live_workload(ctx, db, &url, &mut admin, out)?;
+    let mut found = Findings::default();
+    for call in &obs.scripts {
+        found.add(call, &by_sha);
+    }
+    out.figure("script_calls_observed", found.calls);
+    if found.calls == 0 {
+        return Err(GateError::Unobserved(
+            "showed no command run inside a script",
+        ));
+    }
+    found.judge(out);
+    keyspace_after(&mut admin, out)
+}
+
+/// 1. Static: every script's key accesses.
+fn static_phase(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     for s in &ctx.bundle.scripts {
         let (n, problems) = static_check(s);
         if problems.is_empty() {
@@ -142,18 +166,19 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
             out.fail(format!("{}: {p}", s.entry.name));
         }
     }
+}
 
-    // 2. Live.
-    let GateDb { db, url, mut admin } = ctx.database("G4")?;
-    let by_sha: BTreeMap<&str, &str> = ctx
-        .bundle
-        .scripts
-        .iter()
-        .map(|s| (s.entry.sha1.as_str(), s.entry.name.as_str()))
-        .collect();
+/// 2. Live: every transition on two queues, watched; a failure of the workload is recorded.
+fn live_workload(
+    ctx: &GateContext<'_>,
+    db: u32,
+    url: &crate::engine::Target,
+    admin: &mut crate::engine::Admin,
+    out: &mut GateOutcome,
+) -> Result<Observed, GateError> {
     let mut c = ctx.factory.make()?;
-    let watch = Watch::start(&mut admin, db, &[])?;
-    let work = c.connect("s", &url).and_then(|()| {
+    let watch = Watch::start(admin, db, &[])?;
+    let work = c.connect("s", url).and_then(|()| {
         every_transition(&mut *c, "s", "g4")?;
         every_transition(&mut *c, "s", "g4.b-2")
     });
@@ -173,21 +198,31 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         }
         out.figure("workload_error", e.message);
     }
-    let mut seen: BTreeSet<&str> = BTreeSet::new();
-    let mut undeclared = BTreeSet::new();
-    let mut split = BTreeSet::new();
-    let mut calls = 0;
-    for call in &obs.scripts {
+    Ok(obs)
+}
+
+/// What the observed script calls showed: the bundle's scripts seen, keys touched that were not
+/// declared, calls whose keys span slots.
+#[derive(Default)]
+struct Findings<'a> {
+    calls: u64,
+    seen: BTreeSet<&'a str>,
+    undeclared: BTreeSet<String>,
+    split: BTreeSet<String>,
+}
+
+impl<'a> Findings<'a> {
+    fn add(&mut self, call: &ScriptCall, by_sha: &BTreeMap<&'a str, &'a str>) {
         if call.inner.is_empty() {
-            continue; // NOSCRIPT, or a script that touched nothing
+            return; // NOSCRIPT, or a script that touched nothing
         }
-        calls += 1;
+        self.calls += 1;
         let name = by_sha
             .get(call.sha.as_str())
             .copied()
             .unwrap_or("a foreign script");
         if by_sha.contains_key(call.sha.as_str()) {
-            seen.insert(name);
+            self.seen.insert(name);
         }
         let root = call.argv.first().map(String::as_str).unwrap_or("");
         let mut slots = BTreeSet::new();
@@ -203,41 +238,50 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
                 slots.insert(hash_slot(k));
                 let declared = call.keys.iter().any(|d| d == k);
                 if !declared && (root.is_empty() || !k.starts_with(root)) {
-                    undeclared.insert(format!("{name}: {} {}", inner[0].to_uppercase(), stable(k)));
+                    self.undeclared.insert(format!(
+                        "{name}: {} {}",
+                        inner[0].to_uppercase(),
+                        stable(k)
+                    ));
                 }
             }
         }
         if slots.len() > 1 {
             let mut all: Vec<String> = call.keys.iter().map(|k| stable(k)).collect();
             all.push(format!("{}<id>", stable(root)));
-            split.insert(format!(
+            self.split.insert(format!(
                 "{name}: keys in {} slots ({})",
                 slots.len(),
                 all.join(", ")
             ));
         }
     }
-    out.figure("script_calls_observed", calls);
-    if calls == 0 {
-        return Err(GateError::Unobserved(
-            "showed no command run inside a script",
+
+    fn judge(&self, out: &mut GateOutcome) {
+        // Coverage is reported, not judged here: a script that is not the bundle's is G2's and
+        // G8's finding, a transition done without its script G3's and G8's.
+        out.pass(format!(
+            "bundle scripts seen running on the engine: {:?}",
+            self.seen
         ));
+        out.none_of(
+            &self.undeclared,
+            "every key touched inside a script call is one of its KEYS or under its ARGV[1] root",
+            "not:",
+        );
+        out.none_of(
+            &self.split,
+            "every script call's keys share one hash slot",
+            "not:",
+        );
     }
-    // Coverage is reported, not judged here: a script that is not the bundle's is G2's and
-    // G8's finding, a transition done without its script G3's and G8's.
-    out.pass(format!(
-        "bundle scripts seen running on the engine: {seen:?}"
-    ));
-    out.none_of(
-        &undeclared,
-        "every key touched inside a script call is one of its KEYS or under its ARGV[1] root",
-        "not:",
-    );
-    out.none_of(
-        &split,
-        "every script call's keys share one hash slot",
-        "not:",
-    );
+}
+
+/// Afterwards: the keyspace parses by §3.
+fn keyspace_after(
+    admin: &mut crate::engine::Admin,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
     let ks = admin.keyspace()?;
     let violations = ks.violations();
     out.check(

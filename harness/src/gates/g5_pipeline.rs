@@ -16,6 +16,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::connector::{Connector, Verbs};
+use crate::engine::admin::Admin;
 use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::protocol::grammar::{job_id, key};
@@ -73,15 +74,29 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());
     };
+    probe(ctx, c.as_mut(), &mut admin, out)?;
+    if !batch(ctx, c.as_mut(), &mut admin, out)? {
+        return Ok(());
+    }
+    landed_whole(ctx.batch, c.as_mut(), &mut admin, out)?;
+    spread(ctx, out, c.as_mut(), &mut admin)?;
+    held(ctx, out, &url, &admin)
+}
 
-    // 1. The probe: outside the EchoMQ namespace.
+/// 1. The probe: outside the EchoMQ namespace.
+fn probe(
+    ctx: &GateContext<'_>,
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
     let probe = format!("emq-probe:{}", ctx.seed);
-    let r0 = reads(&mut admin)?;
+    let r0 = reads(admin)?;
     let t0 = Instant::now();
     match c.pipeline_probe("s", &probe, PROBE_N) {
         Ok(v) => {
             out.figure("probe_ms", t0.elapsed().as_millis() as u64);
-            let r1 = reads(&mut admin)?;
+            let r1 = reads(admin)?;
             note_reads(out, "probe", r0, r1);
             let first_bad = v.iter().enumerate().find(|(i, x)| **x != *i as i64 + 1);
             let ok = v.len() == PROBE_N as usize && first_bad.is_none();
@@ -105,8 +120,16 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
             out.figure("probe_error", e.message);
         }
     }
+    Ok(())
+}
 
-    // 2. The batch.
+/// 2. The batch of `ctx.batch` enqueues, timed. False when it failed (recorded in `out`).
+fn batch(
+    ctx: &GateContext<'_>,
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    out: &mut GateOutcome,
+) -> Result<bool, GateError> {
     let n = ctx.batch;
     (ctx.progress)(&format!("G5: a batch of {n} enqueues"));
     if n < CERTIFY {
@@ -115,22 +138,32 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         ));
     }
     // Timed by the same code as `emq-gate bench`, so the record's ops/s means the same thing.
-    let r0 = reads(&mut admin)?;
-    match time_batch(c.as_mut(), "s", QUEUE, n, DEPTH, "x") {
+    let r0 = reads(admin)?;
+    match time_batch(c, "s", QUEUE, n, DEPTH, "x") {
         Ok(t) => {
-            let r1 = reads(&mut admin)?;
+            let r1 = reads(admin)?;
             note_reads(out, "batch", r0, r1);
             let got = t.done;
             out.figure("batch_ms", (t.secs * 1e3).round() as u64);
             out.figure("batch_ops_per_s", t.ops_per_s.round() as u64);
             out.check(got == n, format!("batch({n}, depth {DEPTH}) replied {got}"));
+            Ok(true)
         }
         Err(e) => {
             out.fail(format!("batch failed (kind {})", e.kind));
             out.figure("batch_error", e.message);
-            return Ok(());
+            Ok(false)
         }
     }
+}
+
+/// The batch of `n` landed whole: `pending_size`, the counter, the first and last ids agree.
+fn landed_whole(
+    n: i64,
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
     match c.pending_size("s", QUEUE) {
         Ok(size) => {
             out.check(size == n, format!("pending_size is {size} (batch of {n})"));
@@ -154,8 +187,7 @@ fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
         first.first() == Some(&want[0]) && last.first() == Some(&want[1]),
         format!("pending runs from {} to {}", want[0], want[1]),
     );
-    spread(ctx, out, c.as_mut(), &mut admin)?;
-    held(ctx, out, &url, &admin)
+    Ok(())
 }
 
 /// The proxy that carries `key`'s commands: on one engine a proxy of the check's own (kept in

@@ -69,24 +69,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     out.figure("void_reruns", report.clock.void_reruns);
     let n_reg = regressions().len();
     if ctx.engine.is_cluster() {
-        match ctx.engine.admin(0) {
-            Ok(admin) => {
-                let shards: std::collections::BTreeSet<usize> =
-                    crate::suites::model::history::QUEUES
-                        .iter()
-                        .map(|q| admin.shard_of(q))
-                        .collect();
-                let primaries = admin.primaries().len();
-                out.check(
-                    shards.len() == primaries.min(3),
-                    format!(
-                        "on a cluster the histories' three queues live on {} of the {primaries} primaries",
-                        shards.len()
-                    ),
-                );
-            }
-            Err(e) => out.error(format!("the cluster's slot map could not be read: {e}")),
-        }
+        cluster_spread(ctx, out);
     }
     match &report.failure {
         None => {
@@ -99,6 +82,32 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         }
         Some(f) => judge_failure(ctx, out, f),
     }
+    soak_phase(ctx, out);
+}
+
+/// On a cluster: the histories' three queues are spread over the primaries.
+fn cluster_spread(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    match ctx.engine.admin(0) {
+        Ok(admin) => {
+            let shards: std::collections::BTreeSet<usize> = crate::suites::model::history::QUEUES
+                .iter()
+                .map(|q| admin.shard_of(q))
+                .collect();
+            let primaries = admin.primaries().len();
+            out.check(
+                shards.len() == primaries.min(3),
+                format!(
+                    "on a cluster the histories' three queues live on {} of the {primaries} primaries",
+                    shards.len()
+                ),
+            );
+        }
+        Err(e) => out.error(format!("the cluster's slot map could not be read: {e}")),
+    }
+}
+
+/// The soak: real worker threads, every job accounted for.
+fn soak_phase(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
@@ -109,34 +118,33 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         duration: SOAK_TIME,
         seed: ctx.seed,
     };
-    match soak(&env, &opts) {
-        Err(e) => out.error(format!("the soak could not run: {e}")),
-        Ok(s) => {
-            out.figure("soak_jobs", s.jobs);
-            out.figure("soak_calls", s.calls);
-            out.figure("soak_claims", s.claims);
-            out.figure("soak_completed", s.completed);
-            out.figure(
-                "soak_calls_per_s",
-                round(s.calls as f64 / s.elapsed.as_secs_f64().max(1e-9)),
-            );
-            if s.jobs == 0 || s.completed == 0 {
-                out.fail("soak: no job was enqueued and completed, so nothing could be accounted");
-            } else if s.violations.is_empty() {
-                out.pass(format!(
-                    "soak: {SOAK_WORKERS} workers, a producer and a reaper for {} s; every enqueued job \
-                     was completed exactly once or sits in exactly one set, no lease was granted twice, \
-                     every hash's attempts equals the claims granted",
-                    SOAK_TIME.as_secs()
-                ));
-            } else {
-                let shown: Vec<&String> = s.violations.iter().take(10).collect();
-                out.fail(format!(
-                    "soak: the accounting failed ({} violations), first: {shown:?}",
-                    s.violations.len()
-                ));
-            }
-        }
+    let s = match soak(&env, &opts) {
+        Err(e) => return out.error(format!("the soak could not run: {e}")),
+        Ok(s) => s,
+    };
+    out.figure("soak_jobs", s.jobs);
+    out.figure("soak_calls", s.calls);
+    out.figure("soak_claims", s.claims);
+    out.figure("soak_completed", s.completed);
+    out.figure(
+        "soak_calls_per_s",
+        round(s.calls as f64 / s.elapsed.as_secs_f64().max(1e-9)),
+    );
+    if s.jobs == 0 || s.completed == 0 {
+        out.fail("soak: no job was enqueued and completed, so nothing could be accounted");
+    } else if s.violations.is_empty() {
+        out.pass(format!(
+            "soak: {SOAK_WORKERS} workers, a producer and a reaper for {} s; every enqueued job \
+             was completed exactly once or sits in exactly one set, no lease was granted twice, \
+             every hash's attempts equals the claims granted",
+            SOAK_TIME.as_secs()
+        ));
+    } else {
+        let shown: Vec<&String> = s.violations.iter().take(10).collect();
+        out.fail(format!(
+            "soak: the accounting failed ({} violations), first: {shown:?}",
+            s.violations.len()
+        ));
     }
 }
 

@@ -302,21 +302,29 @@ fn diff(pre: &Snapshot, want: &Snapshot, post: &Snapshot) -> Vec<String> {
 /// when some world the history allows is exactly `post`.
 pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<String> {
     let all = worlds(pre, records);
-    let same = |a: &Snapshot, b: &Snapshot| {
-        a.jobs.len() == b.jobs.len()
-            && a.jobs.iter().zip(&b.jobs).all(|((ia, ja), (ib, jb))| {
-                ia == ib && (ja.set, ja.attempts, &ja.payload) == (jb.set, jb.attempts, &jb.payload)
-            })
-    };
     if all
         .iter()
-        .any(|w| w.wrong_replies.is_empty() && same(&w.snap, post))
+        .any(|w| w.wrong_replies.is_empty() && same_jobs(&w.snap, post))
     {
         return Vec::new();
     }
-    let mut out = Vec::new();
+    let mut out = attribute(pre, records, post);
+    explain_closest(pre, &all, post, &mut out);
+    out
+}
 
-    // Attribution by token: who made each new job.
+/// The same jobs, in the same sets, with the same attempts and payloads (`due` and `seq` aside).
+fn same_jobs(a: &Snapshot, b: &Snapshot) -> bool {
+    a.jobs.len() == b.jobs.len()
+        && a.jobs.iter().zip(&b.jobs).all(|((ia, ja), (ib, jb))| {
+            ia == ib && (ja.set, ja.attempts, &ja.payload) == (jb.set, jb.attempts, &jb.payload)
+        })
+}
+
+/// Attribution by token: who made each new job. Duplicates and lost jobs, per call, then the new
+/// jobs no call made.
+fn attribute(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
     let mut made: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
     for (id, j) in &post.jobs {
         if !pre.jobs.contains_key(id) {
@@ -328,60 +336,11 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
             continue;
         };
         let ids = made.remove(token).unwrap_or_default();
-        let max = n as usize;
-        if ids.len() > max {
-            // The job a successful enqueue named is explained; the others are not.
-            let named = match &r.outcome {
-                Outcome::Ok(Reply::Id(id)) => Some(id),
-                _ => None,
-            };
-            let mut extra: Vec<&String> =
-                ids.iter().copied().filter(|i| Some(*i) != named).collect();
-            if named.is_none() || !ids.contains(&named.expect("checked")) {
-                extra = ids[max..].to_vec();
-            }
-            let extra = &extra[extra.len().saturating_sub(ids.len() - max)..];
-            out.push(format!(
-                "duplicate: {} ({}) made {} jobs carrying its token, at most {max} explainable; extra {extra:?}",
-                r.label,
-                match &r.outcome {
-                    Outcome::Ok(reply) => format!("answered {}", show(reply)),
-                    Outcome::Failed(kind) => format!("failed with kind {kind}"),
-                },
-                ids.len()
-            ));
+        if let Some(d) = duplicate(r, &ids, n as usize) {
+            out.push(d);
         }
         if let Outcome::Ok(reply) = &r.outcome {
-            let completed = |id: &str| {
-                records.iter().any(|c| {
-                    matches!(&c.call, Request::Complete { id: cid, .. } if cid == id)
-                        && matches!(
-                            c.outcome,
-                            Outcome::Ok(Reply::Done(true)) | Outcome::Failed(_)
-                        )
-                })
-            };
-            let acked = match reply {
-                Reply::Id(id) => vec![id.clone()],
-                _ => Vec::new(),
-            };
-            for id in acked {
-                if !post.jobs.contains_key(&id) && !completed(&id) {
-                    out.push(format!(
-                        "lost: {} was acknowledged with {id}, but job {id} is gone with no complete sent",
-                        r.label
-                    ));
-                }
-            }
-            if let (Request::Batch { n, .. }, Reply::Count(c)) = (&r.call, reply)
-                && (ids.len() as i64) < *n
-            {
-                out.push(format!(
-                    "lost: {} was acknowledged with {c}, but only {} jobs carry its token",
-                    r.label,
-                    ids.len()
-                ));
-            }
+            out.extend(lost(records, post, r, reply, &ids));
         }
     }
     for (token, ids) in made {
@@ -389,8 +348,81 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
             "job {ids:?} (payload {token:?}) was made by no call"
         ));
     }
+    out
+}
 
-    // The closest world, and what tells the state apart from it.
+/// A duplicate when call `r` made more than `max` of the jobs `ids` carrying its token.
+fn duplicate(r: &Record, ids: &[&String], max: usize) -> Option<String> {
+    if ids.len() <= max {
+        return None;
+    }
+    // The job a successful enqueue named is explained; the others are not.
+    let named = match &r.outcome {
+        Outcome::Ok(Reply::Id(id)) => Some(id),
+        _ => None,
+    };
+    let mut extra: Vec<&String> = ids.iter().copied().filter(|i| Some(*i) != named).collect();
+    if named.is_none() || !ids.contains(&named.expect("checked")) {
+        extra = ids[max..].to_vec();
+    }
+    let extra = &extra[extra.len().saturating_sub(ids.len() - max)..];
+    Some(format!(
+        "duplicate: {} ({}) made {} jobs carrying its token, at most {max} explainable; extra {extra:?}",
+        r.label,
+        match &r.outcome {
+            Outcome::Ok(reply) => format!("answered {}", show(reply)),
+            Outcome::Failed(kind) => format!("failed with kind {kind}"),
+        },
+        ids.len()
+    ))
+}
+
+/// What call `r`, acknowledged with `reply`, lost: a named job gone with no complete sent, or a
+/// batch with fewer of `ids` than it counted.
+fn lost(
+    records: &[Record],
+    post: &Snapshot,
+    r: &Record,
+    reply: &Reply,
+    ids: &[&String],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let completed = |id: &str| {
+        records.iter().any(|c| {
+            matches!(&c.call, Request::Complete { id: cid, .. } if cid == id)
+                && matches!(
+                    c.outcome,
+                    Outcome::Ok(Reply::Done(true)) | Outcome::Failed(_)
+                )
+        })
+    };
+    let acked = match reply {
+        Reply::Id(id) => vec![id.clone()],
+        _ => Vec::new(),
+    };
+    for id in acked {
+        if !post.jobs.contains_key(&id) && !completed(&id) {
+            out.push(format!(
+                "lost: {} was acknowledged with {id}, but job {id} is gone with no complete sent",
+                r.label
+            ));
+        }
+    }
+    if let (Request::Batch { n, .. }, Reply::Count(c)) = (&r.call, reply)
+        && (ids.len() as i64) < *n
+    {
+        out.push(format!(
+            "lost: {} was acknowledged with {c}, but only {} jobs carry its token",
+            r.label,
+            ids.len()
+        ));
+    }
+    out
+}
+
+/// The closest world, and what tells the state apart from it: its wrong replies, and when
+/// nothing was attributed, the differences of state.
+fn explain_closest(pre: &Snapshot, all: &[World], post: &Snapshot, out: &mut Vec<String>) {
     let best = all
         .iter()
         .min_by_key(|w| diff(pre, &w.snap, post).len() + w.wrong_replies.len())
@@ -407,7 +439,6 @@ pub fn account(pre: &Snapshot, records: &[Record], post: &Snapshot) -> Vec<Strin
     if out.is_empty() {
         out.push("the state after the calls matches no world the history allows".into());
     }
-    out
 }
 
 #[cfg(test)]

@@ -252,47 +252,112 @@ impl Proxies<'_> {
     }
 }
 
+/// What the trials add up to: the breaches in the order seen, the §3 violations, how calls ended.
+#[derive(Default)]
+struct Tally {
+    breaches: Vec<String>,
+    violations: std::collections::BTreeSet<String>,
+    failed: u64,
+    answered: u64,
+}
+
+/// The phase's instruments: the gate's database, the proxies its faults are armed on, and the
+/// seeded draws (setup depth, faulted enqueue of a batch).
+struct Phase<'a> {
+    ctx: &'a GateContext<'a>,
+    admin: Admin,
+    proxies: Proxies<'a>,
+    purl: crate::engine::Target,
+    rng: StdRng,
+    tally: Tally,
+}
+
 /// The phase: runs the schedule and records one verdict line (and the breaches, if any).
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
-    // Every script cached first (on every primary), so a NOSCRIPT reply never takes the place of
-    // a faulted one.
-    for s in &ctx.bundle.scripts {
-        admin.script_load_each(&s.source)?;
-    }
-    let (proxies, purl) = if ctx.engine.is_cluster() {
-        // The gate's url is already the seed's proxy: every node announces its own.
-        (Proxies::Cluster(ctx.engine), url.clone())
-    } else {
-        let (proxy, purl) = ctx.proxied(&url)?;
-        (Proxies::Single(proxy), purl)
-    };
-    proxies.disarm(&admin);
-    let (conns0, commands0) = proxies.counts(&admin);
-    let script = |verb: Cmd| verb.script().expect("a mutating verb runs a script");
-    let sha = |verb: Cmd| ctx.bundle.script(script(verb)).entry.sha1.clone();
+    let mut phase = Phase::open(ctx)?;
+    let (conns0, commands0) = phase.proxies.counts(&phase.admin);
     let trials = schedule(ctx.seed);
-    let mut rng = StdRng::seed_from_u64(ctx.seed);
-    let reset_at = rng.random_range(0..trials.len());
+    let reset_at = phase.rng.random_range(0..trials.len());
     (ctx.progress)(&format!(
         "G8: fault phase, {} faulted calls through the proxy",
         trials.len()
     ));
     let t0 = Instant::now();
-    let mut c = fresh(ctx, &purl)?;
-    let mut breaches: Vec<String> = Vec::new();
-    let mut violations: std::collections::BTreeSet<String> = Default::default();
-    let (mut failed, mut answered) = (0u64, 0u64);
+    let mut c = fresh(ctx, &phase.purl)?;
     for (i, t) in trials.iter().enumerate() {
         if i == reset_at {
-            let seed = proxies
-                .seed()
-                .ok_or_else(|| GateError::Instrument("no fault proxy at the seed node".into()))?;
-            reset_on_connect(seed, &mut *c, &purl, &mut breaches);
-            proxies.disarm(&admin);
+            phase.reset(&mut *c)?;
         }
+        if !phase.trial(&mut *c, i, *t, out)? {
+            return Ok(());
+        }
+        // Reopen the session: the connector's own way, and every fourth trial a fresh instance.
+        let _ = c.disconnect(SESSION);
+        if i % 4 == 3 || c.connect(SESSION, &phase.purl).is_err() {
+            c = fresh(ctx, &phase.purl)?;
+        }
+    }
+    let (conns, commands) = phase.proxies.counts(&phase.admin);
+    let (conns, commands) = (conns - conns0, commands - commands0);
+    out.figure("fault_phase_ms", t0.elapsed().as_millis() as u64);
+    out.figure("fault_calls", trials.len() as u64);
+    out.figure("fault_calls_failed", phase.tally.failed);
+    out.figure("fault_calls_answered", phase.tally.answered);
+    out.figure("fault_proxy_connections", conns);
+    out.figure("fault_proxy_commands", commands);
+    verdict(ctx, trials.len(), phase.tally, out);
+    Ok(())
+}
+
+impl<'a> Phase<'a> {
+    /// The gate's database with every script cached, and the proxies disarmed.
+    fn open(ctx: &'a GateContext<'a>) -> Result<Self, GateError> {
+        let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+        // Every script cached first (on every primary), so a NOSCRIPT reply never takes the place
+        // of a faulted one.
+        for s in &ctx.bundle.scripts {
+            admin.script_load_each(&s.source)?;
+        }
+        let (proxies, purl) = if ctx.engine.is_cluster() {
+            // The gate's url is already the seed's proxy: every node announces its own.
+            (Proxies::Cluster(ctx.engine), url.clone())
+        } else {
+            let (proxy, purl) = ctx.proxied(&url)?;
+            (Proxies::Single(proxy), purl)
+        };
+        proxies.disarm(&admin);
+        Ok(Self {
+            ctx,
+            admin,
+            proxies,
+            purl,
+            rng: StdRng::seed_from_u64(ctx.seed),
+            tally: Tally::default(),
+        })
+    }
+
+    /// The reset on connect, through the seed's proxy.
+    fn reset(&mut self, c: &mut (dyn Connector + Send)) -> Result<(), GateError> {
+        let seed = self
+            .proxies
+            .seed()
+            .ok_or_else(|| GateError::Instrument("no fault proxy at the seed node".into()))?;
+        reset_on_connect(seed, c, &self.purl, &mut self.tally.breaches);
+        self.proxies.disarm(&self.admin);
+        Ok(())
+    }
+
+    /// Trial `i`: setup, state, the faulted call, state, accounting. False when the setup failed
+    /// (recorded in `out`: the phase stops there).
+    fn trial(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        i: usize,
+        t: Trial,
+        out: &mut GateOutcome,
+    ) -> Result<bool, GateError> {
         let q = format!("g8f{i}");
-        let (proxy, node) = proxies.of(&admin, &q)?;
+        let (proxy, node) = self.proxies.of(&self.admin, &q)?;
         let label = match node {
             None => format!("{} (trial {i}, {})", t.verb, fault_name(t.fault)),
             Some((port, slot)) => format!(
@@ -302,7 +367,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             ),
         };
         let token = format!("t{i}");
-        let call = match setup(&mut *c, &q, t.verb, rng.random_range(2..=4), &token) {
+        let call = match setup(c, &q, t.verb, self.rng.random_range(2..=4), &token) {
             Ok(call) => call,
             Err(e) => {
                 out.fail(format!(
@@ -310,40 +375,28 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
                     e.kind
                 ));
                 out.figure("fault_setup_error", e.message);
-                return Ok(());
+                return Ok(false);
             }
         };
-        let (pre, v) = snapshot(&mut admin, &q)?;
-        violations.extend(v.iter().map(|v| stable(v)));
+        let (pre, v) = snapshot(&mut self.admin, &q)?;
+        self.tally.violations.extend(v.iter().map(|v| stable(v)));
         let skip = if t.verb == Cmd::Batch {
-            rng.random_range(0..BATCH_N as u32)
+            self.rng.random_range(0..BATCH_N as u32)
         } else {
             0
         };
         proxy.arm(Rule {
-            matcher: Matcher::evalsha(&sha(t.verb)),
+            matcher: Matcher::evalsha(&self.ctx.bundle.script(script(t.verb)).entry.sha1),
             skip,
             fault: t.fault,
         });
         let result = c.call(&call);
-        let unfired = proxies.disarm(&admin);
-        let (post, v) = snapshot(&mut admin, &q)?;
-        violations.extend(v.iter().map(|v| stable(v)));
-        let outcome = match result {
-            Ok(reply) => {
-                answered += 1;
-                Outcome::Ok(reply)
-            }
-            Err(e) => {
-                failed += 1;
-                if e.kind != ErrorKind::Engine {
-                    breaches.push(format!("{label}: failed with kind {}, not engine", e.kind));
-                }
-                Outcome::Failed(e.kind.as_str().to_string())
-            }
-        };
+        let unfired = self.proxies.disarm(&self.admin);
+        let (post, v) = snapshot(&mut self.admin, &q)?;
+        self.tally.violations.extend(v.iter().map(|v| stable(v)));
+        let outcome = self.outcome(&label, result);
         if unfired {
-            breaches.push(format!(
+            self.tally.breaches.push(format!(
                 "{label}: the call sent no EVALSHA of the {} script, so the fault never fired",
                 script(t.verb)
             ));
@@ -353,31 +406,50 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             call,
             outcome,
         };
-        breaches.extend(account(&pre, &[record], &post));
-        // Reopen the session: the connector's own way, and every fourth trial a fresh instance.
-        let _ = c.disconnect(SESSION);
-        if i % 4 == 3 || c.connect(SESSION, &purl).is_err() {
-            c = fresh(ctx, &purl)?;
+        self.tally.breaches.extend(account(&pre, &[record], &post));
+        Ok(true)
+    }
+
+    /// The call's outcome, counted; a failure of a kind other than engine is a breach.
+    fn outcome(
+        &mut self,
+        label: &str,
+        result: Result<crate::connector::Reply, ConnectorError>,
+    ) -> Outcome {
+        match result {
+            Ok(reply) => {
+                self.tally.answered += 1;
+                Outcome::Ok(reply)
+            }
+            Err(e) => {
+                self.tally.failed += 1;
+                if e.kind != ErrorKind::Engine {
+                    self.tally
+                        .breaches
+                        .push(format!("{label}: failed with kind {}, not engine", e.kind));
+                }
+                Outcome::Failed(e.kind.as_str().to_string())
+            }
         }
     }
-    let (conns, commands) = proxies.counts(&admin);
-    let (conns, commands) = (conns - conns0, commands - commands0);
-    out.figure("fault_phase_ms", t0.elapsed().as_millis() as u64);
-    out.figure("fault_calls", trials.len() as u64);
-    out.figure("fault_calls_failed", failed);
-    out.figure("fault_calls_answered", answered);
-    out.figure("fault_proxy_connections", conns);
-    out.figure("fault_proxy_commands", commands);
+}
+
+/// The script a mutating verb runs.
+fn script(verb: Cmd) -> &'static str {
+    verb.script().expect("a mutating verb runs a script")
+}
+
+/// The phase's verdict lines: what ran, the accounting (breaches shown up to [`SHOWN`]), §3.
+fn verdict(ctx: &GateContext<'_>, calls: usize, tally: Tally, out: &mut GateOutcome) {
     let through = if ctx.engine.is_cluster() {
         "the proxy of the node that owns its queue's slot (every node's clients go through one)"
     } else {
         "the harness's proxy"
     };
     out.pass(format!(
-        "fault phase (seed {}): {} calls through {through}, each meeting one fault on its own \
+        "fault phase (seed {}): {calls} calls through {through}, each meeting one fault on its own \
          EVALSHA: every mutating verb ({}) × {{{}}}, {ROUNDS} times each; and a reset on connect",
         ctx.seed,
-        trials.len(),
         verbs()
             .iter()
             .map(|v| v.name())
@@ -387,6 +459,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     ));
     let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
                 succeeded ran exactly once and answered what the scripts answer; no job duplicated, lost or made by no call";
+    let breaches = tally.breaches;
     if breaches.is_empty() {
         out.pass(rule);
     } else {
@@ -399,13 +472,12 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             out.fail(format!("… and {more} more breaches"));
         }
     }
-    let violations: Vec<String> = violations.into_iter().take(5).collect();
+    let violations: Vec<String> = tally.violations.into_iter().take(5).collect();
     out.none_of(
         &violations,
         "keyspace before and after every faulted call: no violation of §3",
         "",
     );
-    Ok(())
 }
 
 /// Connect while the proxy closes the connection it is opening: kind engine (or a success of
