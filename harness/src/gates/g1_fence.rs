@@ -89,7 +89,7 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
 }
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { db, url, mut admin } = ctx.database("G1")?;
+    let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G1)?;
     // Two connectors side by side below: their start-ups overlap (issue #24).
     ctx.factory
         .warm(2, crate::connector::starts::StartReason::Concurrent);

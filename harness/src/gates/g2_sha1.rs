@@ -19,7 +19,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
 }
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { db, url, mut admin } = ctx.database("G2")?;
+    let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G2)?;
     let bundle_shas = bundle_itself(ctx, &mut admin, out)?;
     let known: BTreeSet<&str> = bundle_shas.values().map(String::as_str).collect();
     let mut c = ctx.factory.make()?;

@@ -74,7 +74,7 @@ fn round(
 }
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database("G3")?;
+    let GateDb { url, mut admin, .. } = ctx.database(crate::gates::GateId::G3)?;
     let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());
     };

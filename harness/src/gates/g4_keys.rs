@@ -129,7 +129,7 @@ pub fn static_check(script: &Script) -> (usize, Vec<String>) {
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     static_phase(ctx, out);
-    let GateDb { db, url, mut admin } = ctx.database("G4")?;
+    let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G4)?;
     let by_sha: BTreeMap<&str, &str> = ctx
         .bundle
         .scripts

@@ -70,7 +70,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
 }
 
 fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database("G5")?;
+    let GateDb { url, mut admin, .. } = ctx.database(crate::gates::GateId::G5)?;
     let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());
     };

@@ -221,20 +221,6 @@ impl GateError {
     }
 }
 
-// Only for gates/g8 until its instrument errors are named (`GateError::instrument` or a variant
-// above); every other gate says which error it means.
-impl From<String> for GateError {
-    fn from(s: String) -> Self {
-        Self::Instrument(s)
-    }
-}
-
-impl From<&str> for GateError {
-    fn from(s: &str) -> Self {
-        Self::Instrument(s.to_string())
-    }
-}
-
 /// What every gate gets.
 pub struct GateContext<'a> {
     pub engine: &'a Engine,
@@ -265,15 +251,7 @@ impl GateContext<'_> {
     }
 
     /// The database gate `id` owns, flushed, with an admin on it: every gate's first step.
-    /// `id` is a [`GateId`] (or, until every gate passes one, its text).
-    pub fn database<G>(&self, id: G) -> Result<GateDb, GateError>
-    where
-        G: TryInto<GateId>,
-        G::Error: std::fmt::Display,
-    {
-        let id = id
-            .try_into()
-            .map_err(|e| GateError::Instrument(e.to_string()))?;
+    pub fn database(&self, id: GateId) -> Result<GateDb, GateError> {
         let db = self.db_of(id);
         Ok(GateDb {
             db,

@@ -16,7 +16,7 @@ use super::{MAX_ATTEMPTS, SESSION, fresh};
 use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::reconnect::{
     CALL_MARK, KILL_MARK, unfenced_connections, unfenced_replacements,
 };
@@ -179,7 +179,7 @@ struct Counts {
 }
 
 pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { db, url, mut admin } = ctx.database("G8")?;
+    let GateDb { db, url, mut admin } = ctx.database(GateId::G8)?;
     let mut killer_admin = ctx.engine.admin(db)?;
     let mut marker = Marker {
         admin: ctx.engine.admin(db)?,
@@ -283,13 +283,12 @@ fn crash_loop(
         while n.conn_kills < CRASHES {
             n.steps += 1;
             if n.steps > 50_000 || t0.elapsed() > CRASH_PHASE_WITHIN {
-                return Err(format!(
+                return Err(GateError::instrument(format!(
                     "only {} of {CRASHES} crashes injected in {} steps and {} s",
                     n.conn_kills,
                     n.steps,
                     t0.elapsed().as_secs()
-                )
-                .into());
+                )));
             }
             let mut pending_ack = false;
             match plan.next() {
@@ -302,13 +301,17 @@ fn crash_loop(
                 }
                 // Before the call (delay 0, acknowledged first) or while it is in flight.
                 Crash::Connections(None) => {
-                    tx.send(0).map_err(|_| KILLER_GONE)?;
-                    if ack_rx.recv().map_err(|_| KILLER_GONE)?? {
+                    tx.send(0).map_err(|_| GateError::instrument(KILLER_GONE))?;
+                    if ack_rx
+                        .recv()
+                        .map_err(|_| GateError::instrument(KILLER_GONE))??
+                    {
                         n.conn_kills += 1;
                     }
                 }
                 Crash::Connections(Some(delay)) => {
-                    tx.send(delay).map_err(|_| KILLER_GONE)?;
+                    tx.send(delay)
+                        .map_err(|_| GateError::instrument(KILLER_GONE))?;
                     pending_ack = true;
                 }
             }
@@ -317,7 +320,11 @@ fn crash_loop(
                 marker,
             };
             let r = step(marked, &mut rng, ledger);
-            if pending_ack && ack_rx.recv().map_err(|_| KILLER_GONE)?? {
+            if pending_ack
+                && ack_rx
+                    .recv()
+                    .map_err(|_| GateError::instrument(KILLER_GONE))??
+            {
                 n.conn_kills += 1;
             }
             if let Err(e) = r {

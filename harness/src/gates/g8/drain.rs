@@ -75,7 +75,7 @@ fn drain(
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if Instant::now() > deadline {
-            return Err("the drain did not finish in 60 s".into());
+            return Err(GateError::instrument("the drain did not finish in 60 s"));
         }
         let moved = d
             .reap(SESSION, QUEUE, MAX_ATTEMPTS, 1000)

@@ -14,7 +14,7 @@ use rand::{RngExt, SeedableRng};
 use crate::connector::Verbs;
 use crate::engine::Admin;
 use crate::error::ErrorKind;
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::key;
 
 const SESSION: &str = "w";
@@ -33,7 +33,7 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
         .admin(0)?
         .primaries()
         .get(index)
-        .ok_or("the cluster has no such shard")?;
+        .ok_or_else(|| GateError::instrument("the cluster has no such shard"))?;
     // CLUSTER SLOTS leaves out a replica that has had no data yet, so ask CLUSTER REPLICAS.
     let mut primary = Admin::connect(&ctx.engine.node_url(old))?;
     let id: String = primary.query(&["CLUSTER", "MYID"])?;
@@ -45,16 +45,17 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
             let port = addr.split('@').next()?.rsplit_once(':')?.1;
             port.parse::<u16>().ok()
         })
-        .ok_or_else(|| format!("the primary at port {old} has no replica"))?;
+        .ok_or_else(|| {
+            GateError::instrument(format!("the primary at port {old} has no replica"))
+        })?;
     let mut replica = Admin::connect(&ctx.engine.node_url(new))?;
     // The baseline is about to move on purpose: an event before it is still the engine's.
     let events = ctx.engine.health_events();
     if !events.is_empty() {
-        return Err(format!(
+        return Err(GateError::instrument(format!(
             "the engine changed during the gate, before its own failover: {}",
             events.join("; ")
-        )
-        .into());
+        )));
     }
     replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
     let deadline = Instant::now() + FAILOVER_WITHIN;
@@ -70,11 +71,10 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
             return Ok((old, new));
         }
         if Instant::now() > deadline {
-            return Err(format!(
+            return Err(GateError::instrument(format!(
                 "the failover of port {old} to its replica {new} did not finish in {} s",
                 FAILOVER_WITHIN.as_secs()
-            )
-            .into());
+            )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -105,7 +105,7 @@ fn settled(ctx: &GateContext<'_>, old: u16, new: u16) -> bool {
 
 /// The phase: runs on a cluster after the fault phase (R8.4).
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+    let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
     let queues = admin.one_name_per_primary("g8f");
     let mut rng = StdRng::seed_from_u64(ctx.seed ^ 0xfa11);
     let shard = rng.random_range(0..admin.primaries().len().max(1));
@@ -263,7 +263,9 @@ impl Worker {
         for q in queues {
             loop {
                 if Instant::now() > deadline {
-                    return Err("the drain after the failover did not finish in 60 s".into());
+                    return Err(GateError::instrument(
+                        "the drain after the failover did not finish in 60 s",
+                    ));
                 }
                 d.reap(SESSION, q, 1_000_000, 1000)?;
                 match d.claim(SESSION, q, 60_000)? {

@@ -21,7 +21,7 @@ use crate::connector::{Cmd, Connector, Request, Verbs};
 use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::faults::{Fault, Matcher, Proxy, Rule};
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::stable;
 use crate::protocol::grammar::Set;
 
@@ -312,7 +312,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
 impl<'a> Phase<'a> {
     /// The gate's database with every script cached, and the proxies disarmed.
     fn open(ctx: &'a GateContext<'a>) -> Result<Self, GateError> {
-        let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+        let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
         // Every script cached first (on every primary), so a NOSCRIPT reply never takes the place
         // of a faulted one.
         for s in &ctx.bundle.scripts {

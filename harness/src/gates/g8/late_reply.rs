@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::SESSION;
 use crate::connector::Verbs;
 use crate::faults::{Fault, Matcher, Rule};
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::key;
 
 /// How long the proxy holds the reply: past a short connector timeout, well within the harness's.
@@ -19,7 +19,7 @@ const QUEUE: &str = "g8late";
 
 /// The check; on a cluster it does not run (the proxy fronts one node).
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+    let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
     for s in &ctx.bundle.scripts {
         admin.script_load(&s.source)?;
     }

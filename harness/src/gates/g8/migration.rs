@@ -27,7 +27,7 @@ use crate::connector::{Claimed, Connector, Verbs};
 use crate::engine::admin::{Admin, shards};
 use crate::engine::migration::SlotMove;
 use crate::error::{ConnectorError, ErrorKind};
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::{FENCE_KEY, job_root, key};
 
 const SESSION: &str = "m";
@@ -181,7 +181,7 @@ fn under_tryagain(
 
 /// The phase: runs on a cluster after the failover.
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database("G8")?;
+    let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
     let (q, t, slot, from, to) = choose(&admin, ctx.seed);
     (ctx.progress)(&format!(
         "G8: a live migration of slot {slot} (queues {q}, {t}) from port {from} to {to}"
@@ -200,11 +200,10 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     }
     let events = ctx.engine.health_events();
     if !events.is_empty() {
-        return Err(format!(
+        return Err(GateError::instrument(format!(
             "the engine changed during the gate, before its slot migration: {}",
             events.join("; ")
-        )
-        .into());
+        )));
     }
     let (ask0, try0) = (
         errorstat(ctx.engine, from, "ASK")?,
@@ -229,11 +228,10 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     // Every call reaches the source first, so ASK is the harness's doing; TRYAGAIN needs a
     // connector that reached the target, i.e. one that followed ASK.
     if asks == 0 || (failed.is_empty() && tryagains == 0) {
-        return Err(format!(
+        return Err(GateError::instrument(format!(
             "the migration of slot {slot} produced {asks} ASK and {tryagains} TRYAGAIN replies; \
              the scenario did not happen as planned"
-        )
-        .into());
+        )));
     }
     out.none_of(
         &failed,

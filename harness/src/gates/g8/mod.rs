@@ -39,7 +39,7 @@ use self::plan::Plan;
 use crate::connector::Verbs;
 use crate::connector::starts::StartReason;
 use crate::error::ConnectorError;
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::{Watch, every_transition, keys_of, names_emq_key, stable};
 use crate::protocol::bundle::sha1_hex;
 use crate::protocol::grammar::FENCE_KEY;
@@ -130,7 +130,7 @@ fn breach(args: &[String], shas: &BTreeSet<String>, probe: &str) -> Option<Strin
 }
 
 fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { db, url, mut admin } = ctx.database("G8")?;
+    let GateDb { db, url, mut admin } = ctx.database(GateId::G8)?;
     let shas: BTreeSet<String> = ctx
         .bundle
         .scripts
@@ -160,7 +160,9 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateEr
         out.figure("discipline_error", e.message);
     }
     if obs.every_command().next().is_none() {
-        return Err("MONITOR saw no command from the connector".into());
+        return Err(GateError::instrument(
+            "MONITOR saw no command from the connector",
+        ));
     }
     let breaches: BTreeSet<String> = obs
         .every_command()
@@ -197,13 +199,16 @@ pub(super) fn fresh(
             Ok(()) => return Ok(c),
             // A kill that landed mid-connect is an engine error; anything else will not heal.
             Err(e) if e.kind != crate::error::ErrorKind::Engine => {
-                return Err(
-                    format!("cannot reconnect the connector: {}: {}", e.kind, e.message).into(),
-                );
+                return Err(GateError::instrument(format!(
+                    "cannot reconnect the connector: {}: {}",
+                    e.kind, e.message
+                )));
             }
             Err(e) => last = format!("{}: {}", e.kind, e.message),
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    Err(format!("cannot reconnect the connector: {last}").into())
+    Err(GateError::instrument(format!(
+        "cannot reconnect the connector: {last}"
+    )))
 }

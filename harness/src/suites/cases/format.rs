@@ -106,7 +106,7 @@ struct RawCase {
 }
 
 fn bad(file: &Path, line: u64, col: u64, msg: impl std::fmt::Display) -> HarnessError {
-    HarnessError::BadInput(format!("{}:{line}:{col}: {msg}", shown(file)))
+    HarnessError::located(shown(file), line, col, msg)
 }
 
 /// Parses one case file's text.
@@ -382,7 +382,5 @@ pub fn default_dir() -> PathBuf {
     if let Some(d) = CHOSEN_DIR.get() {
         return d.clone();
     }
-    std::env::var_os("EMQ_CASES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::repo_relative("cases"))
+    crate::settings::cases_dir().unwrap_or_else(|| crate::repo_relative("cases"))
 }
