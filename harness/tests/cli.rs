@@ -82,3 +82,22 @@ fn rules_prints_the_catalogue() {
         assert!(text.contains(needle), "rules lacks {needle}: {text}");
     }
 }
+
+/// The embedded corpus is unpacked to a temp directory that is gone when the run ends: a case
+/// that fails, even at its set-up (the connector dies at `connect`), is named `cases/<file>`.
+#[test]
+fn a_failing_embedded_case_is_named_by_the_corpus_not_a_temp_path() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/exit_after_hello.py")
+        .display()
+        .to_string();
+    let (code, text) = gate(&[
+        "-q", "cases", "--engine", "binary", "--", "python3", &fixture,
+    ]);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains("cases/batch-large.yaml:1: case batch-large, step 0 (setup)"),
+        "{text}"
+    );
+    assert!(!text.contains("emq-gate-"), "a temp path leaked: {text}");
+}
