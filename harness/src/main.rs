@@ -1,10 +1,11 @@
 //! `emq-gate`: see `emq-gate --help`.
 #![forbid(unsafe_code)]
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq::cmd::cli::{Cli, Command};
+use emq::cmd::cli::{Cli, Command, Common, EngineArgs};
 use emq::error::{ExitCode as Code, HarnessError};
 use emq::report::output::{self, Progress};
 
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
     code
 }
 
+/// Parses the command line, then hands each command to its own function below.
 fn dispatch() -> ExitCode {
     let cli = Cli::parse();
     output::set_quiet(cli.quiet);
@@ -36,44 +38,12 @@ fn dispatch() -> ExitCode {
     };
     let progress = Progress::new();
     match cli.command {
-        Command::Run { common, out } => {
-            let record = match emq::cmd::run::run(&common.options(), &progress) {
-                Ok(r) => r,
-                Err(e) => return fail(&e),
-            };
-            if let Some(dir) = out {
-                let options = common.options();
-                let written = emq::cmd::record::stem_after(&common, &options.subject, &record)
-                    .and_then(|stem| record.write(&dir, &stem));
-                if let Err(e) = written {
-                    return fail(&e);
-                }
-            }
-            output::result(&record.markdown());
-            code(if record.passed() {
-                Code::Pass
-            } else {
-                Code::GateFailed
-            })
-        }
+        Command::Run { common, out } => run(&common, out, &progress),
         Command::Record { common, refresh } => {
-            match emq::cmd::record::record(&common, refresh, &progress) {
-                Ok(c) => code(c),
-                Err(e) => fail(&e),
-            }
+            exit(emq::cmd::record::record(&common, refresh, &progress))
         }
-        Command::Check { common } => match emq::cmd::record::check(&common, &progress) {
-            Ok(c) => code(c),
-            Err(e) => fail(&e),
-        },
-        Command::Rules => {
-            output::result(&emq::gates::rules::text());
-            code(if emq::gates::rules::complete() {
-                Code::Pass
-            } else {
-                Code::GateFailed
-            })
-        }
+        Command::Check { common } => exit(emq::cmd::record::check(&common, &progress)),
+        Command::Rules => rules(),
         Command::Bench {
             engine,
             n,
@@ -96,47 +66,18 @@ fn dispatch() -> ExitCode {
                 histories: emq::cmd::cli::HISTORIES,
                 batch: emq::cmd::cli::BATCH,
             };
-            match emq::cmd::bench::bench(&opts, &progress) {
-                Ok(report) => {
-                    output::result(&if json { report.json() } else { report.text() });
-                    let ok = min_ratio.is_none_or(|m| report.meets(m));
-                    if !ok {
-                        output::note("a depth ≥ 16 is below --min-ratio of valkey-benchmark");
-                    }
-                    code(if ok { Code::Pass } else { Code::GateFailed })
-                }
-                Err(e) => fail(&e),
-            }
+            bench(&opts, json, min_ratio, &progress)
         }
-        Command::Matrix(args) => match emq::cmd::matrix::matrix(&args.options(), &progress) {
-            Ok(c) => code(c),
-            Err(e) => fail(&e),
-        },
+        Command::Matrix(args) => exit(emq::cmd::matrix::matrix(&args.options(), &progress)),
         Command::Summary { files, format } => {
-            match emq::cmd::summary::summary(&files, format == "json") {
-                Ok(c) => code(c),
-                Err(e) => fail(&e),
-            }
+            exit(emq::cmd::summary::summary(&files, format == "json"))
         }
         Command::Smoke {
             engine,
             timeout,
             command,
             wire_log,
-        } => {
-            let spec = emq::cmd::sources::child_spec_logged(&command, timeout, wire_log.as_ref());
-            match emq::cmd::smoke::smoke(&engine.options(), &spec, &progress) {
-                Ok(report) => {
-                    output::result(&report.text());
-                    code(if report.passed() {
-                        Code::Pass
-                    } else {
-                        Code::GateFailed
-                    })
-                }
-                Err(e) => fail(&e),
-            }
-        }
+        } => smoke(&engine, &command, timeout, wire_log, &progress),
         Command::Cases {
             engine,
             filter,
@@ -163,5 +104,78 @@ fn dispatch() -> ExitCode {
             }
             ExitCode::from(ending.code)
         }
+    }
+}
+
+/// A command that chose its own exit code, or failed.
+fn exit(r: Result<Code, HarnessError>) -> ExitCode {
+    match r {
+        Ok(c) => code(c),
+        Err(e) => fail(&e),
+    }
+}
+
+fn verdict(passed: bool) -> ExitCode {
+    code(if passed { Code::Pass } else { Code::GateFailed })
+}
+
+/// `run`: the gates, the record written under `out` when asked, the Markdown printed.
+fn run(common: &Common, out: Option<PathBuf>, progress: &Progress) -> ExitCode {
+    let record = match emq::cmd::run::run(&common.options(), progress) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    if let Some(dir) = out {
+        let options = common.options();
+        let written = emq::cmd::record::stem_after(common, &options.subject, &record)
+            .and_then(|stem| record.write(&dir, &stem));
+        if let Err(e) = written {
+            return fail(&e);
+        }
+    }
+    output::result(&record.markdown());
+    verdict(record.passed())
+}
+
+/// `bench`: the report printed; below `min_ratio` at a depth ≥ 16 is a failure.
+fn bench(
+    opts: &emq::cmd::bench::BenchOptions,
+    json: bool,
+    min_ratio: Option<f64>,
+    progress: &Progress,
+) -> ExitCode {
+    match emq::cmd::bench::bench(opts, progress) {
+        Ok(report) => {
+            output::result(&if json { report.json() } else { report.text() });
+            let ok = min_ratio.is_none_or(|m| report.meets(m));
+            if !ok {
+                output::note("a depth ≥ 16 is below --min-ratio of valkey-benchmark");
+            }
+            verdict(ok)
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `rules`: the catalogue printed; a rule without a check or case fails.
+fn rules() -> ExitCode {
+    output::result(&emq::gates::rules::text());
+    verdict(emq::gates::rules::complete())
+}
+
+fn smoke(
+    engine: &EngineArgs,
+    command: &[String],
+    timeout: u64,
+    wire_log: Option<PathBuf>,
+    progress: &Progress,
+) -> ExitCode {
+    let spec = emq::cmd::sources::child_spec_logged(command, timeout, wire_log.as_ref());
+    match emq::cmd::smoke::smoke(&engine.options(), &spec, progress) {
+        Ok(report) => {
+            output::result(&report.text());
+            verdict(report.passed())
+        }
+        Err(e) => fail(&e),
     }
 }

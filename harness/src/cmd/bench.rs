@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::cmd::run::{Subject, factory};
-use crate::connector::Verbs;
-use crate::engine::{Engine, EngineKind, EngineOptions};
+use crate::connector::{ConnectorFactory, Verbs};
+use crate::engine::{Admin, Engine, EngineKind, EngineOptions};
 use crate::error::{ConnectorError, HarnessError};
 use crate::gates::GateContext;
 use crate::gates::g5_pipeline::time_batch;
@@ -239,16 +239,8 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let bundle = Arc::new(Bundle::load_default()?);
     let engine = crate::cmd::run::boot(&opts.engine, progress)?;
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
-    let url = engine.target(db);
     let mut admin = engine.prepare_db(db)?;
-    let script = bundle.script("enqueue");
-    let sha = admin.script_load(&script.source)?;
-    if sha != script.sha1 {
-        return Err(HarnessError::Engine(format!(
-            "the engine loaded enqueue as {sha}, the bundle says {}",
-            script.sha1
-        )));
-    }
+    let sha = load_enqueue(&mut admin, &bundle)?;
     let cluster = engine.is_cluster();
     // On a cluster valkey-benchmark sends every command to one node: no reference for a queue
     // that lives elsewhere. The spread table compares the cluster with a single node instead.
@@ -261,110 +253,22 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     }
 
     let make = factory(&Subject::Reference, &bundle);
+    let mut side = Sides {
+        engine: &engine,
+        db,
+        admin: &mut admin,
+        make: make.as_ref(),
+        bench_bin: bench_bin.as_deref(),
+        sha: &sha,
+        note: &mut note,
+    };
     let mut rows = Vec::new();
     for &depth in &opts.depths {
-        let n = if depth == 1 {
-            (opts.n / 10).max(1)
-        } else {
-            opts.n
-        };
-        let mut ours = Vec::new();
-        let mut theirs = Vec::new();
-        for r in 0..opts.repeat.max(1) {
-            // Ours: a fresh connector and database, a warm-up, then the timed batch.
-            admin.flushdb()?;
-            let mut c = make.make()?;
-            c.connect("b", engine.target(db))
-                .map_err(conn_err("bench connect"))?;
-            c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD)
-                .map_err(conn_err("warm-up"))?;
-            admin.flushdb()?;
-            let t =
-                time_batch(c.as_mut(), "b", QUEUE, n, depth, PAYLOAD).map_err(conn_err("batch"))?;
-            if t.done != n {
-                return Err(HarnessError::Engine(format!(
-                    "batch({n}, {depth}) replied {}",
-                    t.done
-                )));
-            }
-            ours.push(t.ops_per_s);
-            drop(c);
-            // Theirs: the same script, keys, arguments, depth and count, one connection.
-            if let Some(bin) = &bench_bin {
-                admin.flushdb()?;
-                let args = benchmark_args(&url.url, &sha, n, depth)
-                    .ok_or_else(|| HarnessError::BadInput(format!("engine url {url:?}")))?;
-                match run_benchmark(bin, &args) {
-                    Ok(rps) => {
-                        let seq: Option<String> = admin.get(&key(QUEUE, "seq"))?;
-                        let landed: i64 = seq.and_then(|s| s.parse().ok()).unwrap_or(0);
-                        if landed < n {
-                            return Err(HarnessError::Engine(format!(
-                                "valkey-benchmark landed {landed} of {n} enqueues at depth {depth}"
-                            )));
-                        }
-                        theirs.push(rps);
-                    }
-                    Err(e) => note = Some(e),
-                }
-            }
-            progress.line(&format!(
-                "depth {depth:>4} run {}: ours {:>9.0} ops/s, valkey-benchmark {}",
-                r + 1,
-                ours[ours.len() - 1],
-                theirs
-                    .last()
-                    .map_or("n/a".into(), |x| format!("{x:>9.0} ops/s"))
-            ));
-        }
-        let c = best(&ours);
-        let e = (!theirs.is_empty()).then(|| best(&theirs));
-        let (cm, em) = (median(&ours), (!theirs.is_empty()).then(|| median(&theirs)));
-        rows.push(DepthRow {
-            depth,
-            n,
-            connector_ops_per_s: c,
-            connector_runs: ours,
-            engine_ops_per_s: e,
-            engine_runs: theirs,
-            connector_median: cm,
-            engine_median: em,
-            ratio: e.map(|e| c / e),
-        });
+        rows.push(side.depth(opts, depth, progress)?);
     }
-    admin.flushdb()?;
-
+    side.admin.flushdb()?;
     let cycle = if opts.cycles > 0 {
-        progress.line(&format!("{} claim → complete cycles", opts.cycles));
-        let mut c = make.make()?;
-        c.connect("b", engine.target(db))
-            .map_err(conn_err("bench connect"))?;
-        c.batch("b", QUEUE, opts.cycles, 1000, PAYLOAD)
-            .map_err(conn_err("fill"))?;
-        let t0 = Instant::now();
-        for _ in 0..opts.cycles {
-            let job = c
-                .claim("b", QUEUE, 30_000)
-                .map_err(conn_err("claim"))?
-                .ok_or_else(|| HarnessError::Engine("claim found no job".into()))?;
-            if !c
-                .complete("b", QUEUE, &job.id, job.attempts)
-                .map_err(conn_err("complete"))?
-            {
-                return Err(HarnessError::Engine(format!(
-                    "complete({}) replied false",
-                    job.id
-                )));
-            }
-        }
-        let secs = t0.elapsed().as_secs_f64().max(1e-9);
-        admin.flushdb()?;
-        Some(CycleFigure {
-            cycles: opts.cycles,
-            secs,
-            cycles_per_s: opts.cycles as f64 / secs,
-            us_per_cycle: secs * 1e6 / opts.cycles as f64,
-        })
+        Some(side.cycles(opts.cycles, progress)?)
     } else {
         None
     };
@@ -380,28 +284,11 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     } else {
         Vec::new()
     };
-
-    let mut gates = Vec::new();
-    if opts.gates {
-        let say = |m: &str| progress.line(m);
-        let ctx = GateContext {
-            engine: &engine,
-            bundle: &bundle,
-            factory: make.as_ref(),
-            seed: opts.seed,
-            histories: opts.histories,
-            batch: opts.batch,
-            progress: &say,
-        };
-        for o in crate::cmd::run::run_gates(&ctx, None, false, progress) {
-            gates.push(GateWall {
-                verdict: o.verdict,
-                wall_ms: duration_ms(o.wall),
-                id: o.id,
-                name: o.name,
-            });
-        }
-    }
+    let gates = if opts.gates {
+        gate_walls(opts, &engine, &bundle, make.as_ref(), progress)
+    } else {
+        Vec::new()
+    };
     let gates_ms = gates.iter().map(|g| g.wall_ms).sum();
     let boot_ms = duration_ms(engine.boot_time);
     Ok(BenchReport {
@@ -423,6 +310,189 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         gates,
         gates_ms,
     })
+}
+
+/// Loads the bundle's enqueue script; the SHA the engine reports must be the bundle's.
+fn load_enqueue(admin: &mut Admin, bundle: &Bundle) -> Result<String, HarnessError> {
+    let script = bundle.script("enqueue");
+    let sha = admin.script_load(&script.source)?;
+    if sha != script.sha1 {
+        return Err(HarnessError::Engine(format!(
+            "the engine loaded enqueue as {sha}, the bundle says {}",
+            script.sha1
+        )));
+    }
+    Ok(sha)
+}
+
+/// What both sides of a measurement share: the engine, its bench database and the script.
+struct Sides<'a> {
+    engine: &'a Engine,
+    db: u32,
+    admin: &'a mut Admin,
+    make: &'a dyn ConnectorFactory,
+    bench_bin: Option<&'a Path>,
+    sha: &'a str,
+    /// The last valkey-benchmark failure replaces the report's note.
+    note: &'a mut Option<String>,
+}
+
+impl Sides<'_> {
+    /// One depth: `repeat` runs, ours then theirs in turn, reduced to best and median.
+    fn depth(
+        &mut self,
+        opts: &BenchOptions,
+        depth: i64,
+        progress: &Progress,
+    ) -> Result<DepthRow, HarnessError> {
+        let n = if depth == 1 {
+            (opts.n / 10).max(1)
+        } else {
+            opts.n
+        };
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for r in 0..opts.repeat.max(1) {
+            ours.push(self.ours(n, depth)?);
+            if let Some(bin) = self.bench_bin {
+                match self.theirs(bin, n, depth)? {
+                    Ok(rps) => theirs.push(rps),
+                    Err(e) => *self.note = Some(e),
+                }
+            }
+            progress.line(&format!(
+                "depth {depth:>4} run {}: ours {:>9.0} ops/s, valkey-benchmark {}",
+                r + 1,
+                ours[ours.len() - 1],
+                theirs
+                    .last()
+                    .map_or("n/a".into(), |x| format!("{x:>9.0} ops/s"))
+            ));
+        }
+        let c = best(&ours);
+        let e = (!theirs.is_empty()).then(|| best(&theirs));
+        let (cm, em) = (median(&ours), (!theirs.is_empty()).then(|| median(&theirs)));
+        Ok(DepthRow {
+            depth,
+            n,
+            connector_ops_per_s: c,
+            connector_runs: ours,
+            engine_ops_per_s: e,
+            engine_runs: theirs,
+            connector_median: cm,
+            engine_median: em,
+            ratio: e.map(|e| c / e),
+        })
+    }
+
+    /// Ours: a fresh connector and database, a warm-up, then the timed batch; ops/s.
+    fn ours(&mut self, n: i64, depth: i64) -> Result<f64, HarnessError> {
+        self.admin.flushdb()?;
+        let mut c = self.make.make()?;
+        c.connect("b", self.engine.target(self.db))
+            .map_err(conn_err("bench connect"))?;
+        c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD)
+            .map_err(conn_err("warm-up"))?;
+        self.admin.flushdb()?;
+        let t = time_batch(c.as_mut(), "b", QUEUE, n, depth, PAYLOAD).map_err(conn_err("batch"))?;
+        if t.done != n {
+            return Err(HarnessError::Engine(format!(
+                "batch({n}, {depth}) replied {}",
+                t.done
+            )));
+        }
+        Ok(t.ops_per_s)
+    }
+
+    /// Theirs: the same script, keys, arguments, depth and count, one connection. The inner
+    /// error is valkey-benchmark's own failure, which becomes the note rather than ending the bench.
+    fn theirs(
+        &mut self,
+        bin: &Path,
+        n: i64,
+        depth: i64,
+    ) -> Result<Result<f64, String>, HarnessError> {
+        self.admin.flushdb()?;
+        let url = self.engine.target(self.db);
+        let args = benchmark_args(&url.url, self.sha, n, depth)
+            .ok_or_else(|| HarnessError::BadInput(format!("engine url {url:?}")))?;
+        match run_benchmark(bin, &args) {
+            Ok(rps) => {
+                let seq: Option<String> = self.admin.get(&key(QUEUE, "seq"))?;
+                let landed: i64 = seq.and_then(|s| s.parse().ok()).unwrap_or(0);
+                if landed < n {
+                    return Err(HarnessError::Engine(format!(
+                        "valkey-benchmark landed {landed} of {n} enqueues at depth {depth}"
+                    )));
+                }
+                Ok(Ok(rps))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `cycles` claim → complete cycles, one at a time on one connection.
+    fn cycles(&mut self, cycles: i64, progress: &Progress) -> Result<CycleFigure, HarnessError> {
+        progress.line(&format!("{cycles} claim → complete cycles"));
+        let mut c = self.make.make()?;
+        c.connect("b", self.engine.target(self.db))
+            .map_err(conn_err("bench connect"))?;
+        c.batch("b", QUEUE, cycles, 1000, PAYLOAD)
+            .map_err(conn_err("fill"))?;
+        let t0 = Instant::now();
+        for _ in 0..cycles {
+            let job = c
+                .claim("b", QUEUE, 30_000)
+                .map_err(conn_err("claim"))?
+                .ok_or_else(|| HarnessError::Engine("claim found no job".into()))?;
+            if !c
+                .complete("b", QUEUE, &job.id, job.attempts)
+                .map_err(conn_err("complete"))?
+            {
+                return Err(HarnessError::Engine(format!(
+                    "complete({}) replied false",
+                    job.id
+                )));
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        self.admin.flushdb()?;
+        Ok(CycleFigure {
+            cycles,
+            secs,
+            cycles_per_s: cycles as f64 / secs,
+            us_per_cycle: secs * 1e6 / cycles as f64,
+        })
+    }
+}
+
+/// The eight gates on the bench's engine, each one's wall time.
+fn gate_walls(
+    opts: &BenchOptions,
+    engine: &Engine,
+    bundle: &Arc<Bundle>,
+    make: &dyn ConnectorFactory,
+    progress: &Progress,
+) -> Vec<GateWall> {
+    let say = |m: &str| progress.line(m);
+    let ctx = GateContext {
+        engine,
+        bundle,
+        factory: make,
+        seed: opts.seed,
+        histories: opts.histories,
+        batch: opts.batch,
+        progress: &say,
+    };
+    crate::cmd::run::run_gates(&ctx, None, false, progress)
+        .into_iter()
+        .map(|o| GateWall {
+            verdict: o.verdict,
+            wall_ms: duration_ms(o.wall),
+            id: o.id,
+            name: o.name,
+        })
+        .collect()
 }
 
 fn duration_ms(d: Duration) -> u64 {

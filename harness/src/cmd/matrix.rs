@@ -1,7 +1,7 @@
 //! `emq-gate matrix`: chosen connectors × engines, one full gate run per cell, written as
 //! `reports/matrix.{json,md}` and `reports/index.html`; `--check` re-runs and compares.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::cmd::run::{RunOptions, Subject};
@@ -132,40 +132,9 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
                 engine.name
             ));
             let started = Instant::now();
-            let run = RunOptions {
-                engine: engine_options(engine, opts.kind),
-                subject: subject.clone(),
-                seed: opts.seed,
-                histories: opts.histories,
-                batch: opts.batch,
-                only: None,
-                fail_fast: false,
-            };
-            let cell = match crate::cmd::run::run(&run, &inner) {
-                Ok(record) => MatrixCell {
-                    connector: label.clone(),
-                    engine: engine.name.clone(),
-                    record: Some(record),
-                    error: None,
-                },
-                Err(e) => MatrixCell {
-                    connector: label.clone(),
-                    engine: engine.name.clone(),
-                    record: None,
-                    error: Some(e.to_string()),
-                },
-            };
+            let cell = run_cell(opts, label, subject, engine, &inner);
             let ms = started.elapsed().as_millis() as u64;
-            let said = match (&cell.record, &cell.error) {
-                (Some(r), _) => format!(
-                    "{} on {} ({})",
-                    r.footer.summary,
-                    r.header.engine_label(),
-                    r.header.connector_name
-                ),
-                (None, Some(e)) => format!("ERROR {e}"),
-                (None, None) => "ERROR".into(),
-            };
+            let said = said(&cell);
             progress.always(&format!(
                 "cell {n}/{total}: {key} → {said} in {:.1} s",
                 ms as f64 / 1000.0
@@ -177,6 +146,53 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
     m.volatile.wall_ms = t0.elapsed().as_millis() as u64;
     m.volatile.ended = now_rfc3339();
     Ok(m)
+}
+
+/// One cell: a full gate run of `subject` on `engine`; an error that stopped the run is kept.
+fn run_cell(
+    opts: &MatrixOptions,
+    label: &str,
+    subject: &Subject,
+    engine: &EngineName,
+    inner: &Progress,
+) -> MatrixCell {
+    let run = RunOptions {
+        engine: engine_options(engine, opts.kind),
+        subject: subject.clone(),
+        seed: opts.seed,
+        histories: opts.histories,
+        batch: opts.batch,
+        only: None,
+        fail_fast: false,
+    };
+    match crate::cmd::run::run(&run, inner) {
+        Ok(record) => MatrixCell {
+            connector: label.to_string(),
+            engine: engine.name.clone(),
+            record: Some(record),
+            error: None,
+        },
+        Err(e) => MatrixCell {
+            connector: label.to_string(),
+            engine: engine.name.clone(),
+            record: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// A finished cell in a few words: its summary, engine and connector, or its error.
+fn said(cell: &MatrixCell) -> String {
+    match (&cell.record, &cell.error) {
+        (Some(r), _) => format!(
+            "{} on {} ({})",
+            r.footer.summary,
+            r.header.engine_label(),
+            r.header.connector_name
+        ),
+        (None, Some(e)) => format!("ERROR {e}"),
+        (None, None) => "ERROR".into(),
+    }
 }
 
 /// Writes the record schema beside the records when it changed. True when it wrote.
@@ -194,57 +210,77 @@ pub fn write_schema(dir: &std::path::Path) -> Result<bool, HarnessError> {
 pub fn matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Code, HarnessError> {
     let path = opts.reports.join("matrix.json");
     if opts.render {
-        let m = Matrix::load(&path)?;
-        m.write_if_changed(&opts.reports, true)?;
+        return render(opts, &path);
+    }
+    if opts.check {
+        return check(opts, &path, progress);
+    }
+    run_and_write(opts, &path, progress)
+}
+
+/// `--render`: matrix.md and index.html again from the committed matrix.json.
+fn render(opts: &MatrixOptions, path: &Path) -> Result<Code, HarnessError> {
+    let m = Matrix::load(path)?;
+    m.write_if_changed(&opts.reports, true)?;
+    output::note(&format!(
+        "rendered {}/{{matrix.md,index.html}} from matrix.json",
+        opts.reports.display()
+    ));
+    Ok(Code::Pass)
+}
+
+/// `--check`: the committed matrix's cells again with its parameters, compared.
+fn check(opts: &MatrixOptions, path: &Path, progress: &Progress) -> Result<Code, HarnessError> {
+    let committed = Matrix::load(path)?;
+    let kind = <EngineChoice as clap::ValueEnum>::from_str(&committed.engine_kind, true).map_err(
+        |_| {
+            HarnessError::BadInput(format!(
+                "{}: engine_kind {:?}",
+                path.display(),
+                committed.engine_kind
+            ))
+        },
+    )?;
+    let again = MatrixOptions {
+        connectors: committed.connectors.clone(),
+        engines: committed.engines.clone(),
+        kind,
+        seed: committed.seed,
+        histories: committed.histories,
+        batch: committed.batch,
+        ..opts.clone()
+    };
+    let fresh = run_matrix(&again, progress)?;
+    output::result(&crate::report::summary::text(
+        &fresh.grid(),
+        output::stdout_color(),
+    ));
+    let diffs = fresh.stable_differences(&committed);
+    if diffs.is_empty() {
         output::note(&format!(
-            "rendered {}/{{matrix.md,index.html}} from matrix.json",
-            opts.reports.display()
+            "{}: the committed matrix holds ({} cells, {:.1} s)",
+            path.display(),
+            fresh.cells.len(),
+            fresh.volatile.wall_ms as f64 / 1000.0
         ));
         return Ok(Code::Pass);
     }
-    if opts.check {
-        let committed = Matrix::load(&path)?;
-        let kind = <EngineChoice as clap::ValueEnum>::from_str(&committed.engine_kind, true)
-            .map_err(|_| {
-                HarnessError::BadInput(format!(
-                    "{}: engine_kind {:?}",
-                    path.display(),
-                    committed.engine_kind
-                ))
-            })?;
-        let again = MatrixOptions {
-            connectors: committed.connectors.clone(),
-            engines: committed.engines.clone(),
-            kind,
-            seed: committed.seed,
-            histories: committed.histories,
-            batch: committed.batch,
-            ..opts.clone()
-        };
-        let fresh = run_matrix(&again, progress)?;
-        output::result(&crate::report::summary::text(
-            &fresh.grid(),
-            output::stdout_color(),
-        ));
-        let diffs = fresh.stable_differences(&committed);
-        if diffs.is_empty() {
-            output::note(&format!(
-                "{}: the committed matrix holds ({} cells, {:.1} s)",
-                path.display(),
-                fresh.cells.len(),
-                fresh.volatile.wall_ms as f64 / 1000.0
-            ));
-            return Ok(Code::Pass);
-        }
-        for d in &diffs {
-            output::error(d);
-        }
-        output::error(&format!(
-            "{} no longer holds: regenerate with `emq-gate matrix`",
-            path.display()
-        ));
-        return Ok(Code::GateFailed);
+    for d in &diffs {
+        output::error(d);
     }
+    output::error(&format!(
+        "{} no longer holds: regenerate with `emq-gate matrix`",
+        path.display()
+    ));
+    Ok(Code::GateFailed)
+}
+
+/// Every cell run, the grid printed, the files written when something stable changed.
+fn run_and_write(
+    opts: &MatrixOptions,
+    path: &Path,
+    progress: &Progress,
+) -> Result<Code, HarnessError> {
     let m = run_matrix(opts, progress)?;
     output::result(&crate::report::summary::text(
         &m.grid(),

@@ -111,30 +111,7 @@ pub fn smoke(
         c: &mut child,
         out: Vec::new(),
     };
-    let shas: std::collections::BTreeMap<String, String> = bundle
-        .scripts
-        .iter()
-        .map(|x| (x.entry.name.clone(), x.sha1.clone()))
-        .collect();
-    s.step(
-        "hello (protocol 1)",
-        |c| c.hello(),
-        |i| {
-            if i.bundle != bundle.manifest.bundle {
-                Some(format!(
-                    "bundle {:?}, expected {:?}",
-                    i.bundle, bundle.manifest.bundle
-                ))
-            } else if i.scripts != shas {
-                Some(format!(
-                    "script SHAs {:?} differ from the bundle's {shas:?}",
-                    i.scripts
-                ))
-            } else {
-                None
-            }
-        },
-    );
+    s.hello(&bundle);
     let url = engine.target(db);
     s.step(
         "connect (reads the fence)",
@@ -142,75 +119,9 @@ pub fn smoke(
         |_| None,
     );
     let q = "smoke";
-    s.step(
-        "enqueue",
-        |c| c.enqueue("smoke", q, "hello", 0),
-        expect("j0000000000000001".to_string()),
-    );
-    s.step("pending_size", |c| c.pending_size("smoke", q), expect(1));
-    s.step(
-        "browse",
-        |c| c.browse("smoke", q, 0, 10),
-        |v| {
-            (v.len() != 1 || v[0].payload != "hello")
-                .then(|| format!("expected one job with payload hello, got {v:?}"))
-        },
-    );
-    let job = Claimed {
-        id: "j0000000000000001".into(),
-        payload: "hello".into(),
-        attempts: 1,
-    };
-    s.step("claim", |c| c.claim("smoke", q, 30_000), expect(Some(job)));
-    s.step(
-        "complete",
-        |c| c.complete("smoke", q, "j0000000000000001", 1),
-        expect(true),
-    );
-    s.step(
-        "enqueue a second job",
-        |c| c.enqueue("smoke", q, "again", 0),
-        expect("j0000000000000002".to_string()),
-    );
-    s.step(
-        "claim with lease 0",
-        |c| c.claim("smoke", q, 0),
-        |v| {
-            v.as_ref()
-                .is_none_or(|j| j.attempts != 1)
-                .then(|| format!("expected attempts 1, got {v:?}"))
-        },
-    );
-    s.step(
-        "retry with backoff 0",
-        |c| c.retry("smoke", q, "j0000000000000002", 1, 0, 5),
-        expect(RetryOutcome::Delayed),
-    );
-    s.step("promote", |c| c.promote("smoke", q, 10), expect(1));
-    s.step(
-        "claim again with lease 0",
-        |c| c.claim("smoke", q, 0),
-        |v| {
-            v.as_ref()
-                .is_none_or(|j| j.attempts != 2)
-                .then(|| format!("expected attempts 2, got {v:?}"))
-        },
-    );
-    s.step(
-        "reap (attempts 2 == max 2 -> dead)",
-        |c| c.reap("smoke", q, 2, 10),
-        expect(1),
-    );
-    s.step(
-        "pipeline_probe of 100 INCR",
-        |c| c.pipeline_probe("smoke", "emq-smoke-probe", 100),
-        expect((1..=100).collect::<Vec<i64>>()),
-    );
-    s.step(
-        "batch of 1000 enqueues, depth 100",
-        |c| c.batch("smoke", "smoke-batch", 1000, 100, "x"),
-        expect(1000),
-    );
+    s.first_job(q);
+    s.retry_to_dead(q);
+    s.pipelines();
     s.step(
         "an invalid queue name is refused with kind invalid",
         |c| Ok(c.claim("smoke", "bad queue", 0)),
@@ -231,4 +142,115 @@ pub fn smoke(
         steps,
         log_tail: child.log_tail(),
     })
+}
+
+impl Steps<'_> {
+    /// hello: the connector carries this bundle, with the same script SHAs.
+    fn hello(&mut self, bundle: &Bundle) {
+        let shas: std::collections::BTreeMap<String, String> = bundle
+            .scripts
+            .iter()
+            .map(|x| (x.entry.name.clone(), x.sha1.clone()))
+            .collect();
+        self.step(
+            "hello (protocol 1)",
+            |c| c.hello(),
+            |i| {
+                if i.bundle != bundle.manifest.bundle {
+                    Some(format!(
+                        "bundle {:?}, expected {:?}",
+                        i.bundle, bundle.manifest.bundle
+                    ))
+                } else if i.scripts != shas {
+                    Some(format!(
+                        "script SHAs {:?} differ from the bundle's {shas:?}",
+                        i.scripts
+                    ))
+                } else {
+                    None
+                }
+            },
+        );
+    }
+
+    /// One job's happy path: enqueue, see it, claim it, complete it.
+    fn first_job(&mut self, q: &str) {
+        self.step(
+            "enqueue",
+            |c| c.enqueue("smoke", q, "hello", 0),
+            expect("j0000000000000001".to_string()),
+        );
+        self.step("pending_size", |c| c.pending_size("smoke", q), expect(1));
+        self.step(
+            "browse",
+            |c| c.browse("smoke", q, 0, 10),
+            |v| {
+                (v.len() != 1 || v[0].payload != "hello")
+                    .then(|| format!("expected one job with payload hello, got {v:?}"))
+            },
+        );
+        let job = Claimed {
+            id: "j0000000000000001".into(),
+            payload: "hello".into(),
+            attempts: 1,
+        };
+        self.step("claim", |c| c.claim("smoke", q, 30_000), expect(Some(job)));
+        self.step(
+            "complete",
+            |c| c.complete("smoke", q, "j0000000000000001", 1),
+            expect(true),
+        );
+    }
+
+    /// A second job through retry, promote and a second claim until reap marks it dead.
+    fn retry_to_dead(&mut self, q: &str) {
+        self.step(
+            "enqueue a second job",
+            |c| c.enqueue("smoke", q, "again", 0),
+            expect("j0000000000000002".to_string()),
+        );
+        self.step(
+            "claim with lease 0",
+            |c| c.claim("smoke", q, 0),
+            |v| {
+                v.as_ref()
+                    .is_none_or(|j| j.attempts != 1)
+                    .then(|| format!("expected attempts 1, got {v:?}"))
+            },
+        );
+        self.step(
+            "retry with backoff 0",
+            |c| c.retry("smoke", q, "j0000000000000002", 1, 0, 5),
+            expect(RetryOutcome::Delayed),
+        );
+        self.step("promote", |c| c.promote("smoke", q, 10), expect(1));
+        self.step(
+            "claim again with lease 0",
+            |c| c.claim("smoke", q, 0),
+            |v| {
+                v.as_ref()
+                    .is_none_or(|j| j.attempts != 2)
+                    .then(|| format!("expected attempts 2, got {v:?}"))
+            },
+        );
+        self.step(
+            "reap (attempts 2 == max 2 -> dead)",
+            |c| c.reap("smoke", q, 2, 10),
+            expect(1),
+        );
+    }
+
+    /// The pipelined verbs: a probe of INCRs and a batch of enqueues.
+    fn pipelines(&mut self) {
+        self.step(
+            "pipeline_probe of 100 INCR",
+            |c| c.pipeline_probe("smoke", "emq-smoke-probe", 100),
+            expect((1..=100).collect::<Vec<i64>>()),
+        );
+        self.step(
+            "batch of 1000 enqueues, depth 100",
+            |c| c.batch("smoke", "smoke-batch", 1000, 100, "x"),
+            expect(1000),
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! The record as Markdown, for people reading a review.
 
 use crate::gates::Verdict;
-use crate::report::Record;
+use crate::report::{Header, Record};
 
 /// One evidence line as a list item. Multi-line evidence (a G7 counterexample: a summary line,
 /// then a YAML case) keeps its first line as the item and the rest as a fenced YAML block, so the
@@ -29,67 +29,87 @@ impl Record {
         let h = &self.header;
         let mut s = String::new();
         s.push_str("# EchoMQ connector gate record\n\n");
-        s.push_str("| | |\n|---|---|\n");
-        let rows = [
-            ("record schema", h.schema.clone()),
-            ("harness", h.harness_version.clone()),
-            (
-                "bundle",
-                format!(
-                    "{} (protocol {}, digest `{}`)",
-                    h.bundle_version, h.bundle_protocol, h.bundle_digest
-                ),
-            ),
-            (
-                "engine",
-                if h.engine_kind == "cluster" {
-                    format!(
-                        "cluster ({} primaries, {} replicas), {} (`{}`)",
-                        crate::engine::cluster::PRIMARIES,
-                        crate::engine::cluster::PRIMARIES
-                            * crate::engine::cluster::REPLICAS_PER_PRIMARY,
-                        h.engine_label(),
-                        h.engine_image
-                    )
-                } else {
-                    format!(
-                        "{} ({} `{}`)",
-                        h.engine_label(),
-                        h.engine_kind,
-                        h.engine_image
-                    )
-                },
-            ),
-            (
-                "engine build",
-                if h.engine_source.is_empty() {
-                    "unknown".to_string()
-                } else {
-                    h.engine_source.clone()
-                },
-            ),
-            (
-                "connector",
-                format!(
-                    "{} {} ({})",
-                    h.connector_name, h.connector_version, h.connector_language
-                ),
-            ),
-            (
-                "seed",
-                format!("{} ({} histories, batch {})", h.seed, h.histories, h.batch),
-            ),
-            ("started", h.started.clone()),
-        ];
-        for (k, v) in rows {
-            s.push_str(&format!("| {k} | {v} |\n"));
-        }
+        facts_table(&mut s, h);
         s.push_str("\n## Scripts\n\n| script | sha1 |\n|---|---|\n");
         for name in crate::protocol::bundle::SCRIPT_ORDER {
             if let Some(sha) = h.scripts.get(name) {
                 s.push_str(&format!("| {name} | `{sha}` |\n"));
             }
         }
+        self.gate_sections(&mut s);
+        s.push_str("\n## Figures (volatile; not compared)\n\n```\n");
+        s.push_str(&figures(self));
+        s.push_str("```\n");
+        s.push_str(&format!(
+            "\n**{}** — ended {}\n",
+            self.footer.summary, self.footer.ended
+        ));
+        s
+    }
+}
+
+/// The header as a two-column table: schema, harness, bundle, engine, connector, seed, start.
+fn facts_table(s: &mut String, h: &Header) {
+    s.push_str("| | |\n|---|---|\n");
+    let rows = [
+        ("record schema", h.schema.clone()),
+        ("harness", h.harness_version.clone()),
+        (
+            "bundle",
+            format!(
+                "{} (protocol {}, digest `{}`)",
+                h.bundle_version, h.bundle_protocol, h.bundle_digest
+            ),
+        ),
+        (
+            "engine",
+            if h.engine_kind == "cluster" {
+                format!(
+                    "cluster ({} primaries, {} replicas), {} (`{}`)",
+                    crate::engine::cluster::PRIMARIES,
+                    crate::engine::cluster::PRIMARIES
+                        * crate::engine::cluster::REPLICAS_PER_PRIMARY,
+                    h.engine_label(),
+                    h.engine_image
+                )
+            } else {
+                format!(
+                    "{} ({} `{}`)",
+                    h.engine_label(),
+                    h.engine_kind,
+                    h.engine_image
+                )
+            },
+        ),
+        (
+            "engine build",
+            if h.engine_source.is_empty() {
+                "unknown".to_string()
+            } else {
+                h.engine_source.clone()
+            },
+        ),
+        (
+            "connector",
+            format!(
+                "{} {} ({})",
+                h.connector_name, h.connector_version, h.connector_language
+            ),
+        ),
+        (
+            "seed",
+            format!("{} ({} histories, batch {})", h.seed, h.histories, h.batch),
+        ),
+        ("started", h.started.clone()),
+    ];
+    for (k, v) in rows {
+        s.push_str(&format!("| {k} | {v} |\n"));
+    }
+}
+
+impl Record {
+    /// The gates' verdict table, then per gate its evidence and per-case count.
+    fn gate_sections(&self, s: &mut String) {
         s.push_str("\n## Gates\n\n| gate | check | verdict |\n|---|---|---|\n");
         for g in &self.gates {
             s.push_str(&format!("| {} | {} | **{}** |\n", g.id, g.name, g.verdict));
@@ -111,14 +131,6 @@ impl Record {
                 ));
             }
         }
-        s.push_str("\n## Figures (volatile; not compared)\n\n```\n");
-        s.push_str(&figures(self));
-        s.push_str("```\n");
-        s.push_str(&format!(
-            "\n**{}** — ended {}\n",
-            self.footer.summary, self.footer.ended
-        ));
-        s
     }
 }
 

@@ -176,47 +176,16 @@ impl Matrix {
             self.histories,
             self.batch
         ));
-        s.push_str("| connector |");
-        for (col, label) in grid.cols.iter().zip(&grid.col_labels) {
-            s.push_str(&format!(" {col} ({label}) |"));
-        }
-        s.push_str("\n|---|");
-        s.push_str(&"---|".repeat(grid.cols.len()));
-        s.push('\n');
-        for row in &grid.rows {
-            let who = grid
-                .cells
-                .iter()
-                .find(|c| &c.row == row && !c.connector.is_empty())
-                .map_or(String::new(), |c| format!(" ({})", c.connector));
-            s.push_str(&format!("| {row}{who} |"));
-            for col in &grid.cols {
-                match grid.get(row, col) {
-                    Some(c) => s.push_str(&format!(" **{}** |", c.summary)),
-                    None => s.push_str(" — |"),
-                }
-            }
-            s.push('\n');
-        }
-        s.push_str("\n## Gates per cell\n\n| cell |");
-        for g in &crate::gates::ALL {
-            s.push_str(&format!(" {} |", g.id));
-        }
-        s.push_str(" wall |\n|---|");
-        s.push_str(&"---|".repeat(crate::gates::ALL.len() + 1));
-        s.push('\n');
-        for c in &grid.cells {
-            s.push_str(&format!("| {} |", cell_key(&c.row, &c.col)));
-            for g in &crate::gates::ALL {
-                let v = c
-                    .gates
-                    .iter()
-                    .find(|(id, _)| *id == g.id)
-                    .map_or("—".to_string(), |(_, v)| v.to_string());
-                s.push_str(&format!(" {v} |"));
-            }
-            s.push_str(&format!(" {:.1} s |\n", c.wall_ms as f64 / 1000.0));
-        }
+        grid_table(&mut s, &grid);
+        gates_per_cell(&mut s, &grid);
+        self.engines_table(&mut s);
+        self.not_passing(&mut s, &grid);
+        self.wall_times(&mut s);
+        s
+    }
+
+    /// The engines the matrix ran on: label and server build.
+    fn engines_table(&self, s: &mut String) {
         s.push_str("\n## Engines\n\n| engine | server | build |\n|---|---|---|\n");
         for e in &self.engines {
             if let Some(r) = self
@@ -236,6 +205,10 @@ impl Matrix {
                 ));
             }
         }
+    }
+
+    /// Each cell that did not pass, with its failed gates' violations.
+    fn not_passing(&self, s: &mut String, grid: &Grid) {
         let bad = grid.not_passing();
         s.push_str("\n## Cells that did not pass\n\n");
         if bad.is_empty() {
@@ -269,6 +242,10 @@ impl Matrix {
                 }
             }
         }
+    }
+
+    /// Each cell's wall time and the whole matrix's, aligned, then when it ran.
+    fn wall_times(&self, s: &mut String) {
         s.push_str("\n## Wall times (volatile; not compared)\n\n```\n");
         let mut rows: Vec<(String, String)> = self
             .volatile
@@ -294,7 +271,55 @@ impl Matrix {
             "```\n\nStarted {}, ended {}.\n",
             self.volatile.started, self.volatile.ended
         ));
-        s
+    }
+}
+
+/// The verdict grid: connectors down, engines across.
+fn grid_table(s: &mut String, grid: &Grid) {
+    s.push_str("| connector |");
+    for (col, label) in grid.cols.iter().zip(&grid.col_labels) {
+        s.push_str(&format!(" {col} ({label}) |"));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(grid.cols.len()));
+    s.push('\n');
+    for row in &grid.rows {
+        let who = grid
+            .cells
+            .iter()
+            .find(|c| &c.row == row && !c.connector.is_empty())
+            .map_or(String::new(), |c| format!(" ({})", c.connector));
+        s.push_str(&format!("| {row}{who} |"));
+        for col in &grid.cols {
+            match grid.get(row, col) {
+                Some(c) => s.push_str(&format!(" **{}** |", c.summary)),
+                None => s.push_str(" — |"),
+            }
+        }
+        s.push('\n');
+    }
+}
+
+/// One row per cell: each gate's verdict and the cell's wall time.
+fn gates_per_cell(s: &mut String, grid: &Grid) {
+    s.push_str("\n## Gates per cell\n\n| cell |");
+    for g in &crate::gates::ALL {
+        s.push_str(&format!(" {} |", g.id));
+    }
+    s.push_str(" wall |\n|---|");
+    s.push_str(&"---|".repeat(crate::gates::ALL.len() + 1));
+    s.push('\n');
+    for c in &grid.cells {
+        s.push_str(&format!("| {} |", cell_key(&c.row, &c.col)));
+        for g in &crate::gates::ALL {
+            let v = c
+                .gates
+                .iter()
+                .find(|(id, _)| *id == g.id)
+                .map_or("—".to_string(), |(_, v)| v.to_string());
+            s.push_str(&format!(" {v} |"));
+        }
+        s.push_str(&format!(" {:.1} s |\n", c.wall_ms as f64 / 1000.0));
     }
 }
 

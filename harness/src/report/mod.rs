@@ -244,80 +244,9 @@ impl Record {
     /// Differences in what `check` compares: the schema, versions, SHAs, verdicts, evidence and
     /// per-case verdicts; never times, rates, dates, the engine's kind, path or build source.
     pub fn stable_differences(&self, committed: &Record) -> Vec<String> {
-        let mut out = Vec::new();
-        let (a, b) = (&committed.header, &self.header);
-        let fields = [
-            ("schema", &a.schema, &b.schema),
-            ("harness_version", &a.harness_version, &b.harness_version),
-            ("bundle_version", &a.bundle_version, &b.bundle_version),
-            ("bundle_digest", &a.bundle_digest, &b.bundle_digest),
-            ("engine_product", &a.engine_product, &b.engine_product),
-            ("engine_version", &a.engine_version, &b.engine_version),
-            ("connector_name", &a.connector_name, &b.connector_name),
-            (
-                "connector_version",
-                &a.connector_version,
-                &b.connector_version,
-            ),
-            (
-                "connector_language",
-                &a.connector_language,
-                &b.connector_language,
-            ),
-        ];
-        for (name, want, got) in fields {
-            if want != got {
-                out.push(format!("{name}: committed {want:?}, now {got:?}"));
-            }
-        }
-        if a.scripts != b.scripts {
-            out.push(format!(
-                "scripts: committed {:?}, now {:?}",
-                a.scripts, b.scripts
-            ));
-        }
+        let mut out = header_differences(&committed.header, &self.header);
         for (c, n) in committed.gates.iter().zip(&self.gates) {
-            if c.verdict != n.verdict {
-                out.push(format!(
-                    "{} {}: committed {:?}, now {:?}",
-                    c.id, c.name, c.verdict, n.verdict
-                ));
-            }
-            if c.evidence != n.evidence {
-                let d = crate::suites::cases::expect::diff(
-                    &serde_json::json!(c.evidence),
-                    &serde_json::json!(n.evidence),
-                );
-                out.push(format!("{} {}: evidence differs {d}", c.id, c.name));
-            }
-            if c.cases != n.cases {
-                let was: BTreeMap<&str, &CaseVerdict> =
-                    c.cases.iter().map(|x| (x.id.as_str(), x)).collect();
-                let now: BTreeMap<&str, &CaseVerdict> =
-                    n.cases.iter().map(|x| (x.id.as_str(), x)).collect();
-                let mut changed: Vec<String> = Vec::new();
-                for id in was
-                    .keys()
-                    .chain(now.keys())
-                    .collect::<std::collections::BTreeSet<_>>()
-                {
-                    match (was.get(id), now.get(id)) {
-                        (Some(w), Some(x)) if w == x => {}
-                        (Some(w), Some(x)) => {
-                            changed.push(format!("{id} {} → {}", w.verdict, x.verdict))
-                        }
-                        (Some(_), None) => changed.push(format!("{id} gone")),
-                        (None, Some(x)) => changed.push(format!("{id} new ({})", x.verdict)),
-                        (None, None) => {}
-                    }
-                }
-                out.push(format!(
-                    "{} {}: cases differ: {}",
-                    c.id,
-                    c.name,
-                    changed.join(", ")
-                ));
-            }
+            gate_differences(c, n, &mut out);
         }
         if committed.gates.len() != self.gates.len() {
             out.push(format!(
@@ -370,6 +299,88 @@ impl Record {
         }
         Ok(())
     }
+}
+
+/// The header fields `check` compares, and the script SHAs.
+fn header_differences(a: &Header, b: &Header) -> Vec<String> {
+    let mut out = Vec::new();
+    let fields = [
+        ("schema", &a.schema, &b.schema),
+        ("harness_version", &a.harness_version, &b.harness_version),
+        ("bundle_version", &a.bundle_version, &b.bundle_version),
+        ("bundle_digest", &a.bundle_digest, &b.bundle_digest),
+        ("engine_product", &a.engine_product, &b.engine_product),
+        ("engine_version", &a.engine_version, &b.engine_version),
+        ("connector_name", &a.connector_name, &b.connector_name),
+        (
+            "connector_version",
+            &a.connector_version,
+            &b.connector_version,
+        ),
+        (
+            "connector_language",
+            &a.connector_language,
+            &b.connector_language,
+        ),
+    ];
+    for (name, want, got) in fields {
+        if want != got {
+            out.push(format!("{name}: committed {want:?}, now {got:?}"));
+        }
+    }
+    if a.scripts != b.scripts {
+        out.push(format!(
+            "scripts: committed {:?}, now {:?}",
+            a.scripts, b.scripts
+        ));
+    }
+    out
+}
+
+/// One gate, committed `c` against now `n`: verdict, evidence, per-case verdicts.
+fn gate_differences(c: &GateVerdict, n: &GateVerdict, out: &mut Vec<String>) {
+    if c.verdict != n.verdict {
+        out.push(format!(
+            "{} {}: committed {:?}, now {:?}",
+            c.id, c.name, c.verdict, n.verdict
+        ));
+    }
+    if c.evidence != n.evidence {
+        let d = crate::suites::cases::expect::diff(
+            &serde_json::json!(c.evidence),
+            &serde_json::json!(n.evidence),
+        );
+        out.push(format!("{} {}: evidence differs {d}", c.id, c.name));
+    }
+    if c.cases != n.cases {
+        out.push(format!(
+            "{} {}: cases differ: {}",
+            c.id,
+            c.name,
+            case_changes(&c.cases, &n.cases).join(", ")
+        ));
+    }
+}
+
+/// Each case whose verdict changed, went or came, by id.
+fn case_changes(c: &[CaseVerdict], n: &[CaseVerdict]) -> Vec<String> {
+    let was: BTreeMap<&str, &CaseVerdict> = c.iter().map(|x| (x.id.as_str(), x)).collect();
+    let now: BTreeMap<&str, &CaseVerdict> = n.iter().map(|x| (x.id.as_str(), x)).collect();
+    let mut changed: Vec<String> = Vec::new();
+    for id in was
+        .keys()
+        .chain(now.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        match (was.get(id), now.get(id)) {
+            (Some(w), Some(x)) if w == x => {}
+            (Some(w), Some(x)) => changed.push(format!("{id} {} → {}", w.verdict, x.verdict)),
+            (Some(_), None) => changed.push(format!("{id} gone")),
+            (None, Some(x)) => changed.push(format!("{id} new ({})", x.verdict)),
+            (None, None) => {}
+        }
+    }
+    changed
 }
 
 #[cfg(test)]

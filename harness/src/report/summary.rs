@@ -27,6 +27,29 @@ fn pad(text: &str, width: usize) -> String {
 /// The grid as aligned text; ANSI colour when `color`. Below it, one line per cell that did not
 /// pass, with its first violation.
 pub fn text(grid: &Grid, color: bool) -> String {
+    let (first_w, widths) = column_widths(grid);
+    let mut s = String::new();
+    s.push_str(&pad("connector", first_w));
+    for (c, w) in grid.cols.iter().zip(&widths) {
+        s.push_str(&pad(c, *w));
+    }
+    s = s.trim_end().to_string() + "\n";
+    let mut line = pad("", first_w);
+    for (l, w) in grid.col_labels.iter().zip(&widths) {
+        line.push_str(&pad(l, *w));
+    }
+    s.push_str(&paint(line.trim_end(), DIM, color));
+    s.push('\n');
+    for row in &grid.rows {
+        s.push_str(row_line(grid, row, first_w, &widths, color).trim_end());
+        s.push('\n');
+    }
+    s.push_str(&tally(grid, color));
+    s
+}
+
+/// The first column's width, then each engine column's: its name, label or a verdict, padded.
+fn column_widths(grid: &Grid) -> (usize, Vec<usize>) {
     let first_w = grid
         .rows
         .iter()
@@ -47,39 +70,34 @@ pub fn text(grid: &Grid, color: bool) -> String {
                 + 2
         })
         .collect();
+    (first_w, widths)
+}
+
+/// One connector's row: its name, then each cell's summary coloured by verdict.
+fn row_line(grid: &Grid, row: &str, first_w: usize, widths: &[usize], color: bool) -> String {
+    let mut line = pad(row, first_w);
+    for (col, w) in grid.cols.iter().zip(widths) {
+        let (text, code) = match grid.get(row, col) {
+            None => ("—".to_string(), DIM),
+            Some(c) => (
+                c.summary.clone(),
+                match c.verdict {
+                    Verdict::Pass => GREEN,
+                    Verdict::Fail => RED,
+                    Verdict::Error => YELLOW,
+                },
+            ),
+        };
+        let padding = " ".repeat(w.saturating_sub(text.chars().count()));
+        line.push_str(&paint(&text, code, color));
+        line.push_str(&padding);
+    }
+    line
+}
+
+/// How many cells pass, then one line per cell that did not, with its first violation.
+fn tally(grid: &Grid, color: bool) -> String {
     let mut s = String::new();
-    s.push_str(&pad("connector", first_w));
-    for (c, w) in grid.cols.iter().zip(&widths) {
-        s.push_str(&pad(c, *w));
-    }
-    s = s.trim_end().to_string() + "\n";
-    let mut line = pad("", first_w);
-    for (l, w) in grid.col_labels.iter().zip(&widths) {
-        line.push_str(&pad(l, *w));
-    }
-    s.push_str(&paint(line.trim_end(), DIM, color));
-    s.push('\n');
-    for row in &grid.rows {
-        let mut line = pad(row, first_w);
-        for (col, w) in grid.cols.iter().zip(&widths) {
-            let (text, code) = match grid.get(row, col) {
-                None => ("—".to_string(), DIM),
-                Some(c) => (
-                    c.summary.clone(),
-                    match c.verdict {
-                        Verdict::Pass => GREEN,
-                        Verdict::Fail => RED,
-                        Verdict::Error => YELLOW,
-                    },
-                ),
-            };
-            let padding = " ".repeat(w.saturating_sub(text.chars().count()));
-            line.push_str(&paint(&text, code, color));
-            line.push_str(&padding);
-        }
-        s.push_str(line.trim_end());
-        s.push('\n');
-    }
     let bad = grid.not_passing();
     let total = grid.cells.len();
     s.push('\n');

@@ -7,9 +7,11 @@ use std::path::Path;
 
 use crate::error::HarnessError;
 use crate::gates::Verdict;
-use crate::report::Record;
 use crate::report::grid::Grid;
 use crate::report::matrix::{Matrix, cell_key};
+use crate::report::{GateVerdict, Record};
+
+mod chart;
 
 /// Escapes text for HTML element content and double-quoted attributes.
 pub fn esc(s: &str) -> String {
@@ -159,7 +161,7 @@ pub fn page(m: &Matrix) -> String {
         secs(m.volatile.wall_ms)
     );
     grid_table(&mut h, m, &grid);
-    chart(&mut h, m, &grid);
+    chart::chart(&mut h, m, &grid);
     h.push_str("<h2>Records</h2>\n");
     for c in &grid.cells {
         detail(&mut h, m, c);
@@ -245,118 +247,6 @@ fn grid_table(h: &mut String, m: &Matrix, grid: &Grid) {
     h.push_str("</tbody>\n</table>\n");
 }
 
-const PALETTE: [&str; 6] = [
-    "#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e",
-];
-
-/// Horizontal grouped bars: for each gate, one bar per connector, its wall time on the first
-/// engine column (the pinned engine) — the same engine for every bar, so bars compare.
-fn chart(h: &mut String, m: &Matrix, grid: &Grid) {
-    let Some(engine) = grid.cols.first() else {
-        return;
-    };
-    let rows: Vec<(&String, Option<&Record>)> = grid
-        .rows
-        .iter()
-        .map(|r| (r, m.cell(r, engine).and_then(|c| c.record.as_ref())))
-        .collect();
-    let wall = |r: Option<&Record>, id: crate::gates::GateId| {
-        r.and_then(|r| r.volatile.gate_wall_ms.get(id.as_str()).copied())
-            .unwrap_or(0)
-    };
-    let max = crate::gates::ALL
-        .iter()
-        .flat_map(|g| rows.iter().map(move |(_, r)| wall(*r, g.id)))
-        .max()
-        .unwrap_or(0);
-    let max = nice_ceiling(max);
-    let bar_h = 13;
-    let group_h = rows.len() * (bar_h + 3) + 12;
-    let (left, width) = (150usize, 1120usize);
-    let plot_w = width - left - 90;
-    let height = group_h * crate::gates::ALL.len() + 28;
-    let label = grid
-        .col_labels
-        .first()
-        .cloned()
-        .unwrap_or_else(|| engine.clone());
-    let _ = write!(
-        h,
-        "<h2>Gate wall time per connector <small class=\"meta\">on {} ({})</small></h2>\n<div class=\"chart\">\n<div class=\"legend\">",
-        esc(engine),
-        esc(&label)
-    );
-    for (i, (r, _)) in rows.iter().enumerate() {
-        let _ = write!(
-            h,
-            "<span><i style=\"background:{}\"></i>{}</span>",
-            PALETTE[i % PALETTE.len()],
-            esc(r)
-        );
-    }
-    let _ = write!(
-        h,
-        "</div>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" viewBox=\"0 0 {width} {height}\" \
-         role=\"img\" aria-label=\"gate wall time per connector\" font-family=\"system-ui,sans-serif\" font-size=\"12\">\n"
-    );
-    // Grid lines at quarters of the maximum.
-    for q in 0..=4 {
-        let x = left + plot_w * q / 4;
-        let _ = writeln!(
-            h,
-            "<line x1=\"{x}\" y1=\"0\" x2=\"{x}\" y2=\"{}\" stroke=\"#d1d9e0\" stroke-width=\"1\"/>\
-             <text x=\"{x}\" y=\"{}\" fill=\"#59636e\" text-anchor=\"middle\">{}</text>",
-            height - 20,
-            height - 6,
-            secs(max * q as u64 / 4)
-        );
-    }
-    for (gi, g) in crate::gates::ALL.iter().enumerate() {
-        let y0 = gi * group_h + 6;
-        let _ = writeln!(
-            h,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#1f2328\"><tspan font-weight=\"600\">{}</tspan> {}</text>",
-            left - 10,
-            y0 + group_h / 2,
-            g.id,
-            g.name
-        );
-        for (ri, (r, rec)) in rows.iter().enumerate() {
-            let ms = wall(*rec, g.id);
-            let w = (plot_w as u64 * ms / max).max(1);
-            let y = y0 + ri * (bar_h + 3);
-            let _ = writeln!(
-                h,
-                "<rect x=\"{left}\" y=\"{y}\" width=\"{w}\" height=\"{bar_h}\" rx=\"2\" fill=\"{}\"><title>{} {} {}</title></rect>\
-                 <text x=\"{}\" y=\"{}\" fill=\"#59636e\" font-size=\"11\">{}</text>",
-                PALETTE[ri % PALETTE.len()],
-                esc(r),
-                g.id,
-                secs(ms),
-                left as u64 + w + 5,
-                y + bar_h - 2,
-                secs(ms)
-            );
-        }
-    }
-    h.push_str("</svg>\n</div>\n");
-}
-
-/// Four times the smallest round step (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 × 10^k ms) whose four
-/// grid lines reach `ms`, so the lines fall on round values.
-fn nice_ceiling(ms: u64) -> u64 {
-    let mut unit = 1u64;
-    loop {
-        for m in [10, 15, 20, 25, 30, 40, 50, 60, 80] {
-            let step = unit * m / 10;
-            if step > 0 && step * 4 >= ms.max(1) {
-                return step * 4;
-            }
-        }
-        unit *= 10;
-    }
-}
-
 fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
     let key = cell_key(&c.row, &c.col);
     let record = m.cell(&c.row, &c.col).and_then(|x| x.record.as_ref());
@@ -389,6 +279,16 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         );
         return;
     };
+    facts(h, r);
+    h.push_str("<table class=\"gates\"><thead><tr><th style=\"width:26%\">gate</th><th style=\"width:9%\">verdict</th><th style=\"width:9%\">wall</th><th>evidence</th></tr></thead><tbody>\n");
+    for g in &r.gates {
+        gate_row(h, r, g);
+    }
+    h.push_str("</tbody></table>\n</div></details>\n");
+}
+
+/// The record's header facts: engine, build, connector, seed, boot, end.
+fn facts(h: &mut String, r: &Record) {
     let hd = &r.header;
     let _ = writeln!(
         h,
@@ -409,92 +309,102 @@ fn detail(h: &mut String, m: &Matrix, c: &crate::report::grid::Cell) {
         secs(r.volatile.engine_boot_ms),
         esc(&r.footer.ended)
     );
-    h.push_str("<table class=\"gates\"><thead><tr><th style=\"width:26%\">gate</th><th style=\"width:9%\">verdict</th><th style=\"width:9%\">wall</th><th>evidence</th></tr></thead><tbody>\n");
-    for g in &r.gates {
-        let ms = r
-            .volatile
-            .gate_wall_ms
-            .get(g.id.as_str())
-            .copied()
-            .unwrap_or(0);
-        let headline = g.first_violation().unwrap_or_else(|| {
-            g.evidence
-                .last()
-                .map(ToString::to_string)
-                .unwrap_or_default()
-        });
-        let headline: String = headline
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(160)
-            .collect();
-        let _ = write!(
-            h,
-            "<tr><td><b>{}</b> {}</td><td><span class=\"verdict {}\" style=\"font-size:13px\">{}</span></td><td class=\"n\">{}</td>\
-             <td><details class=\"gate\"{}><summary>{} <span class=\"meta\">({} facts)</span></summary><ul>",
-            g.id,
-            esc(&g.name),
-            class(g.verdict),
-            g.verdict,
-            secs(ms),
-            if g.verdict == Verdict::Pass {
-                ""
-            } else {
-                " open"
-            },
-            esc(&headline),
-            g.evidence.len()
-        );
-        for e in &g.evidence {
-            let v = e.severity.is_violation();
-            let line = e.to_string();
-            match line.split_once('\n') {
-                Some((first, rest)) => {
-                    let _ = write!(
-                        h,
-                        "<li{}>{}<pre>{}</pre></li>",
-                        if v { " class=\"v\"" } else { "" },
-                        esc(first),
-                        esc(rest)
-                    );
-                }
-                None => {
-                    let _ = write!(
-                        h,
-                        "<li{}>{}</li>",
-                        if v { " class=\"v\"" } else { "" },
-                        esc(&line)
-                    );
-                }
-            }
-        }
-        if !g.cases.is_empty() {
-            let bad: Vec<_> = g
-                .cases
-                .iter()
-                .filter(|c| c.verdict != Verdict::Pass)
-                .collect();
-            let _ = write!(
-                h,
-                "<li>per case: {} of {} PASS</li>",
-                g.cases.len() - bad.len(),
-                g.cases.len()
-            );
-            for c in bad {
+}
+
+/// One gate: verdict, wall, headline, and its evidence and failing cases folded below.
+fn gate_row(h: &mut String, r: &Record, g: &GateVerdict) {
+    let ms = r
+        .volatile
+        .gate_wall_ms
+        .get(g.id.as_str())
+        .copied()
+        .unwrap_or(0);
+    let headline = g.first_violation().unwrap_or_else(|| {
+        g.evidence
+            .last()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    });
+    let headline: String = headline
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(160)
+        .collect();
+    let _ = write!(
+        h,
+        "<tr><td><b>{}</b> {}</td><td><span class=\"verdict {}\" style=\"font-size:13px\">{}</span></td><td class=\"n\">{}</td>\
+         <td><details class=\"gate\"{}><summary>{} <span class=\"meta\">({} facts)</span></summary><ul>",
+        g.id,
+        esc(&g.name),
+        class(g.verdict),
+        g.verdict,
+        secs(ms),
+        if g.verdict == Verdict::Pass {
+            ""
+        } else {
+            " open"
+        },
+        esc(&headline),
+        g.evidence.len()
+    );
+    evidence_items(h, g);
+    case_items(h, g);
+    h.push_str("</ul></details></td></tr>\n");
+}
+
+/// Each fact one list item, violations marked; a fact's further lines in a `<pre>`.
+fn evidence_items(h: &mut String, g: &GateVerdict) {
+    for e in &g.evidence {
+        let v = e.severity.is_violation();
+        let line = e.to_string();
+        match line.split_once('\n') {
+            Some((first, rest)) => {
                 let _ = write!(
                     h,
-                    "<li class=\"v\">{} {}: {}</li>",
-                    esc(&c.id),
-                    c.verdict,
-                    esc(c.message.as_deref().unwrap_or(""))
+                    "<li{}>{}<pre>{}</pre></li>",
+                    if v { " class=\"v\"" } else { "" },
+                    esc(first),
+                    esc(rest)
+                );
+            }
+            None => {
+                let _ = write!(
+                    h,
+                    "<li{}>{}</li>",
+                    if v { " class=\"v\"" } else { "" },
+                    esc(&line)
                 );
             }
         }
-        h.push_str("</ul></details></td></tr>\n");
     }
-    h.push_str("</tbody></table>\n</div></details>\n");
+}
+
+/// With per-case verdicts: the PASS count, then each case that did not pass.
+fn case_items(h: &mut String, g: &GateVerdict) {
+    if !g.cases.is_empty() {
+        let bad: Vec<_> = g
+            .cases
+            .iter()
+            .filter(|c| c.verdict != Verdict::Pass)
+            .collect();
+        let _ = write!(
+            h,
+            "<li>per case: {} of {} PASS</li>",
+            g.cases.len() - bad.len(),
+            g.cases.len()
+        );
+        for c in bad {
+            let _ = write!(
+                h,
+                "<li class=\"v\">{} {}: {}</li>",
+                esc(&c.id),
+                c.verdict,
+                esc(c.message.as_deref().unwrap_or(""))
+            );
+        }
+    }
 }
 
 /// The matrix's files are written here, beside the page they include, so the matrix's data
@@ -529,14 +439,6 @@ impl Matrix {
 mod tests {
     use super::*;
     use crate::report::matrix::tests::sample;
-
-    #[test]
-    fn chart_scales_are_round() {
-        assert_eq!(nice_ceiling(20_300), 24_000);
-        assert_eq!(nice_ceiling(18_000), 20_000);
-        assert_eq!(nice_ceiling(6_800), 8_000);
-        assert_eq!(nice_ceiling(0), 4);
-    }
 
     #[test]
     fn text_is_escaped_and_controls_dropped() {
