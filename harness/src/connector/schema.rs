@@ -186,6 +186,34 @@ pub fn check(root: &Value, s: &Value, v: &Value, path: &str) -> Result<(), Strin
         let target = resolve(root, r).ok_or_else(|| at(format!("unresolved $ref {r}")))?;
         check(root, target, v, path)?;
     }
+    check_value(s, v, &at)?;
+    if let Value::Object(obj) = v {
+        check_object(root, s, obj, path, &at)?;
+    }
+    if let (Some(items), Value::Array(a)) = (s.get("items"), v) {
+        for (i, x) in a.iter().enumerate() {
+            check(root, items, x, &join(path, &format!("[{i}]")))?;
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = s.get(key) {
+            check_branches(root, key, branches, v, path, &at)?;
+        }
+    }
+    if let Some(Value::Array(all)) = s.get("allOf") {
+        for b in all {
+            check(root, b, v, path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The keywords that judge a value alone: type, const, enum, pattern, minimum and maximum.
+fn check_value(
+    s: &Map<String, Value>,
+    v: &Value,
+    at: &dyn Fn(String) -> String,
+) -> Result<(), String> {
     if let Some(t) = s.get("type") {
         let allowed: Vec<&str> = match t {
             Value::String(one) => vec![one.as_str()],
@@ -233,24 +261,6 @@ pub fn check(root: &Value, s: &Value, v: &Value, path: &str) -> Result<(), Strin
         && n > max
     {
         return Err(at(format!("expected at most {max}, got {v}")));
-    }
-    if let Value::Object(obj) = v {
-        check_object(root, s, obj, path, &at)?;
-    }
-    if let (Some(items), Value::Array(a)) = (s.get("items"), v) {
-        for (i, x) in a.iter().enumerate() {
-            check(root, items, x, &join(path, &format!("[{i}]")))?;
-        }
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = s.get(key) {
-            check_branches(root, key, branches, v, path, &at)?;
-        }
-    }
-    if let Some(Value::Array(all)) = s.get("allOf") {
-        for b in all {
-            check(root, b, v, path)?;
-        }
     }
     Ok(())
 }

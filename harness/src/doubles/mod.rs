@@ -206,6 +206,7 @@ impl Double {
     }
 
     /// A fresh, unconnected instance over `bundle`.
+    // Long on purpose (#22): one flat arm per double, a table that a split would only scatter.
     #[cfg(feature = "doubles")]
     pub fn make(self, bundle: &Bundle) -> Box<dyn Connector + Send> {
         use broken::{Check, Lenient};

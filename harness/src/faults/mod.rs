@@ -30,9 +30,9 @@
 //! byte-count toxic would depend on each connector's handshake and pipelining. RESP framing is
 //! small, and std threads with a `TcpListener` are enough for loopback connections.
 
+mod replies;
 pub mod resp;
 
-use std::io::ErrorKind::{TimedOut, WouldBlock};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,7 +40,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use resp::{Command, Splitter, value_len};
+use resp::{Command, Splitter};
 
 /// What the proxy does to the command a rule picks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,7 +349,7 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
     let s2 = shared.clone();
     let down = std::thread::Builder::new()
         .name(format!("emq-proxy-{conn}-down"))
-        .spawn(move || replies(u2, c2, rx, &s2));
+        .spawn(move || replies::relay(u2, c2, rx, &s2));
     up(conn, client, upstream, shared, tx);
     if let Ok(d) = down {
         let _ = d.join();
@@ -510,91 +510,3 @@ fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> 
 
 /// How long the reply side waits for a command or the engine before looking again.
 const IDLE_PEEK: Duration = Duration::from_millis(25);
-
-/// Engine → client: one reply per forwarded command, each handled as its action says.
-fn replies(
-    mut upstream: TcpStream,
-    mut client: TcpStream,
-    rx: mpsc::Receiver<Action>,
-    shared: &Shared,
-) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    // A read (or the idle peek below) gives up after IDLE_PEEK and looks again.
-    let _ = upstream.set_read_timeout(Some(IDLE_PEEK));
-    let waiting = |e: &std::io::Error| matches!(e.kind(), WouldBlock | TimedOut);
-    // Reads until one whole reply is buffered; returns its length.
-    let mut next_reply = |upstream: &mut TcpStream, buf: &mut Vec<u8>| -> Option<usize> {
-        loop {
-            match value_len(buf) {
-                Ok(Some(n)) => return Some(n),
-                Ok(None) => {}
-                Err(_) => return None,
-            }
-            match upstream.read(&mut chunk) {
-                Ok(0) => return None,
-                Err(e) if waiting(&e) => {}
-                Err(_) => return None,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    };
-    // Bytes no command is owed (an action is queued before its command goes up): pause, not spin.
-    let mut unowed = false;
-    loop {
-        let action = match rx.try_recv() {
-            Ok(a) => {
-                unowed = false;
-                a
-            }
-            Err(mpsc::TryRecvError::Disconnected) => break,
-            Err(mpsc::TryRecvError::Empty) => {
-                if std::mem::take(&mut unowed) {
-                    std::thread::sleep(IDLE_PEEK);
-                }
-                // Idle: wait on the engine, so that its closing the connection (CLIENT KILL)
-                // closes the client's side at once, not at its next call; a reply ends the wait.
-                match upstream.peek(&mut [0u8; 1]) {
-                    Ok(0) => break,
-                    Err(e) if !waiting(&e) => break,
-                    Ok(_) => unowed = true,
-                    Err(_) => {}
-                }
-                continue;
-            }
-        };
-        if let Action::Close = action {
-            break;
-        }
-        let Some(n) = next_reply(&mut upstream, &mut buf) else {
-            break;
-        };
-        let reply: Vec<u8> = buf.drain(..n).collect();
-        match action {
-            Action::Forward => {
-                if client.write_all(&reply).is_err() {
-                    break;
-                }
-            }
-            Action::Held(window) => {
-                wait_for_release(shared, window);
-                if client.write_all(&reply).is_err() {
-                    break;
-                }
-            }
-            Action::Delay(d) => {
-                std::thread::sleep(d);
-                if client.write_all(&reply).is_err() {
-                    break;
-                }
-            }
-            Action::Cut => {
-                let _ = client.write_all(&reply[..reply.len() / 2]);
-                break;
-            }
-            Action::Lose | Action::Close => break,
-        }
-    }
-    let _ = client.flush();
-    close(&client, &upstream);
-}

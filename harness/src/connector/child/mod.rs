@@ -29,6 +29,7 @@
 
 mod factory;
 mod process;
+mod wire;
 mod wirelog;
 mod words;
 
@@ -44,6 +45,7 @@ use serde_json::Value;
 
 pub use self::process::MAX_LINE;
 use self::process::{Line, Ring, Running, push_line};
+use self::wire::{decode_error, encode};
 use self::words::{ended, quote, secs};
 use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Reply, Request};
@@ -358,6 +360,19 @@ impl ChildConnector {
     }
 
     fn exchange(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        self.refuse_if_dead(request)?;
+        factory::settle(self)?;
+        self.seq += 1;
+        let seq = self.seq;
+        let what = format!("{} (seq {seq})", request.cmd());
+        let line = encode(request, seq, &what)?;
+        let text = self.round_trip(request, &what, line)?;
+        let reply = self.parse_reply(request, seq, &text)?;
+        self.decode_reply(request, &what, reply, &text)
+    }
+
+    /// A dead child, or one whose sibling hung, is not sent anything.
+    fn refuse_if_dead(&mut self, request: &Request) -> Result<(), ConnectorError> {
         if self.dead.is_none()
             && let Some(first) = first_hang(&self.hung)
         {
@@ -371,22 +386,16 @@ impl ChildConnector {
                 request.cmd()
             )));
         }
-        factory::settle(self)?;
-        self.seq += 1;
-        let seq = self.seq;
-        let what = format!("{} (seq {seq})", request.cmd());
-        let mut wire = match serde_json::to_value(request) {
-            Ok(Value::Object(m)) => m,
-            other => {
-                return Err(ConnectorError::internal(format!(
-                    "could not encode {what}: {other:?}"
-                )));
-            }
-        };
-        wire.insert("seq".into(), Value::from(seq));
-        let mut line = serde_json::to_vec(&Value::Object(wire)).expect("JSON values serialize");
-        line.push(b'\n');
+        Ok(())
+    }
 
+    /// Sends one line and waits, within the request's timeout, for one line back.
+    fn round_trip(
+        &mut self,
+        request: &Request,
+        what: &str,
+        line: Vec<u8>,
+    ) -> Result<String, ConnectorError> {
         let Some(p) = self.proc.as_mut() else {
             return Err(self.die(format!("connector is not running; not sending {what}")));
         };
@@ -412,18 +421,16 @@ impl ChildConnector {
         }
         let timeout = self.spec.timeout_for(request);
         let answer = p.stdout.recv_timeout(timeout);
-        let text = match answer {
-            Ok(Line::TooLong(len)) => {
-                return Err(self.die(format!(
-                    "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
-                    process::MAX_LINE
-                )));
-            }
+        match answer {
+            Ok(Line::TooLong(len)) => Err(self.die(format!(
+                "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
+                process::MAX_LINE
+            ))),
             Ok(Line::Text(text)) => {
                 if let Some(w) = self.wire_log.as_mut() {
                     w.line(Some(p.pid), "recv", text.as_bytes());
                 }
-                text
+                Ok(text)
             }
             Err(RecvTimeoutError::Timeout) => {
                 let message = format!("no answer to {what} within {}", secs(timeout));
@@ -432,18 +439,27 @@ impl ChildConnector {
                     .unwrap_or_else(|e| e.into_inner())
                     .get_or_insert_with(|| message.clone());
                 self.death = Some(StartReason::Timeout);
-                return Err(self.die(message));
+                Err(self.die(message))
             }
             Err(RecvTimeoutError::Disconnected) => {
-                return Err(self.exited(&format!("during {what}"), false));
+                Err(self.exited(&format!("during {what}"), false))
             }
-        };
-        let reply: Value = match serde_json::from_str(&text) {
+        }
+    }
+
+    /// The answer line must be a JSON object carrying the request's seq.
+    fn parse_reply(
+        &mut self,
+        request: &Request,
+        seq: u64,
+        text: &str,
+    ) -> Result<serde_json::Map<String, Value>, ConnectorError> {
+        let reply: Value = match serde_json::from_str(text) {
             Ok(v @ Value::Object(_)) => v,
             _ => {
                 return Err(self.die(format!(
                     "connector printed a non-JSON line: {}",
-                    quote(&text)
+                    quote(text)
                 )));
             }
         };
@@ -459,13 +475,24 @@ impl ChildConnector {
                 return Err(self.die(format!(
                     "connector answered without a seq to request seq {seq} ({}): {}",
                     request.cmd(),
-                    quote(&text)
+                    quote(text)
                 )));
             }
         }
-        let Value::Object(mut reply) = reply else {
+        let Value::Object(reply) = reply else {
             unreachable!("matched an object above")
         };
+        Ok(reply)
+    }
+
+    /// Exactly one of "ok" (schema-checked, then decoded) and "error".
+    fn decode_reply(
+        &mut self,
+        request: &Request,
+        what: &str,
+        mut reply: serde_json::Map<String, Value>,
+        text: &str,
+    ) -> Result<Reply, ConnectorError> {
         match (reply.remove("ok"), reply.remove("error")) {
             (Some(ok), None) => {
                 let shown = quote(&ok.to_string());
@@ -481,29 +508,12 @@ impl ChildConnector {
                     ))
                 })
             }
-            (None, Some(err)) => Err(decode_error(&what, err)),
+            (None, Some(err)) => Err(decode_error(what, err)),
             _ => Err(self.die(format!(
                 "connector answered {what} with neither exactly one of \"ok\" and \"error\": {}",
-                quote(&text)
+                quote(text)
             ))),
         }
-    }
-}
-
-/// A wire `error` object as a [`ConnectorError`]; a malformed one is kind `internal`.
-fn decode_error(what: &str, err: Value) -> ConnectorError {
-    let kind = err.get("kind").cloned();
-    let message = err.get("message").and_then(Value::as_str);
-    match (kind.map(serde_json::from_value::<ErrorKind>), message) {
-        (Some(Ok(kind)), Some(message)) => ConnectorError::new(kind, message),
-        (Some(Err(_)), Some(message)) => ConnectorError::internal(format!(
-            "connector answered {what} with an unknown error kind {}: {message}",
-            err.get("kind").map_or_else(String::new, Value::to_string)
-        )),
-        _ => ConnectorError::internal(format!(
-            "connector answered {what} with a malformed error (want {{\"kind\", \"message\"}}): {}",
-            quote(&err.to_string())
-        )),
     }
 }
 

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, VecDeque};
 use redis::cluster_routing::Slot;
 use redis::{ServerErrorKind, Value};
 
-use super::{Reference, engine_err, resp};
+use super::link::Link;
+use super::{Quirks, Reference, engine_err, resp};
 use crate::connector::BrowsedJob;
 use crate::error::ConnectorError;
 use crate::protocol::grammar::key;
@@ -154,73 +155,12 @@ impl Reference {
         let mut packed = Vec::new();
         loop {
             let link = self.live(session)?;
-            let mut round: Vec<(usize, Vec<usize>)> = Vec::new();
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                if lane.todo.is_empty() {
-                    continue;
-                }
-                let chunk: Vec<usize> = lane.todo.drain(..depth.min(lane.todo.len())).collect();
-                packed.clear();
-                for &q in &chunk {
-                    packed.extend_from_slice(&encoded[q]);
-                }
-                link.send_packed(&lane.anchor, &packed)
-                    .map_err(engine_err)?;
-                round.push((l, chunk));
-            }
+            let round = send_round(link, &mut lanes, encoded, depth, &mut packed)?;
             if round.is_empty() {
                 return Ok(done);
             }
-            let mut replies = Vec::with_capacity(round.len());
-            for (l, chunk) in &round {
-                let got = match link.recv_packed(&lanes[*l].anchor, chunk.len()) {
-                    // The ClusterPipeline double: the node's whole share again, on a new connection.
-                    Err(_) if quirks.resend_pipelines => {
-                        let bytes: Vec<u8> =
-                            chunk.iter().flat_map(|&q| encoded[q].clone()).collect();
-                        link.packed(&lanes[*l].anchor, &bytes, chunk.len())
-                    }
-                    other => other,
-                };
-                replies.push(got.map_err(engine_err)?);
-            }
-            let (mut missed_script, mut redirected) = (Vec::new(), false);
-            for ((l, chunk), replies) in round.into_iter().zip(replies) {
-                let lane = &mut lanes[l];
-                let mut again = Vec::new();
-                for (&q, v) in chunk.iter().zip(&replies) {
-                    match v {
-                        Value::ServerError(e) => match e.kind() {
-                            Some(ServerErrorKind::NoScript) => {
-                                if !missed_script.contains(&l) {
-                                    missed_script.push(l);
-                                }
-                                again.push(q);
-                            }
-                            Some(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
-                                redirected = true;
-                                again.push(q);
-                            }
-                            _ => return Err(ConnectorError::engine(format!("{e:?}"))),
-                        },
-                        _ => done += 1,
-                    }
-                }
-                lane.idle = if again.len() == chunk.len() {
-                    lane.idle + 1
-                } else {
-                    0
-                };
-                if lane.idle > 2 {
-                    return Err(ConnectorError::engine(format!(
-                        "a pipeline of {} enqueues ran none of them three times in a row (NOSCRIPT or a redirect after the script was loaded and the slot map read)",
-                        chunk.len()
-                    )));
-                }
-                for q in again.into_iter().rev() {
-                    lane.todo.push_front(q);
-                }
-            }
+            let replies = recv_round(link, &lanes, &round, encoded, quirks)?;
+            let (missed_script, redirected) = tally(&mut lanes, round, replies, &mut done)?;
             for l in missed_script {
                 let script = &self.scripts["enqueue"];
                 let link = self.sessions.get_mut(session).expect("live() kept it");
@@ -242,4 +182,102 @@ struct Lane {
     anchor: String,
     /// Rounds in a row in which none of its pipeline ran.
     idle: u32,
+}
+
+/// Each lane's chunk of one round: (lane, the enqueues it sent).
+type Round = Vec<(usize, Vec<usize>)>;
+
+/// Sends up to `depth` of each lane's enqueues, packed as one write per lane.
+fn send_round(
+    link: &mut Link,
+    lanes: &mut [Lane],
+    encoded: &[Vec<u8>],
+    depth: usize,
+    packed: &mut Vec<u8>,
+) -> Result<Round, ConnectorError> {
+    let mut round: Round = Vec::new();
+    for (l, lane) in lanes.iter_mut().enumerate() {
+        if lane.todo.is_empty() {
+            continue;
+        }
+        let chunk: Vec<usize> = lane.todo.drain(..depth.min(lane.todo.len())).collect();
+        packed.clear();
+        for &q in &chunk {
+            packed.extend_from_slice(&encoded[q]);
+        }
+        link.send_packed(&lane.anchor, packed).map_err(engine_err)?;
+        round.push((l, chunk));
+    }
+    Ok(round)
+}
+
+/// Reads each lane's replies, in the order the round was sent.
+fn recv_round(
+    link: &mut Link,
+    lanes: &[Lane],
+    round: &Round,
+    encoded: &[Vec<u8>],
+    quirks: Quirks,
+) -> Result<Vec<Vec<Value>>, ConnectorError> {
+    let mut replies = Vec::with_capacity(round.len());
+    for (l, chunk) in round {
+        let got = match link.recv_packed(&lanes[*l].anchor, chunk.len()) {
+            // The ClusterPipeline double: the node's whole share again, on a new connection.
+            Err(_) if quirks.resend_pipelines => {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|&q| encoded[q].clone()).collect();
+                link.packed(&lanes[*l].anchor, &bytes, chunk.len())
+            }
+            other => other,
+        };
+        replies.push(got.map_err(engine_err)?);
+    }
+    Ok(replies)
+}
+
+/// Counts what ran and puts back what must run again (NOSCRIPT, a redirect); returns the lanes
+/// whose node lacks the script and whether the slot map went stale.
+fn tally(
+    lanes: &mut [Lane],
+    round: Round,
+    replies: Vec<Vec<Value>>,
+    done: &mut i64,
+) -> Result<(Vec<usize>, bool), ConnectorError> {
+    let (mut missed_script, mut redirected) = (Vec::new(), false);
+    for ((l, chunk), replies) in round.into_iter().zip(replies) {
+        let lane = &mut lanes[l];
+        let mut again = Vec::new();
+        for (&q, v) in chunk.iter().zip(&replies) {
+            match v {
+                Value::ServerError(e) => match e.kind() {
+                    Some(ServerErrorKind::NoScript) => {
+                        if !missed_script.contains(&l) {
+                            missed_script.push(l);
+                        }
+                        again.push(q);
+                    }
+                    Some(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
+                        redirected = true;
+                        again.push(q);
+                    }
+                    _ => return Err(ConnectorError::engine(format!("{e:?}"))),
+                },
+                _ => *done += 1,
+            }
+        }
+        lane.idle = if again.len() == chunk.len() {
+            lane.idle + 1
+        } else {
+            0
+        };
+        if lane.idle > 2 {
+            return Err(ConnectorError::engine(format!(
+                "a pipeline of {} enqueues ran none of them three times in a row (NOSCRIPT or a redirect after the script was loaded and the slot map read)",
+                chunk.len()
+            )));
+        }
+        for q in again.into_iter().rev() {
+            lane.todo.push_front(q);
+        }
+    }
+    Ok((missed_script, redirected))
 }

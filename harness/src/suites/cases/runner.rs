@@ -9,7 +9,7 @@ use crate::engine::{Admin, Engine};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
 use crate::protocol::grammar::{ParsedKey, Set, parse_key};
 use crate::suites::cases::expect::{Bracket, Writers, check_keyspace, diff, matches, resolve};
-use crate::suites::cases::format::{Action, Case, Expect};
+use crate::suites::cases::format::{Action, Case, Expect, Step};
 
 /// Why a case failed: where, what, and the `(-expected|+actual)` diff.
 #[derive(Debug, Clone)]
@@ -310,123 +310,164 @@ fn replay(
     let case = run.case;
     for (i, step) in case.steps.iter().enumerate() {
         match &step.action {
-            Action::Keyspace(spec) => {
-                let ks = run
-                    .admin
-                    .keyspace()
-                    .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
-                let spec = resolve(&Value::Object(spec.clone()), &run.vars);
-                let empty = Writers::new();
-                let writers = run.timing.as_ref().map_or(&empty, |t| &t.writers);
-                if let Err(m) = check_keyspace(spec.as_object().expect("map"), &ks, writers) {
-                    let message = if m.scores.is_empty() {
-                        "keyspace differs".to_string()
-                    } else {
-                        format!("keyspace differs: {}", m.scores.join("; "))
-                    };
-                    return Err(run.fail(
-                        i,
-                        "keyspace",
-                        message,
-                        Some(diff(&m.expected, &m.actual)),
-                    ));
-                }
-            }
-            Action::Call { verb, args } => {
-                let req = run
-                    .request(verb, &step.session, args)
-                    .map_err(|m| run.fail(i, verb, m, None))?;
-                let expects_invalid = step.expect == Expect::Error(ErrorKind::Invalid);
-                let before = if expects_invalid {
-                    Some(
-                        run.bytes_in()
-                            .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
-                    )
-                } else {
-                    None
-                };
-                let t_before = match run.timing {
-                    Some(_) => Some(
-                        run.admin
-                            .time_ms()
-                            .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
-                    ),
-                    None => None,
-                };
-                let result = connector.call(&req);
-                // Named as the wire carried it, for failures: the line and its seq.
-                let sent_as = match connector.last_seq() {
-                    Some(seq) => format!(
-                        "wire seq {seq}: {}",
-                        serde_json::to_string(&req).unwrap_or_default()
-                    ),
-                    None => serde_json::to_string(&req).unwrap_or_default(),
-                };
-                if let Some(before) = t_before {
-                    run.note_writes(i, verb, before)
-                        .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
-                }
-                observed_steps[i] = Some(observed(&result));
-                if let Some(before) = before {
-                    let after = run
-                        .bytes_in()
-                        .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
-                    // Per connection: one closed meanwhile (a disconnect) sent nothing new, and
-                    // one opened meanwhile counts whole.
-                    let sent: u64 = after
-                        .iter()
-                        .map(|(id, n)| n.saturating_sub(before.get(id).copied().unwrap_or(0)))
-                        .sum();
-                    if sent > 0 && mode == Mode::Check {
-                        return Err(run.fail(
-                            i,
-                            verb,
-                            format!(
-                                "an invalid request reached the engine ({sent} bytes sent): {sent_as}"
-                            ),
-                            None,
-                        ));
-                    }
-                }
-                let mismatch = match (&step.expect, &result) {
-                    (Expect::Success, Ok(_)) => None,
-                    (Expect::Ok(want), Ok(reply)) => {
-                        let want = resolve(want, &run.vars);
-                        let got = reply.to_json();
-                        (!matches(&want, &got)).then(|| {
-                            (
-                                format!("reply differs (request {sent_as})"),
-                                Some(diff(&want, &got)),
-                            )
-                        })
-                    }
-                    (Expect::Error(kind), Err(e)) if e.kind == *kind => None,
-                    (Expect::Error(kind), Err(e)) => Some((
-                        format!("expected error {kind}, got {e} (request {sent_as})"),
-                        None,
-                    )),
-                    (Expect::Error(kind), Ok(reply)) => Some((
-                        format!(
-                            "expected error {kind}, got ok {} (request {sent_as})",
-                            reply.to_json()
-                        ),
-                        None,
-                    )),
-                    (_, Err(e)) => {
-                        Some((format!("unexpected error {e} (request {sent_as})"), None))
-                    }
-                };
-                if let Some((message, d)) = mismatch {
-                    let fatal = mode == Mode::Check || result.is_err() && step.capture.is_some();
-                    if fatal {
-                        return Err(run.fail(i, verb, message, d));
-                    }
-                }
-                if let (Some(name), Ok(reply)) = (&step.capture, &result) {
-                    run.vars.insert(name.clone(), reply.to_json());
-                }
+            Action::Keyspace(spec) => keyspace_step(run, i, spec)?,
+            Action::Call { .. } => {
+                call_step(run, connector, mode, i, step, &mut observed_steps[i])?
             }
         }
     }
     Ok(())
+}
+
+/// A `keyspace` step: the whole database against the expected spec.
+fn keyspace_step(
+    run: &mut Run<'_>,
+    i: usize,
+    spec: &Map<String, Value>,
+) -> Result<(), Box<CaseFailure>> {
+    let ks = run
+        .admin
+        .keyspace()
+        .map_err(|e| run.fail(i, "keyspace", e.to_string(), None))?;
+    let spec = resolve(&Value::Object(spec.clone()), &run.vars);
+    let empty = Writers::new();
+    let writers = run.timing.as_ref().map_or(&empty, |t| &t.writers);
+    if let Err(m) = check_keyspace(spec.as_object().expect("map"), &ks, writers) {
+        let message = if m.scores.is_empty() {
+            "keyspace differs".to_string()
+        } else {
+            format!("keyspace differs: {}", m.scores.join("; "))
+        };
+        return Err(run.fail(i, "keyspace", message, Some(diff(&m.expected, &m.actual))));
+    }
+    Ok(())
+}
+
+/// A call step: the request, its reply judged against `expect`, and any capture.
+fn call_step(
+    run: &mut Run<'_>,
+    connector: &mut dyn Connector,
+    mode: Mode,
+    i: usize,
+    step: &Step,
+    seen: &mut Option<Observed>,
+) -> Result<(), Box<CaseFailure>> {
+    let Action::Call { verb, args } = &step.action else {
+        unreachable!("replay sends only call steps here")
+    };
+    let req = run
+        .request(verb, &step.session, args)
+        .map_err(|m| run.fail(i, verb, m, None))?;
+    let expects_invalid = step.expect == Expect::Error(ErrorKind::Invalid);
+    let before = if expects_invalid {
+        Some(
+            run.bytes_in()
+                .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
+        )
+    } else {
+        None
+    };
+    let t_before = match run.timing {
+        Some(_) => Some(
+            run.admin
+                .time_ms()
+                .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
+        ),
+        None => None,
+    };
+    let result = connector.call(&req);
+    let sent_as = sent_as(connector, &req);
+    if let Some(before) = t_before {
+        run.note_writes(i, verb, before)
+            .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
+    }
+    *seen = Some(observed(&result));
+    if let Some(before) = before {
+        nothing_sent(run, mode, i, verb, &before, &sent_as)?;
+    }
+    if let Some((message, d)) = mismatch(run, step, &result, &sent_as) {
+        let fatal = mode == Mode::Check || result.is_err() && step.capture.is_some();
+        if fatal {
+            return Err(run.fail(i, verb, message, d));
+        }
+    }
+    if let (Some(name), Ok(reply)) = (&step.capture, &result) {
+        run.vars.insert(name.clone(), reply.to_json());
+    }
+    Ok(())
+}
+
+/// The request named as the wire carried it, for failures: the line and its seq.
+fn sent_as(connector: &dyn Connector, req: &Request) -> String {
+    match connector.last_seq() {
+        Some(seq) => format!(
+            "wire seq {seq}: {}",
+            serde_json::to_string(req).unwrap_or_default()
+        ),
+        None => serde_json::to_string(req).unwrap_or_default(),
+    }
+}
+
+/// An invalid request must not reach the engine: no connection's input grew meanwhile.
+fn nothing_sent(
+    run: &mut Run<'_>,
+    mode: Mode,
+    i: usize,
+    verb: &str,
+    before: &BTreeMap<u64, u64>,
+    sent_as: &str,
+) -> Result<(), Box<CaseFailure>> {
+    let after = run
+        .bytes_in()
+        .map_err(|e| run.fail(i, verb, e.to_string(), None))?;
+    // Per connection: one closed meanwhile (a disconnect) sent nothing new, and
+    // one opened meanwhile counts whole.
+    let sent: u64 = after
+        .iter()
+        .map(|(id, n)| n.saturating_sub(before.get(id).copied().unwrap_or(0)))
+        .sum();
+    if sent > 0 && mode == Mode::Check {
+        return Err(run.fail(
+            i,
+            verb,
+            format!("an invalid request reached the engine ({sent} bytes sent): {sent_as}"),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// How the reply differs from the step's `expect`, with a diff where one helps.
+fn mismatch(
+    run: &Run<'_>,
+    step: &Step,
+    result: &Result<Reply, ConnectorError>,
+    sent_as: &str,
+) -> Option<(String, Option<String>)> {
+    match (&step.expect, result) {
+        (Expect::Success, Ok(_)) => None,
+        (Expect::Ok(want), Ok(reply)) => {
+            let want = resolve(want, &run.vars);
+            let got = reply.to_json();
+            (!matches(&want, &got)).then(|| {
+                (
+                    format!("reply differs (request {sent_as})"),
+                    Some(diff(&want, &got)),
+                )
+            })
+        }
+        (Expect::Error(kind), Err(e)) if e.kind == *kind => None,
+        (Expect::Error(kind), Err(e)) => Some((
+            format!("expected error {kind}, got {e} (request {sent_as})"),
+            None,
+        )),
+        (Expect::Error(kind), Ok(reply)) => Some((
+            format!(
+                "expected error {kind}, got ok {} (request {sent_as})",
+                reply.to_json()
+            ),
+            None,
+        )),
+        (_, Err(e)) => Some((format!("unexpected error {e} (request {sent_as})"), None)),
+    }
 }

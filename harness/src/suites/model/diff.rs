@@ -84,78 +84,83 @@ pub fn diff_keyspace(model: &Model, ks: &Keyspace, timing: &Timing) -> Vec<Strin
         let m = model.queues.get(q).unwrap_or(&empty_model);
         let k = ks.queues.get(q).unwrap_or(&empty_ks);
         for set in Set::ALL {
-            let got: Vec<&String> = k.set(set).iter().map(|(id, _)| id).collect();
-            let want = m.ids(set);
-            if got
-                .iter()
-                .map(|s| s.as_str())
-                .ne(want.iter().map(String::as_str))
-            {
-                out.push(format!("{q} {set}: model {want:?}, engine {got:?}"));
-                continue;
-            }
-            let stamps: Vec<(String, Option<Stamp>)> = match set {
-                Set::Pending => want.iter().map(|id| (id.clone(), None)).collect(),
-                Set::Active => ordered(&m.active)
-                    .into_iter()
-                    .map(|(a, s)| (a, Some(s)))
-                    .collect(),
-                Set::Delayed => ordered(&m.delayed)
-                    .into_iter()
-                    .map(|(a, s)| (a, Some(s)))
-                    .collect(),
-                Set::Dead => ordered(&m.dead)
-                    .into_iter()
-                    .map(|(a, s)| (a, Some(s)))
-                    .collect(),
-            };
-            for ((id, score), (_, stamp)) in k.set(set).iter().zip(stamps) {
-                match stamp {
-                    None if *score != 0 => {
-                        out.push(format!("{q} pending {id}: score {score}, not 0"))
-                    }
-                    Some(s) => {
-                        if let Some(why) = judge_score(*score, s, timing) {
-                            out.push(format!("{q} {set} {id}: {why}"));
-                        }
-                    }
-                    None => {}
-                }
-            }
+            diff_set(&mut out, q, set, m, k, timing);
         }
-        let want_jobs: std::collections::BTreeMap<
-            String,
-            std::collections::BTreeMap<String, String>,
-        > = m
-            .jobs
-            .iter()
-            .map(|(id, j)| {
-                (
-                    id.clone(),
-                    [
-                        ("payload".to_string(), j.payload.clone()),
-                        ("attempts".to_string(), j.attempts.to_string()),
-                        ("state".to_string(), j.state.to_string()),
-                    ]
-                    .into_iter()
-                    .collect(),
-                )
-            })
-            .collect();
-        if want_jobs != k.jobs {
-            for id in want_jobs.keys().chain(k.jobs.keys()) {
-                let (a, b) = (want_jobs.get(id), k.jobs.get(id));
-                if a != b {
-                    out.push(format!("{q} job {id}: model {a:?}, engine {b:?}"));
-                }
-            }
-            out.dedup();
-        }
+        diff_jobs(&mut out, q, m, k);
         if m.seq != k.seq {
             out.push(format!("{q} seq: model {:?}, engine {:?}", m.seq, k.seq));
         }
     }
     out
+}
+
+/// One set of queue `q`: its members in order, then each member's score against its stamp.
+fn diff_set(out: &mut Vec<String>, q: &str, set: Set, m: &Queue, k: &QueueState, timing: &Timing) {
+    let got: Vec<&String> = k.set(set).iter().map(|(id, _)| id).collect();
+    let want = m.ids(set);
+    if got
+        .iter()
+        .map(|s| s.as_str())
+        .ne(want.iter().map(String::as_str))
+    {
+        out.push(format!("{q} {set}: model {want:?}, engine {got:?}"));
+        return;
+    }
+    let stamps: Vec<(String, Option<Stamp>)> = match set {
+        Set::Pending => want.iter().map(|id| (id.clone(), None)).collect(),
+        Set::Active => ordered(&m.active)
+            .into_iter()
+            .map(|(a, s)| (a, Some(s)))
+            .collect(),
+        Set::Delayed => ordered(&m.delayed)
+            .into_iter()
+            .map(|(a, s)| (a, Some(s)))
+            .collect(),
+        Set::Dead => ordered(&m.dead)
+            .into_iter()
+            .map(|(a, s)| (a, Some(s)))
+            .collect(),
+    };
+    for ((id, score), (_, stamp)) in k.set(set).iter().zip(stamps) {
+        match stamp {
+            None if *score != 0 => out.push(format!("{q} pending {id}: score {score}, not 0")),
+            Some(s) => {
+                if let Some(why) = judge_score(*score, s, timing) {
+                    out.push(format!("{q} {set} {id}: {why}"));
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// Queue `q`'s job hashes, field by field; `out` is deduplicated whole, as it always was.
+fn diff_jobs(out: &mut Vec<String>, q: &str, m: &Queue, k: &QueueState) {
+    let want_jobs: BTreeMap<String, BTreeMap<String, String>> = m
+        .jobs
+        .iter()
+        .map(|(id, j)| {
+            (
+                id.clone(),
+                [
+                    ("payload".to_string(), j.payload.clone()),
+                    ("attempts".to_string(), j.attempts.to_string()),
+                    ("state".to_string(), j.state.to_string()),
+                ]
+                .into_iter()
+                .collect(),
+            )
+        })
+        .collect();
+    if want_jobs != k.jobs {
+        for id in want_jobs.keys().chain(k.jobs.keys()) {
+            let (a, b) = (want_jobs.get(id), k.jobs.get(id));
+            if a != b {
+                out.push(format!("{q} job {id}: model {a:?}, engine {b:?}"));
+            }
+        }
+        out.dedup();
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::connector::Request;
+use crate::error::HarnessError;
 use crate::protocol::grammar::job_id;
 use crate::suites::model::state::Model;
 
@@ -250,35 +251,6 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
         None => GHOST.to_string(),
     };
     let queue = QUEUES[usize::from(call.queue % h.queues.clamp(1, 3))].to_string();
-    // (queue, id, attempts) of a target.
-    let pick = |t: &Target| -> (String, String, i64) {
-        match t {
-            Target::Claim { index, token } if !model.claims.is_empty() => {
-                let (q, c) = &model.claims[usize::from(*index) % model.claims.len()];
-                let a = match token {
-                    Token::Same => c.attempts,
-                    Token::Below => c.attempts - 1,
-                    Token::Above => c.attempts + 1,
-                };
-                (q.clone(), c.id.clone(), a)
-            }
-            Target::Minted { index, attempts } if !model.minted.is_empty() => {
-                let (q, id) = &model.minted[usize::from(*index) % model.minted.len()];
-                (q.clone(), id.clone(), i64::from(*attempts))
-            }
-            Target::Claim { index, .. } | Target::Minted { index, .. } => {
-                (queue.clone(), job_id(0), i64::from(*index % 3))
-            }
-            Target::Never { n, attempts } => {
-                let id = if *n == 0 {
-                    job_id(0)
-                } else {
-                    job_id(1000 + u64::from(*n))
-                };
-                (queue.clone(), id, i64::from(*attempts))
-            }
-        }
-    };
     match &call.verb {
         Verb::Enqueue { wait, payload } => Request::Enqueue {
             session,
@@ -299,7 +271,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
             lease_ms: wait.ms(),
         },
         Verb::Complete { target } => {
-            let (queue, id, attempts) = pick(target);
+            let (queue, id, attempts) = pick(target, model, &queue);
             Request::Complete {
                 session,
                 queue,
@@ -312,7 +284,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
             wait,
             max_attempts,
         } => {
-            let (queue, id, attempts) = pick(target);
+            let (queue, id, attempts) = pick(target, model, &queue);
             Request::Retry {
                 session,
                 queue,
@@ -337,6 +309,37 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
             limit: i64::from(*limit),
         },
         Verb::Invalid { kind } => invalid(*kind, session, queue),
+    }
+}
+
+/// The (queue, id, attempts) a target names: a claim or a minted id the model has seen, or one
+/// that never existed (in `queue`).
+fn pick(t: &Target, model: &Model, queue: &str) -> (String, String, i64) {
+    match t {
+        Target::Claim { index, token } if !model.claims.is_empty() => {
+            let (q, c) = &model.claims[usize::from(*index) % model.claims.len()];
+            let a = match token {
+                Token::Same => c.attempts,
+                Token::Below => c.attempts - 1,
+                Token::Above => c.attempts + 1,
+            };
+            (q.clone(), c.id.clone(), a)
+        }
+        Target::Minted { index, attempts } if !model.minted.is_empty() => {
+            let (q, id) = &model.minted[usize::from(*index) % model.minted.len()];
+            (q.clone(), id.clone(), i64::from(*attempts))
+        }
+        Target::Claim { index, .. } | Target::Minted { index, .. } => {
+            (queue.to_string(), job_id(0), i64::from(*index % 3))
+        }
+        Target::Never { n, attempts } => {
+            let id = if *n == 0 {
+                job_id(0)
+            } else {
+                job_id(1000 + u64::from(*n))
+            };
+            (queue.to_string(), id, i64::from(*attempts))
+        }
     }
 }
 
@@ -449,6 +452,31 @@ pub fn expected(
 /// The queue names a history can touch.
 pub fn queues_of(h: &History) -> &'static [&'static str] {
     &QUEUES[..usize::from(h.queues.clamp(1, 3))]
+}
+
+/// The 32-byte ChaCha seed for a gate seed.
+pub fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    for (i, chunk) in b.chunks_mut(8).enumerate() {
+        let word = seed
+            .wrapping_add(i as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    b
+}
+
+/// Parses a regressions file: one JSON history per line; `#` comments and blank lines skipped.
+pub fn parse_regressions(text: &str) -> Result<Vec<History>, HarnessError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                HarnessError::BadInput(format!("interleavings regressions line {}: {e}", i + 1))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

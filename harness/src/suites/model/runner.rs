@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use crate::connector::ConnectorFactory;
-use crate::connector::{Connector, Reply, Request, Verbs};
+use crate::connector::{Connector, Request, Verbs};
 use crate::engine::{Admin, Engine};
-use crate::error::{ConnectorError, HarnessError};
+use crate::error::HarnessError;
 use crate::suites::model::case::yaml_case;
 pub use crate::suites::model::diff::{CallTime, Timing, diff_keyspace};
 use crate::suites::model::history::{History, histories, resolve};
-use crate::suites::model::state::{Model, Predicted};
+pub use crate::suites::model::history::{parse_regressions, seed_bytes};
+use crate::suites::model::state::{Model, agrees, show, show_predicted, show_req};
 
 /// Where histories run: the engine, the database they own, and fresh connectors.
 pub struct Env<'a> {
@@ -48,32 +49,6 @@ impl From<HarnessError> for Breach {
 /// Time-writing calls are kept this far apart (wall clock, reply to next send), so the engine
 /// stamps them in distinct milliseconds and its score order is the model's tick order.
 const TIME_GAP: Duration = Duration::from_micros(1100);
-
-fn show_req(r: &Request) -> String {
-    serde_json::to_string(r).unwrap_or_else(|_| format!("{r:?}"))
-}
-
-fn show(p: &Result<Reply, ConnectorError>) -> String {
-    match p {
-        Ok(r) => format!("ok {}", r.to_json()),
-        Err(e) => format!("error {} ({})", e.kind, e.message),
-    }
-}
-
-fn show_predicted(p: &Predicted) -> String {
-    match p {
-        Ok(r) => format!("ok {}", r.to_json()),
-        Err(k) => format!("error {k}"),
-    }
-}
-
-fn agrees(want: &Predicted, got: &Result<Reply, ConnectorError>) -> bool {
-    match (want, got) {
-        (Ok(a), Ok(b)) => a == b,
-        (Err(k), Err(e)) => *k == e.kind,
-        _ => false,
-    }
-}
 
 /// Runs one history on a fresh connector and a flushed database. `Ok(calls)` when every reply and
 /// the final keyspace agree with the model.
@@ -352,18 +327,6 @@ fn failure(
     }
 }
 
-/// The 32-byte ChaCha seed for a gate seed.
-pub fn seed_bytes(seed: u64) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    for (i, chunk) in b.chunks_mut(8).enumerate() {
-        let word = seed
-            .wrapping_add(i as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        chunk.copy_from_slice(&word.to_le_bytes());
-    }
-    b
-}
-
 /// Replays the regressions, then draws `histories` histories; the first disagreement is shrunk.
 /// `Err` only when the harness or the engine failed.
 pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
@@ -372,110 +335,35 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     let mut report = Report::default();
     let mut slot = None;
     let mut clock = ClockStats::default();
-    for h in &opts.regressions {
-        report.runs += 1;
-        let result = run_history_timed(env, &mut admin, &mut slot, h, &mut clock);
-        report.clock = clock;
-        match result {
-            Ok(calls) => {
-                report.calls += calls;
-                report.agreed += 1;
-            }
-            Err(Breach::Harness(e)) => return Err(e),
-            Err(Breach::Void(why)) => return Err(HarnessError::Engine(why)),
-            Err(Breach::Mismatch(m)) => {
-                report.calls += h.calls.len() as u64;
-                let replays = replay(env, &mut admin, h);
-                report.failure = Some(failure(h, m.clone(), true, (h.clone(), m), replays));
-                report.elapsed = t0.elapsed();
-                return Ok(report);
-            }
-        }
+    if run_regressions(env, opts, &mut admin, &mut slot, &mut clock, &mut report)? {
+        report.elapsed = t0.elapsed();
+        return Ok(report);
     }
-    let config = Config {
-        cases: opts.histories,
-        max_shrink_time: u32::try_from(opts.max_shrink_time.as_millis()).unwrap_or(u32::MAX),
-        max_shrink_iters: opts.max_shrink_iters,
-        failure_persistence: None,
-        ..Config::default()
+    let drawn = Drawn {
+        env,
+        admin: RefCell::new(admin),
+        slot: RefCell::new(slot),
+        shrinking: Cell::new(false),
+        harness_error: RefCell::new(None),
+        first_failure: RefCell::new(None),
+        agreed: Cell::new(0),
+        runs: Cell::new(0),
+        calls: Cell::new(0),
+        clock: Cell::new(clock),
     };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
-    let admin = RefCell::new(admin);
-    let slot = RefCell::new(slot);
-    // After the first disagreement every run (shrinking) gets a fresh connector.
-    let shrinking = Cell::new(false);
-    let harness_error: RefCell<Option<HarnessError>> = RefCell::new(None);
-    // The first history that failed, whole, before proptest shrinks it.
-    let first_failure: RefCell<Option<(History, String)>> = RefCell::new(None);
-    let (agreed, runs, calls) = (Cell::new(0u64), Cell::new(0u64), Cell::new(0u64));
-    let clock = Cell::new(clock);
-    let result = runner.run(&histories(), |h| {
-        if harness_error.borrow().is_some() {
-            return Ok(());
-        }
-        runs.set(runs.get() + 1);
-        let mut w = clock.get();
-        let result = if shrinking.get() {
-            run_history_timed(env, &mut admin.borrow_mut(), &mut None, &h, &mut w)
-        } else {
-            run_history_timed(
-                env,
-                &mut admin.borrow_mut(),
-                &mut slot.borrow_mut(),
-                &h,
-                &mut w,
-            )
-        };
-        clock.set(w);
-        match result {
-            Ok(n) => {
-                calls.set(calls.get() + n);
-                agreed.set(agreed.get() + 1);
-                Ok(())
-            }
-            Err(Breach::Mismatch(m)) => {
-                calls.set(calls.get() + h.calls.len() as u64);
-                shrinking.set(true);
-                first_failure
-                    .borrow_mut()
-                    .get_or_insert_with(|| (h.clone(), m.clone()));
-                Err(TestCaseError::fail(m))
-            }
-            Err(Breach::Harness(e)) => {
-                *harness_error.borrow_mut() = Some(e);
-                Ok(())
-            }
-            Err(Breach::Void(why)) => {
-                *harness_error.borrow_mut() = Some(HarnessError::Engine(why));
-                Ok(())
-            }
-        }
-    });
-    if let Some(e) = harness_error.into_inner() {
+    let result = drawn.draw(opts);
+    if let Some(e) = drawn.harness_error.take() {
         return Err(e);
     }
-    report.agreed += agreed.get();
-    report.runs += runs.get();
-    report.calls += calls.get();
-    report.clock = clock.get();
+    report.agreed += drawn.agreed.get();
+    report.runs += drawn.runs.get();
+    report.calls += drawn.calls.get();
+    report.clock = drawn.clock.get();
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, h)) => {
-            let deadline = t0.elapsed() + opts.max_shrink_time;
-            let mut admin = admin.into_inner();
-            let (h, message, runs, calls) =
-                minimize(env, &mut admin, h, reason.message().to_string(), || {
-                    t0.elapsed() < deadline
-                });
-            report.runs += runs;
-            report.calls += calls;
-            let original = first_failure
-                .into_inner()
-                .unwrap_or_else(|| (h.clone(), message.clone()));
-            let replays = replay(env, &mut admin, &original.0);
-            report.runs += u64::from(replays.1);
-            report.failure = Some(failure(&h, message, false, original, replays));
+            let message = reason.message().to_string();
+            drawn.shrink_failure(opts, t0, h, message, &mut report);
         }
         Err(TestError::Abort(reason)) => {
             return Err(HarnessError::Engine(format!(
@@ -486,6 +374,132 @@ pub fn run(env: &Env<'_>, opts: &Options) -> Result<Report, HarnessError> {
     }
     report.elapsed = t0.elapsed();
     Ok(report)
+}
+
+/// Runs the regressions in order; `true` when one disagreed (its failure is then in `report`).
+fn run_regressions(
+    env: &Env<'_>,
+    opts: &Options,
+    admin: &mut Admin,
+    slot: &mut Option<Box<dyn Connector + Send>>,
+    clock: &mut ClockStats,
+    report: &mut Report,
+) -> Result<bool, HarnessError> {
+    for h in &opts.regressions {
+        report.runs += 1;
+        let result = run_history_timed(env, admin, slot, h, clock);
+        report.clock = *clock;
+        match result {
+            Ok(calls) => {
+                report.calls += calls;
+                report.agreed += 1;
+            }
+            Err(Breach::Harness(e)) => return Err(e),
+            Err(Breach::Void(why)) => return Err(HarnessError::Engine(why)),
+            Err(Breach::Mismatch(m)) => {
+                report.calls += h.calls.len() as u64;
+                let replays = replay(env, admin, h);
+                report.failure = Some(failure(h, m.clone(), true, (h.clone(), m), replays));
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// What the drawn histories share; in cells, as proptest's test closure is `Fn`.
+struct Drawn<'e, 'a> {
+    env: &'e Env<'a>,
+    admin: RefCell<Admin>,
+    slot: RefCell<Option<Box<dyn Connector + Send>>>,
+    /// After the first disagreement every run (shrinking) gets a fresh connector.
+    shrinking: Cell<bool>,
+    harness_error: RefCell<Option<HarnessError>>,
+    /// The first history that failed, whole, before proptest shrinks it.
+    first_failure: RefCell<Option<(History, String)>>,
+    agreed: Cell<u64>,
+    runs: Cell<u64>,
+    calls: Cell<u64>,
+    clock: Cell<ClockStats>,
+}
+
+impl Drawn<'_, '_> {
+    /// Draws `opts.histories` histories from the gate's seed; proptest shrinks a disagreement.
+    fn draw(&self, opts: &Options) -> Result<(), TestError<History>> {
+        let config = Config {
+            cases: opts.histories,
+            max_shrink_time: u32::try_from(opts.max_shrink_time.as_millis()).unwrap_or(u32::MAX),
+            max_shrink_iters: opts.max_shrink_iters,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
+        let mut runner = TestRunner::new_with_rng(config, rng);
+        runner.run(&histories(), |h| self.try_history(&h))
+    }
+
+    /// One drawn (or shrunk) history; a harness error stops the rest from running.
+    fn try_history(&self, h: &History) -> Result<(), TestCaseError> {
+        if self.harness_error.borrow().is_some() {
+            return Ok(());
+        }
+        self.runs.set(self.runs.get() + 1);
+        let mut w = self.clock.get();
+        let mut admin = self.admin.borrow_mut();
+        let result = if self.shrinking.get() {
+            run_history_timed(self.env, &mut admin, &mut None, h, &mut w)
+        } else {
+            run_history_timed(self.env, &mut admin, &mut self.slot.borrow_mut(), h, &mut w)
+        };
+        self.clock.set(w);
+        match result {
+            Ok(n) => {
+                self.calls.set(self.calls.get() + n);
+                self.agreed.set(self.agreed.get() + 1);
+                Ok(())
+            }
+            Err(Breach::Mismatch(m)) => {
+                self.calls.set(self.calls.get() + h.calls.len() as u64);
+                self.shrinking.set(true);
+                self.first_failure
+                    .borrow_mut()
+                    .get_or_insert_with(|| (h.clone(), m.clone()));
+                Err(TestCaseError::fail(m))
+            }
+            Err(Breach::Harness(e)) => {
+                *self.harness_error.borrow_mut() = Some(e);
+                Ok(())
+            }
+            Err(Breach::Void(why)) => {
+                *self.harness_error.borrow_mut() = Some(HarnessError::Engine(why));
+                Ok(())
+            }
+        }
+    }
+
+    /// Minimizes what proptest shrank, within the shrink time, then replays the original.
+    fn shrink_failure(
+        self,
+        opts: &Options,
+        t0: Instant,
+        h: History,
+        reason: String,
+        report: &mut Report,
+    ) {
+        let deadline = t0.elapsed() + opts.max_shrink_time;
+        let mut admin = self.admin.into_inner();
+        let (h, message, runs, calls) =
+            minimize(self.env, &mut admin, h, reason, || t0.elapsed() < deadline);
+        report.runs += runs;
+        report.calls += calls;
+        let original = self
+            .first_failure
+            .into_inner()
+            .unwrap_or_else(|| (h.clone(), message.clone()));
+        let replays = replay(self.env, &mut admin, &original.0);
+        report.runs += u64::from(replays.1);
+        report.failure = Some(failure(&h, message, false, original, replays));
+    }
 }
 
 /// A second shrinking stage after proptest's: proptest deletes each call once and then simplifies
@@ -567,19 +581,6 @@ pub fn minimize(
         }
     }
     (h, message, runs, calls)
-}
-
-/// Parses a regressions file: one JSON history per line; `#` comments and blank lines skipped.
-pub fn parse_regressions(text: &str) -> Result<Vec<History>, HarnessError> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
-                HarnessError::BadInput(format!("interleavings regressions line {}: {e}", i + 1))
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

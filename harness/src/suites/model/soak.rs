@@ -68,112 +68,24 @@ fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 /// Runs the soak on a flushed database of `env`.
 pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessError> {
     let mut admin = env.engine.prepare_db(env.db)?;
-    // The connect target, flagged on a cluster (R8.1): a plain url would reach the seed only.
-    let url = env.engine.target(env.db);
     let shared = Mutex::new(Shared::default());
     let calls = AtomicU64::new(0);
-    let fail = |who: &str, e: ConnectorError| {
-        lock(&shared)
-            .violations
-            .push(format!("{who}: the connector failed: {e}"));
-    };
-    // Everyone's process starts at once (issue #24), then everyone connects, so a failing
-    // factory stops the soak before it starts.
-    env.factory.warm(
-        opts.workers + 2,
-        crate::connector::starts::StartReason::Concurrent,
-    );
-    let connect = |name: &str| -> Result<Box<dyn Connector + Send>, HarnessError> {
-        let mut c = env.factory.make()?;
-        if let Err(e) = c.connect(name, &url) {
-            return Err(HarnessError::Engine(format!(
-                "soak: session {name} could not connect: {e}"
-            )));
-        }
-        Ok(c)
-    };
-    let producer = connect("producer")?;
-    let reaper = connect("reaper")?;
-    let workers: Vec<_> = (0..opts.workers)
-        .map(|i| connect(&format!("w{}", i + 1)))
-        .collect::<Result<_, _>>()?;
+    let (producer, reaper, workers) = connect_all(env, opts)?;
     // The clock starts once everyone is connected: a slow-starting child process must not eat
     // the soak's time.
     let t0 = Instant::now();
-    let deadline = t0 + opts.duration;
+    let crew = Crew {
+        shared: &shared,
+        calls: &calls,
+        deadline: t0 + opts.duration,
+    };
     std::thread::scope(|scope| {
-        let (shared, calls, fail) = (&shared, &calls, &fail);
-        scope.spawn(move || {
-            let mut c = producer;
-            let mut rng = Rng(opts.seed | 1);
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                calls.fetch_add(1, Ordering::Relaxed);
-                match c.pending_size("producer", QUEUE) {
-                    Ok(size) if size >= 16 => {
-                        std::thread::sleep(Duration::from_millis(1));
-                        continue;
-                    }
-                    Ok(_) => {}
-                    Err(e) => return fail("producer", e),
-                }
-                n += 1;
-                let delay = if rng.next().is_multiple_of(5) { 5 } else { 0 };
-                calls.fetch_add(1, Ordering::Relaxed);
-                match c.enqueue("producer", QUEUE, &format!("job {n}"), delay) {
-                    Ok(id) => lock(shared).enqueued.push(id),
-                    Err(e) => return fail("producer", e),
-                }
-            }
-        });
-        scope.spawn(move || {
-            let mut c = reaper;
-            while Instant::now() < deadline {
-                calls.fetch_add(2, Ordering::Relaxed);
-                if let Err(e) = c.reap("reaper", QUEUE, 3, 4) {
-                    return fail("reaper", e);
-                }
-                if let Err(e) = c.promote("reaper", QUEUE, 4) {
-                    return fail("reaper", e);
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        for (i, mut c) in workers.into_iter().enumerate() {
+        scope.spawn(move || crew.produce(producer, opts.seed));
+        scope.spawn(move || crew.reap(reaper));
+        for (i, c) in workers.into_iter().enumerate() {
             let name = format!("w{}", i + 1);
-            let mut rng = Rng((opts.seed ^ (0x51ED_2701 * (i as u64 + 1))) | 1);
-            scope.spawn(move || {
-                while Instant::now() < deadline {
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    let got = match c.claim(&name, QUEUE, 25) {
-                        Ok(Some(got)) => got,
-                        Ok(None) => {
-                            std::thread::sleep(Duration::from_millis(1));
-                            continue;
-                        }
-                        Err(e) => return fail(&name, e),
-                    };
-                    lock(shared).claims.push((got.id.clone(), got.attempts));
-                    let roll = rng.next() % 100;
-                    if roll >= 85 {
-                        // Stall past the lease: the reaper takes the job back, this token goes stale.
-                        std::thread::sleep(Duration::from_millis(40));
-                    }
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    if (60..85).contains(&roll) {
-                        let backoff = if roll.is_multiple_of(2) { 0 } else { 5 };
-                        if let Err(e) = c.retry(&name, QUEUE, &got.id, got.attempts, backoff, 3) {
-                            return fail(&name, e);
-                        }
-                    } else {
-                        match c.complete(&name, QUEUE, &got.id, got.attempts) {
-                            Ok(true) => lock(shared).completed.push((got.id, got.attempts)),
-                            Ok(false) => {}
-                            Err(e) => return fail(&name, e),
-                        }
-                    }
-                }
-            });
+            let rng = Rng((opts.seed ^ (0x51ED_2701 * (i as u64 + 1))) | 1);
+            scope.spawn(move || crew.work(&name, c, rng));
         }
     });
     let elapsed = t0.elapsed();
@@ -189,6 +101,128 @@ pub fn soak(env: &Env<'_>, opts: &SoakOptions) -> Result<SoakReport, HarnessErro
         elapsed,
         violations,
     })
+}
+
+type Soaker = Box<dyn Connector + Send>;
+
+/// The producer, the reaper and the workers, each connected as its own session.
+fn connect_all(
+    env: &Env<'_>,
+    opts: &SoakOptions,
+) -> Result<(Soaker, Soaker, Vec<Soaker>), HarnessError> {
+    // The connect target, flagged on a cluster (R8.1): a plain url would reach the seed only.
+    let url = env.engine.target(env.db);
+    // Everyone's process starts at once (issue #24), then everyone connects, so a failing
+    // factory stops the soak before it starts.
+    env.factory.warm(
+        opts.workers + 2,
+        crate::connector::starts::StartReason::Concurrent,
+    );
+    let connect = |name: &str| -> Result<Soaker, HarnessError> {
+        let mut c = env.factory.make()?;
+        if let Err(e) = c.connect(name, &url) {
+            return Err(HarnessError::Engine(format!(
+                "soak: session {name} could not connect: {e}"
+            )));
+        }
+        Ok(c)
+    };
+    let producer = connect("producer")?;
+    let reaper = connect("reaper")?;
+    let workers: Vec<_> = (0..opts.workers)
+        .map(|i| connect(&format!("w{}", i + 1)))
+        .collect::<Result<_, _>>()?;
+    Ok((producer, reaper, workers))
+}
+
+/// What every soak thread shares: the tally, the call count and the deadline.
+#[derive(Clone, Copy)]
+struct Crew<'a> {
+    shared: &'a Mutex<Shared>,
+    calls: &'a AtomicU64,
+    deadline: Instant,
+}
+
+impl Crew<'_> {
+    fn fail(&self, who: &str, e: ConnectorError) {
+        lock(self.shared)
+            .violations
+            .push(format!("{who}: the connector failed: {e}"));
+    }
+
+    /// Enqueues until the deadline, holding the queue near 16 pending, one in five delayed.
+    fn produce(&self, mut c: Soaker, seed: u64) {
+        let mut rng = Rng(seed | 1);
+        let mut n = 0u64;
+        while Instant::now() < self.deadline {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            match c.pending_size("producer", QUEUE) {
+                Ok(size) if size >= 16 => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => return self.fail("producer", e),
+            }
+            n += 1;
+            let delay = if rng.next().is_multiple_of(5) { 5 } else { 0 };
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            match c.enqueue("producer", QUEUE, &format!("job {n}"), delay) {
+                Ok(id) => lock(self.shared).enqueued.push(id),
+                Err(e) => return self.fail("producer", e),
+            }
+        }
+    }
+
+    /// Reaps expired leases and promotes due jobs until the deadline.
+    fn reap(&self, mut c: Soaker) {
+        while Instant::now() < self.deadline {
+            self.calls.fetch_add(2, Ordering::Relaxed);
+            if let Err(e) = c.reap("reaper", QUEUE, 3, 4) {
+                return self.fail("reaper", e);
+            }
+            if let Err(e) = c.promote("reaper", QUEUE, 4) {
+                return self.fail("reaper", e);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Claims until the deadline; completes most, retries some, stalls past the lease on a few.
+    fn work(&self, name: &str, mut c: Soaker, mut rng: Rng) {
+        while Instant::now() < self.deadline {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let got = match c.claim(name, QUEUE, 25) {
+                Ok(Some(got)) => got,
+                Ok(None) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Err(e) => return self.fail(name, e),
+            };
+            lock(self.shared)
+                .claims
+                .push((got.id.clone(), got.attempts));
+            let roll = rng.next() % 100;
+            if roll >= 85 {
+                // Stall past the lease: the reaper takes the job back, this token goes stale.
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            if (60..85).contains(&roll) {
+                let backoff = if roll.is_multiple_of(2) { 0 } else { 5 };
+                if let Err(e) = c.retry(name, QUEUE, &got.id, got.attempts, backoff, 3) {
+                    return self.fail(name, e);
+                }
+            } else {
+                match c.complete(name, QUEUE, &got.id, got.attempts) {
+                    Ok(true) => lock(self.shared).completed.push((got.id, got.attempts)),
+                    Ok(false) => {}
+                    Err(e) => return self.fail(name, e),
+                }
+            }
+        }
+    }
 }
 
 /// The exact accounting of a finished soak against the engine's keyspace.

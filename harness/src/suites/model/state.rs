@@ -401,6 +401,32 @@ impl Handler for Model {
     }
 }
 
+pub(super) fn show_req(r: &Request) -> String {
+    serde_json::to_string(r).unwrap_or_else(|_| format!("{r:?}"))
+}
+
+pub(super) fn show(p: &Result<Reply, ConnectorError>) -> String {
+    match p {
+        Ok(r) => format!("ok {}", r.to_json()),
+        Err(e) => format!("error {} ({})", e.kind, e.message),
+    }
+}
+
+pub(super) fn show_predicted(p: &Predicted) -> String {
+    match p {
+        Ok(r) => format!("ok {}", r.to_json()),
+        Err(k) => format!("error {k}"),
+    }
+}
+
+pub(super) fn agrees(want: &Predicted, got: &Result<Reply, ConnectorError>) -> bool {
+    match (want, got) {
+        (Ok(a), Ok(b)) => a == b,
+        (Err(k), Err(e)) => *k == e.kind,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
