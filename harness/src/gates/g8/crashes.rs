@@ -262,6 +262,22 @@ fn fill(
     Ok(true)
 }
 
+/// After a failed call: alternately the connector's own recovery (disconnect, connect again on
+/// the same instance) and a fresh instance from the factory, so both paths get crashed into and
+/// a child connector is not respawned for every crash.
+fn recover(
+    ctx: &GateContext<'_>,
+    url: &crate::engine::Target,
+    mut c: Box<dyn Connector + Send>,
+    errors: u64,
+) -> Result<Box<dyn Connector + Send>, GateError> {
+    let reused = errors % 2 == 1 && {
+        let _ = c.disconnect(SESSION);
+        c.connect(SESSION, url).is_ok()
+    };
+    if reused { Ok(c) } else { fresh(ctx, url) }
+}
+
 /// The seeded worker loop while the killer thread kills connections (and the process) at the
 /// planned points, until [`CRASHES`] connection kills landed.
 fn crash_loop(
@@ -332,17 +348,8 @@ fn crash_loop(
                 if !matches!(e.kind, ErrorKind::Engine | ErrorKind::Internal) {
                     ledger.odd_kinds.insert(e.kind.as_str());
                 }
-                // Alternately the connector's own recovery (disconnect, connect again on the same
-                // instance) and a fresh instance from the factory: both paths get crashed into,
-                // and a child connector is not respawned for every crash.
                 marker.mark("connect");
-                let reused = n.errors % 2 == 1 && {
-                    let _ = c.disconnect(SESSION);
-                    c.connect(SESSION, url).is_ok()
-                };
-                if !reused {
-                    c = fresh(ctx, url)?;
-                }
+                c = recover(ctx, url, c, n.errors)?;
             }
         }
         drop(tx);
