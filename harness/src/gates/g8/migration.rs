@@ -44,8 +44,9 @@ type Conn = Box<dyn Connector + Send>;
 struct Ledger {
     acked: BTreeSet<String>,
     completed: BTreeMap<String, u32>,
-    /// Jobs parked on purpose (a long lease, a far delay, dead): they must survive the move.
-    parked: Vec<(String, &'static str)>,
+    /// Jobs parked on purpose (a long lease, a far delay, dead), as queue, id and the set that
+    /// holds them: they must survive the move.
+    parked: Vec<(String, String, &'static str)>,
 }
 
 impl Ledger {
@@ -101,15 +102,15 @@ fn park(c: &mut Conn, q: &str, t: &str, l: &mut Ledger) -> Result<(), ConnectorE
     let active = c.claim(SESSION, q, HOUR_MS)?.ok_or_else(|| {
         ConnectorError::internal("claim on a queue with one pending job returned none")
     })?;
-    l.parked.push((active.id.clone(), "active"));
+    l.parked.push((q.to_string(), active.id.clone(), "active"));
     let delayed = c.enqueue(SESSION, q, "parked-delayed", HOUR_MS)?;
-    l.parked.push((delayed, "delayed"));
+    l.parked.push((q.to_string(), delayed, "delayed"));
     c.enqueue(SESSION, q, "parked-dead", 0)?;
     let dead = c.claim(SESSION, q, HOUR_MS)?.ok_or_else(|| {
         ConnectorError::internal("claim on a queue with one pending job returned none")
     })?;
     c.retry(SESSION, q, &dead.id, dead.attempts, 0, 1)?;
-    l.parked.push((dead.id, "dead"));
+    l.parked.push((q.to_string(), dead.id, "dead"));
     for i in 0..5 {
         l.enqueue(c, q, &format!("pending-{i}"))?;
         l.enqueue(c, t, &format!("t-{i}"))?;
@@ -266,7 +267,7 @@ fn judge_tryagain(
     match tried {
         Ok(Some(j)) if pending == 4 => {
             out.figure("migration_tryagain", "retried until the migration ended");
-            l.parked.push((j.id, "active"));
+            l.parked.push((t.to_string(), j.id, "active"));
             out.pass(rule);
         }
         Err(e) if e.kind == ErrorKind::Engine && pending == 5 => {
@@ -332,7 +333,11 @@ fn account(
 ) -> Result<(), GateError> {
     let mut d = ctx.factory.make()?;
     d.connect(SESSION, url.clone())?;
-    let parked: BTreeSet<String> = l.parked.iter().map(|(id, _)| id.clone()).collect();
+    let parked: BTreeSet<String> = l
+        .parked
+        .iter()
+        .map(|(q, id, _)| format!("{q}/{id}"))
+        .collect();
     for queue in [q, t] {
         while let Some(j) = d.claim(SESSION, queue, 60_000)? {
             l.complete(&mut d, queue, &j)?;
@@ -342,7 +347,7 @@ fn account(
         .acked
         .iter()
         .filter(|id| !l.completed.contains_key(*id))
-        .filter(|id| !parked.iter().any(|p| id.ends_with(&format!("/{p}"))))
+        .filter(|id| !parked.contains(*id))
         .collect();
     let twice: Vec<&String> = l
         .completed
@@ -362,15 +367,7 @@ fn account(
         "completed twice",
     );
     let mut misplaced = Vec::new();
-    for (id, set) in &l.parked {
-        let queue = if admin
-            .query::<Option<String>>(&["ZSCORE", &key(q, set), id])?
-            .is_some()
-        {
-            q
-        } else {
-            t
-        };
+    for (queue, id, set) in &l.parked {
         let hash = format!("{}{id}", job_root(queue));
         let state: Option<String> = admin.query(&["HGET", &hash, "state"])?;
         let member: Option<String> = admin.query(&["ZSCORE", &key(queue, set), id])?;
