@@ -284,27 +284,13 @@ impl Worker {
                 }
             }
         }
-        let lost: Vec<&String> = self
-            .acked
-            .iter()
-            .filter(|id| !self.completed.contains_key(*id))
-            .collect();
-        let twice: Vec<&String> = self
-            .completed
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(id, _)| id)
-            .collect();
         out.figure("failover_jobs_acked", self.acked.len());
-        out.none_of(
-            &lost,
-            "no acknowledged enqueue was lost across the failover",
-            "lost",
-        );
-        out.none_of(
-            &twice,
-            "no job was completed twice across the failover",
-            "completed twice",
+        super::exactly_once(
+            &self.acked,
+            &self.completed,
+            &BTreeSet::new(),
+            "failover",
+            out,
         );
         let mut left = Vec::new();
         for q in queues {

@@ -343,29 +343,8 @@ fn account(
             l.complete(&mut d, queue, &j)?;
         }
     }
-    let lost: Vec<&String> = l
-        .acked
-        .iter()
-        .filter(|id| !l.completed.contains_key(*id))
-        .filter(|id| !parked.contains(*id))
-        .collect();
-    let twice: Vec<&String> = l
-        .completed
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(id, _)| id)
-        .collect();
     out.figure("migration_jobs_acked", l.acked.len());
-    out.none_of(
-        &lost,
-        "no acknowledged enqueue was lost across the migration",
-        "lost",
-    );
-    out.none_of(
-        &twice,
-        "no job was completed twice across the migration",
-        "completed twice",
-    );
+    super::exactly_once(&l.acked, &l.completed, &parked, "migration", out);
     let mut misplaced = Vec::new();
     for (queue, id, set) in &l.parked {
         let hash = format!("{}{id}", job_root(queue));

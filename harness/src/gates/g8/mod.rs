@@ -33,7 +33,7 @@ mod plan;
 
 use crashes::crashes;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use self::plan::Plan;
 use crate::connector::Verbs;
@@ -211,4 +211,34 @@ pub(super) fn fresh(
     Err(GateError::instrument(format!(
         "cannot reconnect the connector: {last}"
     )))
+}
+
+/// Across `what` (the failover, the migration): every acknowledged job (`queue/id`) but the
+/// `exempt` ones was completed, and none twice.
+pub(super) fn exactly_once(
+    acked: &BTreeSet<String>,
+    completed: &BTreeMap<String, u32>,
+    exempt: &BTreeSet<String>,
+    what: &str,
+    out: &mut GateOutcome,
+) {
+    let lost: Vec<&String> = acked
+        .iter()
+        .filter(|id| !completed.contains_key(*id) && !exempt.contains(*id))
+        .collect();
+    let twice: Vec<&String> = completed
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| id)
+        .collect();
+    out.none_of(
+        &lost,
+        &format!("no acknowledged enqueue was lost across the {what}"),
+        "lost",
+    );
+    out.none_of(
+        &twice,
+        &format!("no job was completed twice across the {what}"),
+        "completed twice",
+    );
 }
