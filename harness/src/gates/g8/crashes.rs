@@ -72,13 +72,8 @@ impl Marker {
         self.calls += 1;
         let mark = format!("{CALL_MARK}{} {cmd}", self.calls);
         // A mark that cannot be sent only makes the evidence vaguer; it judges nothing.
-        let _ = if self.admin.is_cluster() {
-            self.admin
-                .query_each::<String>(&["ECHO", &mark])
-                .map(|_| ())
-        } else {
-            self.admin.query::<String>(&["ECHO", &mark]).map(|_| ())
-        };
+        // `query_each` reaches every node of a cluster, or the one engine.
+        let _ = self.admin.query_each::<String>(&["ECHO", &mark]);
     }
 }
 
@@ -151,11 +146,7 @@ fn killer(
                 let nodes: BTreeSet<usize> = ids.iter().map(|c| c.node).collect();
                 for n in nodes {
                     let mark = format!("{KILL_MARK}{n}");
-                    if admin.is_cluster() {
-                        admin.query_each::<String>(&["ECHO", &mark])?;
-                    } else {
-                        admin.query::<String>(&["ECHO", &mark])?;
-                    }
+                    admin.query_each::<String>(&["ECHO", &mark])?;
                 }
                 for id in &ids {
                     admin.client_kill(id)?;
