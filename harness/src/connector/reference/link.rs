@@ -143,26 +143,14 @@ impl Link {
         })))
     }
 
-    /// Whether redirects are followed (a double turns it off).
-    pub(super) fn set_follow(&mut self, follow: bool) {
+    /// The cluster departures a double asks for (redirects not followed, pipelines re-sent,
+    /// `ASK` answered otherwise, scripts loaded by the slot map); none on one engine.
+    pub(super) fn apply(&mut self, q: &super::Quirks) {
         if let Self::Cluster(c) = self {
-            c.follow = follow;
-        }
-    }
-
-    /// Whether a failed pipeline is sent again whole (a double turns it on).
-    pub(super) fn set_resend_pipelines(&mut self, resend: bool) {
-        if let Self::Cluster(c) = self {
-            c.resend_pipelines = resend;
-        }
-    }
-
-    /// How `ASK` is answered, and whether a script is loaded where the slot map (not the
-    /// redirect) says (doubles change both).
-    pub(super) fn set_ask(&mut self, ask: Ask, load_by_slot: bool) {
-        if let Self::Cluster(c) = self {
-            c.ask = ask;
-            c.load_by_slot = load_by_slot;
+            c.follow = !q.no_redirects;
+            c.resend_pipelines = q.resend_pipelines;
+            c.ask = q.ask;
+            c.load_by_slot = q.load_by_slot;
         }
     }
 

@@ -139,9 +139,7 @@ impl Reference {
         cluster: bool,
     ) -> Result<(), ConnectorError> {
         let mut link = Self::open(url, cluster)?;
-        link.set_follow(!self.quirks.no_redirects);
-        link.set_resend_pipelines(self.quirks.resend_pipelines);
-        link.set_ask(self.quirks.ask, self.quirks.load_by_slot);
+        link.apply(&self.quirks);
         self.check_fence(&mut link)?;
         self.sessions.insert(session.to_string(), link);
         if self.quirks.silent_reconnect {
