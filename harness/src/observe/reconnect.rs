@@ -18,6 +18,10 @@ pub const CALL_MARK: &str = "emq-call ";
 /// node at that index (of the watches, in primary order); the kill follows the mark at once.
 pub const KILL_MARK: &str = "emq-kill ";
 
+/// `ECHO "emq-kept <addr>"`: a connector connection that the kills left alive (it opened while
+/// they were under way); it is no replacement.
+pub const KEPT_MARK: &str = "emq-kept ";
+
 /// A connection that sent a script (or touched an EchoMQ key) before reading the fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unfenced {
@@ -141,6 +145,11 @@ pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
     for l in &obs.all {
         if let Some(m) = mark(l, CALL_MARK) {
             current = Some(m);
+            continue;
+        }
+        if let Some(addr) = mark(l, KEPT_MARK) {
+            seen.insert(addr.trim());
+            suspects.remove(addr.trim());
             continue;
         }
         if let Some(node) = mark(l, KILL_MARK).and_then(|n| n.trim().parse::<usize>().ok()) {

@@ -18,7 +18,7 @@ use crate::engine::Admin;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::reconnect::{
-    CALL_MARK, KILL_MARK, unfenced_connections, unfenced_replacements,
+    CALL_MARK, KEPT_MARK, KILL_MARK, unfenced_connections, unfenced_replacements,
 };
 use crate::observe::{Watch, connector_clients};
 use crate::protocol::grammar::key;
@@ -150,6 +150,16 @@ fn killer(
                 }
                 for id in &ids {
                     admin.client_kill(id)?;
+                }
+                // A connection opened between the listing and the kills survives them: it is no
+                // replacement, though its first line may come after the mark. Named as kept.
+                for kept in connector_clients(&mut admin, db, &harness)? {
+                    if !ids.iter().any(|k| k.addr == kept.addr) {
+                        admin.query_each::<String>(&[
+                            "ECHO",
+                            &format!("{KEPT_MARK}{}", kept.addr),
+                        ])?;
+                    }
                 }
                 Ok(!ids.is_empty())
             })
