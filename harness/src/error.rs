@@ -84,6 +84,8 @@ pub enum ExitCode {
     GateFailed = 1,
     BadInput = 2,
     Infrastructure = 3,
+    /// Nothing failed, but a gate (or a cell) could not be judged: its verdict is ERROR.
+    NoVerdict = 4,
 }
 
 /// A place in an input file: its path as shown to people, a line and a column (1-based).

@@ -134,7 +134,7 @@ fn run(common: &Common, out: Option<PathBuf>, progress: &Progress) -> ExitCode {
         }
     }
     output::result(&record.markdown());
-    verdict(record.passed())
+    code(record.verdict().into())
 }
 
 /// `bench`: the report printed; below `min_ratio` at a depth ≥ 16 is a failure.

@@ -15,6 +15,7 @@ EXIT CODES:
     1  a gate failed, the record no longer holds, or the smoke test found a problem
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
+    4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
 
 ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE            --engine: auto | container | binary | url

@@ -306,9 +306,5 @@ fn run_and_write(
             opts.reports.display()
         ));
     }
-    Ok(if m.passed() {
-        Code::Pass
-    } else {
-        Code::GateFailed
-    })
+    Ok(m.grid().verdict().into())
 }

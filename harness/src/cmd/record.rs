@@ -80,11 +80,7 @@ pub fn record(
     if let Ok(true) = crate::cmd::matrix::write_schema(&dir) {
         output::note(&format!("wrote {}/record.schema.json", dir.display()));
     }
-    Ok(if record.passed() {
-        ExitCode::Pass
-    } else {
-        ExitCode::GateFailed
-    })
+    Ok(record.verdict().into())
 }
 
 /// Runs again with the committed record's seed and compares.

@@ -60,11 +60,7 @@ pub fn summary(files: &[PathBuf], json: bool) -> Result<Code, HarnessError> {
     } else {
         crate::report::summary::text(&grid, output::stdout_color())
     });
-    Ok(if grid.all_pass() {
-        Code::Pass
-    } else {
-        Code::GateFailed
-    })
+    Ok(grid.verdict().into())
 }
 
 /// A record's row: the matrix's label for the connector's language when it has one

@@ -67,6 +67,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     out.figure("calls_per_s", round(report.calls_per_s()));
     out.figure("widest_bracket_ms", report.clock.widest_bracket_ms);
     out.figure("void_reruns", report.clock.void_reruns);
+    out.figure("time_scale", report.clock.scale.get());
     let n_reg = regressions().len();
     if ctx.engine.is_cluster() {
         cluster_spread(ctx, out);

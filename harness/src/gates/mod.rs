@@ -35,6 +35,36 @@ pub enum Verdict {
     Error,
 }
 
+/// The exit code of a run, a check or a matrix whose one verdict this is.
+impl From<Verdict> for crate::error::ExitCode {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Pass => Self::Pass,
+            Verdict::Fail => Self::GateFailed,
+            Verdict::Error => Self::NoVerdict,
+        }
+    }
+}
+
+impl Verdict {
+    /// The one verdict of several (a run's gates, a matrix's cells): PASS when every one passed
+    /// (and there is one), FAIL when any failed, else ERROR: nothing failed, but something could
+    /// not be judged, and that is never called a failure.
+    pub fn of_all(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
+        let (mut any, mut fail, mut error) = (false, false, false);
+        for v in verdicts {
+            any = true;
+            fail |= v == Verdict::Fail;
+            error |= v == Verdict::Error;
+        }
+        match (any, fail, error) {
+            (_, true, _) => Verdict::Fail,
+            (true, false, false) => Verdict::Pass,
+            _ => Verdict::Error,
+        }
+    }
+}
+
 /// What a line of evidence says: a fact that held, a violation (the gate fails), or why the gate
 /// could not judge (ERROR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

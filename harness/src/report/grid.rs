@@ -67,14 +67,7 @@ impl Cell {
                 seed: None,
             },
             Ok(r) => {
-                let any_fail = r.gates.iter().any(|g| g.verdict == Verdict::Fail);
-                let verdict = if r.passed() {
-                    Verdict::Pass
-                } else if any_fail {
-                    Verdict::Fail
-                } else {
-                    Verdict::Error
-                };
+                let verdict = r.verdict();
                 let first_violation = r
                     .gates
                     .iter()
@@ -155,8 +148,17 @@ impl Grid {
 
     /// True when every cell is filled and passed.
     pub fn all_pass(&self) -> bool {
-        self.cells.len() == self.rows.len() * self.cols.len()
-            && self.cells.iter().all(|c| c.verdict == Verdict::Pass)
+        self.verdict() == Verdict::Pass
+    }
+
+    /// The grid's one verdict: PASS when every cell is there and passed, FAIL when a cell
+    /// failed, else ERROR (a cell missing or not judged).
+    pub fn verdict(&self) -> Verdict {
+        let complete = self.cells.len() == self.rows.len() * self.cols.len();
+        match Verdict::of_all(self.cells.iter().map(|c| c.verdict)) {
+            Verdict::Pass if !complete => Verdict::Error,
+            v => v,
+        }
     }
 }
 

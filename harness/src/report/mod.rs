@@ -215,7 +215,10 @@ impl Record {
                 total,
                 summary: format!(
                     "{} {passed}/{total}",
-                    if passed == total { "PASS" } else { "FAIL" }
+                    run_verdict(
+                        passed == total && outcomes.len() == total,
+                        outcomes.iter().map(|o| o.verdict)
+                    )
                 ),
                 ended: now_rfc3339(),
             },
@@ -225,6 +228,11 @@ impl Record {
     /// True when every gate passed.
     pub fn passed(&self) -> bool {
         self.footer.passed == self.footer.total && self.gates.len() == self.footer.total
+    }
+
+    /// The run's one verdict: PASS, FAIL when a gate failed, else ERROR (the footer's word).
+    pub fn verdict(&self) -> Verdict {
+        run_verdict(self.passed(), self.gates.iter().map(|g| g.verdict))
     }
 
     /// Reads a committed record.
@@ -302,6 +310,15 @@ impl Record {
 }
 
 /// The header fields `check` compares, and the script SHAs.
+/// PASS only when `complete` (every gate there and passed); otherwise FAIL when a gate failed,
+/// else ERROR: a gate missing or not judged is never a pass, and never a failure.
+fn run_verdict(complete: bool, gates: impl IntoIterator<Item = Verdict>) -> Verdict {
+    match Verdict::of_all(gates) {
+        Verdict::Pass if !complete => Verdict::Error,
+        v => v,
+    }
+}
+
 fn header_differences(a: &Header, b: &Header) -> Vec<String> {
     let mut out = Vec::new();
     let fields = [
@@ -445,8 +462,23 @@ mod tests {
         assert_eq!(back, r);
         assert!(r.markdown().contains("| G1 | fence | **PASS** |"));
         assert!(r.junit().contains("name=\"G1 fence\""), "{}", r.junit());
-        // Only one of eight gates: the summary must not claim a pass.
-        assert_eq!(r.footer.summary, "FAIL 1/8");
+        // Only one of eight gates: the summary must not claim a pass, nor a failure.
+        assert_eq!(r.footer.summary, "ERROR 1/8");
+        assert_eq!(r.verdict(), Verdict::Error);
+    }
+
+    #[test]
+    fn a_run_is_error_when_nothing_failed_and_fail_when_anything_did() {
+        use Verdict::{Error, Fail, Pass};
+        assert_eq!(run_verdict(true, [Pass, Pass]), Pass);
+        assert_eq!(run_verdict(false, [Pass, Error]), Error);
+        assert_eq!(run_verdict(false, [Error, Fail, Pass]), Fail);
+        assert_eq!(run_verdict(false, [Pass]), Error);
+        assert_eq!(run_verdict(false, []), Error);
+        assert_eq!(
+            crate::error::ExitCode::from(run_verdict(false, [Pass, Error])) as u8,
+            4
+        );
     }
 
     #[test]

@@ -63,13 +63,60 @@ impl From<WaitRepr> for Wait {
 }
 
 impl Wait {
-    /// The milliseconds it stands for.
+    /// The milliseconds it stands for at time scale 1.
     pub fn ms(self) -> i64 {
+        self.ms_at(TimeScale::ONE)
+    }
+
+    /// The milliseconds it stands for at `scale`: only [`Wait::Soon`] grows with the machine.
+    pub fn ms_at(self, scale: TimeScale) -> i64 {
         match self {
             Wait::Now => 0,
             Wait::Later => LATER_MS,
-            Wait::Soon => SOON_MS,
+            Wait::Soon => scale.soon_ms(),
         }
+    }
+}
+
+/// How much longer than [`SOON_MS`] a short wait is, so that a history can end before it comes
+/// due on a machine too slow for 750 ms. A power of two up to [`TimeScale::MAX`]; the runner
+/// raises it when a history lasted too long to be judged (and records it), never lowers it within
+/// a run. The judgement is exact at any scale: scores are checked against engine-TIME brackets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TimeScale(u32);
+
+impl Default for TimeScale {
+    fn default() -> Self {
+        Self::ONE
+    }
+}
+
+impl TimeScale {
+    pub const ONE: TimeScale = TimeScale(1);
+    /// The stated bound: a short wait of 12 250 ms. A machine on which 80 calls take longer is
+    /// too slow to judge, and the gate says so (ERROR).
+    pub const MAX: TimeScale = TimeScale(16);
+
+    /// The factor.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The short wait at this scale: `SOON_MS × scale`, moved off whole seconds (by 250 ms) so a
+    /// connector that rounds to seconds still writes a different score.
+    pub fn soon_ms(self) -> i64 {
+        let ms = SOON_MS * i64::from(self.0);
+        if ms % 1000 == 0 { ms + 250 } else { ms }
+    }
+
+    /// The smallest scale above this one whose short wait is at least twice `span_ms` (how long,
+    /// in engine ms, the void history ran), capped at [`TimeScale::MAX`].
+    pub fn after_void(self, span_ms: i64) -> TimeScale {
+        let mut s = TimeScale((self.0 * 2).min(Self::MAX.0));
+        while s < Self::MAX && s.soon_ms() < span_ms.saturating_mul(2) {
+            s = TimeScale(s.0 * 2);
+        }
+        s
     }
 }
 
@@ -246,6 +293,11 @@ pub fn histories() -> impl Strategy<Value = History> {
 
 /// Turns one abstract call into a concrete request, naming claims and ids the model has seen.
 pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
+    resolve_at(h, call, model, TimeScale::ONE)
+}
+
+/// [`resolve`] with short waits at `scale`.
+pub fn resolve_at(h: &History, call: &Call, model: &Model, scale: TimeScale) -> Request {
     let session = match call.session {
         Some(i) => session_name(i % h.sessions.max(1)),
         None => GHOST.to_string(),
@@ -256,7 +308,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
             session,
             queue,
             payload: PAYLOADS[usize::from(*payload) % PAYLOADS.len()].to_string(),
-            delay_ms: wait.ms(),
+            delay_ms: wait.ms_at(scale),
         },
         Verb::Browse { offset, limit } => Request::Browse {
             session,
@@ -268,7 +320,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
         Verb::Claim { wait } => Request::Claim {
             session,
             queue,
-            lease_ms: wait.ms(),
+            lease_ms: wait.ms_at(scale),
         },
         Verb::Complete { target } => {
             let (queue, id, attempts) = pick(target, model, &queue);
@@ -290,7 +342,7 @@ pub fn resolve(h: &History, call: &Call, model: &Model) -> Request {
                 queue,
                 id,
                 attempts,
-                backoff_ms: wait.ms(),
+                backoff_ms: wait.ms_at(scale),
                 max_attempts: i64::from(*max_attempts),
             }
         }
@@ -494,5 +546,22 @@ mod tests {
         let back = serde_json::to_string(&Verb::Claim { wait: Wait::Soon }).unwrap();
         assert_eq!(back, r#"{"claim":{"wait":"soon"}}"#);
         assert_eq!((Wait::Now.ms(), Wait::Soon.ms()), (0, SOON_MS));
+    }
+
+    #[test]
+    fn a_scaled_short_wait_grows_and_never_lands_on_whole_seconds() {
+        let mut s = TimeScale::ONE;
+        let mut seen = vec![s.soon_ms()];
+        while s < TimeScale::MAX {
+            s = s.after_void(0);
+            seen.push(s.soon_ms());
+        }
+        assert_eq!(seen, [750, 1500, 3250, 6250, 12250]);
+        assert!(seen.iter().all(|ms| ms % 1000 != 0));
+        assert_eq!(Wait::Soon.ms_at(TimeScale::MAX), 12_250);
+        assert_eq!(Wait::Later.ms_at(TimeScale::MAX), LATER_MS);
+        // A void history that ran 2 s goes straight to a wait of at least 4 s.
+        assert_eq!(TimeScale::ONE.after_void(2_000).soon_ms(), 6_250);
+        assert_eq!(TimeScale::MAX.after_void(1_000_000), TimeScale::MAX);
     }
 }

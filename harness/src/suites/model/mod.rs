@@ -5,6 +5,8 @@
 pub mod case;
 pub mod diff;
 pub mod history;
+pub mod judge;
 pub mod runner;
+pub mod shrink;
 pub mod soak;
 pub mod state;

@@ -7,228 +7,18 @@ use std::time::{Duration, Instant};
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
-use crate::connector::ConnectorFactory;
-use crate::connector::{Connector, Request, Verbs};
-use crate::engine::{Admin, Engine};
+use crate::connector::Connector;
+use crate::engine::Admin;
 use crate::error::HarnessError;
 use crate::suites::model::case::yaml_case;
 pub use crate::suites::model::diff::{CallTime, Timing, diff_keyspace};
-use crate::suites::model::history::{History, histories, resolve};
+use crate::suites::model::history::{History, TimeScale, histories};
 pub use crate::suites::model::history::{parse_regressions, seed_bytes};
-use crate::suites::model::state::{Model, agrees, show, show_predicted, show_req};
-
-/// Where histories run: the engine, the database they own, and fresh connectors.
-pub struct Env<'a> {
-    pub engine: &'a Engine,
-    pub factory: &'a dyn ConnectorFactory,
-    pub db: u32,
-}
-
-/// Why a history did not agree.
-#[derive(Debug)]
-pub enum Breach {
-    /// The connector disagreed with the model (a verdict: FAIL).
-    Mismatch(String),
-    /// The harness or the engine failed (no verdict: ERROR).
-    Harness(HarnessError),
-    /// The history ran so long that a positive lease, backoff or delay could have come due, so the
-    /// model (which holds them not due) cannot judge it. Never leaves [`run_history_timed`]: the
-    /// history is re-run, and after [`VOID_TRIES`] such runs it is an ERROR.
-    Void(String),
-}
-
-/// How often a history is re-run when it lasted too long to be judged.
-pub const VOID_TRIES: u32 = 3;
-
-impl From<HarnessError> for Breach {
-    fn from(e: HarnessError) -> Self {
-        Self::Harness(e)
-    }
-}
-
-/// Time-writing calls are kept this far apart (wall clock, reply to next send), so the engine
-/// stamps them in distinct milliseconds and its score order is the model's tick order.
-const TIME_GAP: Duration = Duration::from_micros(1100);
-
-/// Runs one history on a fresh connector and a flushed database. `Ok(calls)` when every reply and
-/// the final keyspace agree with the model.
-pub fn run_history(env: &Env<'_>, admin: &mut Admin, h: &History) -> Result<u64, Breach> {
-    run_history_on(env, admin, &mut None, h)
-}
-
-/// What a run read of the engine's clock, over many histories.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClockStats {
-    /// The widest engine-time bracket of a time-writing call, ms.
-    pub widest_bracket_ms: i64,
-    /// Histories run again because they lasted until a positive lease, backoff or delay could
-    /// have come due ([`Breach::Void`]).
-    pub void_reruns: u64,
-}
-
-/// [`run_history_on`], also keeping what it read of the engine's clock in `clock`.
-pub fn run_history_timed(
-    env: &Env<'_>,
-    admin: &mut Admin,
-    slot: &mut Option<Box<dyn Connector + Send>>,
-    h: &History,
-    clock: &mut ClockStats,
-) -> Result<u64, Breach> {
-    let mut tries = 0;
-    loop {
-        admin.flushdb()?;
-        let mut con = match slot.take() {
-            Some(c) => c,
-            None => env.factory.make()?,
-        };
-        let mut timing = Timing::default();
-        let result = judge(env, admin, &mut *con, h, &mut timing);
-        clock.widest_bracket_ms = clock.widest_bracket_ms.max(timing.widest_ms);
-        let calls = match result {
-            Err(Breach::Void(why)) => {
-                tries += 1;
-                clock.void_reruns += 1;
-                if tries >= VOID_TRIES {
-                    return Err(Breach::Harness(HarnessError::Engine(format!(
-                        "{why}, in {VOID_TRIES} runs of one history: too slow to judge"
-                    ))));
-                }
-                continue;
-            }
-            other => other?,
-        };
-        for s in h.session_names() {
-            con.disconnect(&s)
-                .map_err(|e| Breach::Mismatch(format!("disconnect of session {s} failed: {e}")))?;
-        }
-        *slot = Some(con);
-        return Ok(calls);
-    }
-}
-
-/// Runs one history on the connector in `slot` (a fresh one when empty) and a flushed database.
-/// On agreement the history's sessions are disconnected and the connector goes back into the slot
-/// for the next history (a child process is not restarted per history); on any failure it is
-/// dropped, so the next history starts fresh.
-pub fn run_history_on(
-    env: &Env<'_>,
-    admin: &mut Admin,
-    slot: &mut Option<Box<dyn Connector + Send>>,
-    h: &History,
-) -> Result<u64, Breach> {
-    run_history_timed(env, admin, slot, h, &mut ClockStats::default())
-}
-
-/// `Err(Void)` when the engine's clock (`now`) has reached the earliest time a positive lease,
-/// backoff or delay of this history could come due.
-fn check_not_void(timing: &Timing, now: i64) -> Result<(), Breach> {
-    match timing.earliest_due {
-        Some(due) if now >= due => Err(Breach::Void(format!(
-            "the history reached engine ms {now}, when a lease, backoff or delay it wrote could \
-             come due ({due}), and the model holds every positive one not due"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn judge(
-    env: &Env<'_>,
-    admin: &mut Admin,
-    con: &mut (dyn Connector + Send),
-    h: &History,
-    timing: &mut Timing,
-) -> Result<u64, Breach> {
-    let url = env.engine.target(env.db);
-    let mut model = Model::new();
-    for s in h.session_names() {
-        con.connect(&s, &url)
-            .map_err(|e| Breach::Mismatch(format!("connect of session {s} failed: {e}")))?;
-        let _ = model.apply(&Request::Connect {
-            session: s,
-            url: url.url.clone(),
-            cluster: url.cluster,
-        });
-    }
-    // Ticks of recent time-writing calls and when their replies arrived.
-    let mut recent: Vec<(u64, Instant)> = Vec::new();
-    let n = h.calls.len();
-    for (i, call) in h.calls.iter().enumerate() {
-        let req = resolve(h, call, &model);
-        let want = model.apply(&req);
-        let timed = model.wrote_time();
-        if timed {
-            space_out(&model, &mut recent);
-        }
-        let before = if timed { Some(admin.time_ms()?) } else { None };
-        let got = con.call(&req);
-        if let Some(before) = before {
-            recent.push((model.tick(), Instant::now()));
-            let after = admin.time_ms()?;
-            timing.widest_ms = timing.widest_ms.max(after - before);
-            for (q, set, id) in model.written() {
-                if let Some(s) = model.stamp_of(q, *set, id).filter(|s| s.ms > 0) {
-                    let due = before + s.ms;
-                    timing.earliest_due = Some(timing.earliest_due.map_or(due, |d| d.min(due)));
-                }
-            }
-            timing.calls.insert(
-                model.tick(),
-                CallTime {
-                    before,
-                    after,
-                    step: i + 1,
-                    call: show_req(&req),
-                },
-            );
-        }
-        if !agrees(&want, &got) {
-            check_not_void(timing, admin.time_ms()?)?;
-            return Err(Breach::Mismatch(format!(
-                "step {} of {n}: {}: the model says {}, the connector said {}",
-                i + 1,
-                show_req(&req),
-                show_predicted(&want),
-                show(&got)
-            )));
-        }
-    }
-    let ks = admin.keyspace()?;
-    check_not_void(timing, admin.time_ms()?)?;
-    let diffs = diff_keyspace(&model, &ks, timing);
-    if !diffs.is_empty() {
-        return Err(Breach::Mismatch(format!(
-            "after all {n} steps the keyspace differs from the model: {}",
-            diffs.join("; ")
-        )));
-    }
-    Ok(n as u64)
-}
-
-/// Waits until no member the last model call wrote can share a server millisecond with a recently
-/// stamped member of its set whose order against it would then flip (equal scores order by id;
-/// the model orders by tick). Most calls need no wait: ids usually grow with time.
-fn space_out(model: &Model, recent: &mut Vec<(u64, Instant)>) {
-    let now = Instant::now();
-    recent.retain(|(_, t)| now.duration_since(*t) < TIME_GAP);
-    if recent.is_empty() {
-        return;
-    }
-    let mut until: Option<Instant> = None;
-    for (q, set, id) in model.written() {
-        for tick in model.order_hazards(q, *set, id) {
-            if let Some((_, t)) = recent.iter().find(|(k, _)| *k == tick) {
-                let free = *t + TIME_GAP;
-                until = Some(until.map_or(free, |u| u.max(free)));
-            }
-        }
-    }
-    if let Some(u) = until {
-        let now = Instant::now();
-        if u > now {
-            std::thread::sleep(u - now);
-        }
-    }
-}
+pub use crate::suites::model::judge::{
+    Breach, ClockStats, Env, VOID_TRIES, run_history, run_history_at, run_history_on,
+    run_history_timed,
+};
+use crate::suites::model::shrink::minimize;
 
 /// How a run draws and shrinks.
 #[derive(Debug, Clone)]
@@ -266,16 +56,16 @@ pub const REPLAYS: u32 = 5;
 
 /// Replays `h` [`REPLAYS`] times on fresh connectors: `(passed, replayed)`. A replay the harness
 /// or the engine could not run is not counted.
-pub fn replay(env: &Env<'_>, admin: &mut Admin, h: &History) -> (u32, u32) {
+pub fn replay(env: &Env<'_>, admin: &mut Admin, h: &History, scale: TimeScale) -> (u32, u32) {
     let (mut passed, mut replayed) = (0, 0);
     for _ in 0..REPLAYS {
-        match run_history(env, admin, h) {
+        match run_history_at(env, admin, h, scale) {
             Ok(_) => {
                 passed += 1;
                 replayed += 1;
             }
             Err(Breach::Mismatch(_)) => replayed += 1,
-            Err(Breach::Harness(_) | Breach::Void(_)) => {}
+            Err(Breach::Harness(_) | Breach::Void { .. }) => {}
         }
     }
     (passed, replayed)
@@ -395,10 +185,10 @@ fn run_regressions(
                 report.agreed += 1;
             }
             Err(Breach::Harness(e)) => return Err(e),
-            Err(Breach::Void(why)) => return Err(HarnessError::Engine(why)),
+            Err(Breach::Void { why, .. }) => return Err(HarnessError::Engine(why)),
             Err(Breach::Mismatch(m)) => {
                 report.calls += h.calls.len() as u64;
-                let replays = replay(env, admin, h);
+                let replays = replay(env, admin, h, clock.scale);
                 report.failure = Some(failure(h, m.clone(), true, (h.clone(), m), replays));
                 return Ok(true);
             }
@@ -470,7 +260,7 @@ impl Drawn<'_, '_> {
                 *self.harness_error.borrow_mut() = Some(e);
                 Ok(())
             }
-            Err(Breach::Void(why)) => {
+            Err(Breach::Void { why, .. }) => {
                 *self.harness_error.borrow_mut() = Some(HarnessError::Engine(why));
                 Ok(())
             }
@@ -488,112 +278,19 @@ impl Drawn<'_, '_> {
     ) {
         let deadline = t0.elapsed() + opts.max_shrink_time;
         let mut admin = self.admin.into_inner();
+        let scale = self.clock.get().scale;
         let (h, message, runs, calls) =
-            minimize(self.env, &mut admin, h, reason, || t0.elapsed() < deadline);
+            minimize(self.env, &mut admin, h, reason, scale, || {
+                t0.elapsed() < deadline
+            });
         report.runs += runs;
         report.calls += calls;
         let original = self
             .first_failure
             .into_inner()
             .unwrap_or_else(|| (h.clone(), message.clone()));
-        let replays = replay(self.env, &mut admin, &original.0);
+        let replays = replay(self.env, &mut admin, &original.0, scale);
         report.runs += u64::from(replays.1);
         report.failure = Some(failure(&h, message, false, original, replays));
-    }
-}
-
-/// A second shrinking stage after proptest's: proptest deletes each call once and then simplifies
-/// calls, but a simplification (a claim turned into an enqueue) can make an earlier deletion
-/// possible. This pass deletes calls, sessions and queues greedily until nothing more can go and
-/// the history still disagrees. Returns the history, its message, and the runs and calls it cost.
-pub fn minimize(
-    env: &Env<'_>,
-    admin: &mut Admin,
-    mut h: History,
-    mut message: String,
-    more_time: impl Fn() -> bool,
-) -> (History, String, u64, u64) {
-    let (mut runs, mut calls) = (0u64, 0u64);
-    let mut still_fails = |cand: &History, message: &mut String| -> Option<bool> {
-        runs += 1;
-        calls += cand.calls.len() as u64;
-        match run_history(env, admin, cand) {
-            Ok(_) => Some(false),
-            Err(Breach::Mismatch(m)) => {
-                *message = m;
-                Some(true)
-            }
-            Err(Breach::Harness(_) | Breach::Void(_)) => None,
-        }
-    };
-    // Confirm on a fresh connector first: a drawn history ran on one reused across histories.
-    match still_fails(&h, &mut message) {
-        Some(true) | None => {}
-        Some(false) => {
-            message = format!(
-                "{message} (only on a connector reused from earlier histories, whose sessions were \
-                 disconnected: a fresh connector agrees, so state leaked between histories)"
-            );
-            return (h, message, runs, calls);
-        }
-    }
-    'outer: loop {
-        let mut changed = false;
-        let mut i = h.calls.len();
-        while i > 0 {
-            i -= 1;
-            if h.calls.len() <= 1 || !more_time() {
-                break 'outer;
-            }
-            let mut cand = h.clone();
-            cand.calls.remove(i);
-            match still_fails(&cand, &mut message) {
-                Some(true) => {
-                    h = cand;
-                    changed = true;
-                }
-                Some(false) => {}
-                None => break 'outer,
-            }
-        }
-        for shrink in [0, 1] {
-            let mut cand = h.clone();
-            let n = if shrink == 0 {
-                &mut cand.sessions
-            } else {
-                &mut cand.queues
-            };
-            if *n <= 1 || !more_time() {
-                continue;
-            }
-            *n -= 1;
-            match still_fails(&cand, &mut message) {
-                Some(true) => {
-                    h = cand;
-                    changed = true;
-                }
-                Some(false) => {}
-                None => break 'outer,
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    (h, message, runs, calls)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::suites::model::diff::tests::timing;
-
-    #[test]
-    fn a_history_that_reached_a_due_time_is_void() {
-        let mut t = timing();
-        assert!(check_not_void(&t, i64::MAX).is_ok());
-        t.earliest_due = Some(1_750);
-        assert!(check_not_void(&t, 1_749).is_ok());
-        assert!(matches!(check_not_void(&t, 1_750), Err(Breach::Void(_))));
     }
 }
