@@ -376,3 +376,78 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
     );
     let _ = std::fs::remove_file(kept);
 }
+
+/// A connector as slow as a busy machine makes one: every call waits `PER_CALL` first.
+struct Slow(Box<dyn Connector + Send>);
+
+/// Slow enough that an 80-call history outlasts the 750 ms short wait at time scale 1.
+const PER_CALL: Duration = Duration::from_millis(25);
+
+impl Connector for Slow {
+    fn call(
+        &mut self,
+        request: &emq::connector::Request,
+    ) -> Result<emq::connector::Reply, emq::error::ConnectorError> {
+        std::thread::sleep(PER_CALL);
+        self.0.call(request)
+    }
+}
+
+fn slow(
+    make: impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync,
+) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync {
+    move || Ok(Box::new(Slow(make()?)) as Box<dyn Connector + Send>)
+}
+
+/// Draws `histories` histories from seed 0x6507 against `make`.
+fn draw(make: &dyn ConnectorFactory, histories: u32) -> runner::Report {
+    let e = engine();
+    let env = Env {
+        engine: &e,
+        factory: make,
+        db: GateId::G7.db(),
+    };
+    runner::run(
+        &env,
+        &Options {
+            histories,
+            seed: 0x6507,
+            // Only whether it is caught matters here, not how small it shrinks.
+            max_shrink_time: Duration::from_secs(2),
+            max_shrink_iters: 8,
+            regressions: Vec::new(),
+        },
+    )
+    .unwrap()
+}
+
+/// A machine too slow for the short waits at scale 1 gets a verdict, not "too slow to judge":
+/// the histories run again with their short waits scaled, and a correct connector agrees.
+#[test]
+fn a_slow_but_correct_connector_is_judged_at_a_larger_time_scale() {
+    let b = bundle();
+    let report = draw(&slow(reference(&b)), 24);
+    eprintln!("slow reference: {:?}", report.clock);
+    assert!(report.failure.is_none(), "{:?}", report.failure);
+    assert!(report.clock.void_reruns > 0, "{:?}", report.clock);
+    assert!(
+        report.clock.scale > emq::suites::model::history::TimeScale::ONE,
+        "{:?}",
+        report.clock
+    );
+}
+
+/// At a larger time scale the judgement stays exact to the millisecond: a slow connector that
+/// rounds times up to whole seconds is still caught.
+#[test]
+fn a_slow_connector_that_rounds_time_is_still_caught() {
+    let b = bundle();
+    let report = draw(
+        &slow(time_doubles::factory(&b, TimeSkew::RoundsUpToSeconds)),
+        48,
+    );
+    eprintln!("slow rounding: {:?}", report.clock);
+    assert!(report.clock.scale > emq::suites::model::history::TimeScale::ONE);
+    let f = report.failure.expect("rounding to seconds was not caught");
+    assert!(f.message.contains("keyspace differs"), "{}", f.message);
+}

@@ -269,6 +269,9 @@ mod tests {
         assert!(check_not_void(&t, i64::MAX).is_ok());
         t.earliest_due = Some(1_750);
         assert!(check_not_void(&t, 1_749).is_ok());
-        assert!(matches!(check_not_void(&t, 1_750), Err(Breach::Void { .. })));
+        assert!(matches!(
+            check_not_void(&t, 1_750),
+            Err(Breach::Void { .. })
+        ));
     }
 }

@@ -279,10 +279,9 @@ impl Drawn<'_, '_> {
         let deadline = t0.elapsed() + opts.max_shrink_time;
         let mut admin = self.admin.into_inner();
         let scale = self.clock.get().scale;
-        let (h, message, runs, calls) =
-            minimize(self.env, &mut admin, h, reason, scale, || {
-                t0.elapsed() < deadline
-            });
+        let (h, message, runs, calls) = minimize(self.env, &mut admin, h, reason, scale, || {
+            t0.elapsed() < deadline
+        });
         report.runs += runs;
         report.calls += calls;
         let original = self
