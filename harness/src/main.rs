@@ -68,7 +68,22 @@ fn dispatch() -> ExitCode {
             };
             bench(&opts, json, min_ratio, &progress)
         }
-        Command::Matrix(args) => exit(emq::cmd::matrix::matrix(&args.options(), &progress)),
+        Command::Matrix(args) => match &args.action {
+            Some(emq::cmd::cli::MatrixAction::Merge {
+                dirs,
+                check,
+                refresh,
+                reports,
+            }) => exit(emq::cmd::matrix::merge(
+                dirs,
+                *check,
+                *refresh,
+                &reports
+                    .clone()
+                    .unwrap_or_else(|| emq::repo_relative("reports")),
+            )),
+            None => exit(emq::cmd::matrix::matrix(&args.options(), &progress)),
+        },
         Command::Summary { files, format } => {
             exit(emq::cmd::summary::summary(&files, format == "json"))
         }

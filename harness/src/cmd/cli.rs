@@ -170,7 +170,10 @@ pub enum Command {
 
 /// `emq-gate matrix`'s flags.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct MatrixArgs {
+    #[command(subcommand)]
+    pub action: Option<MatrixAction>,
     /// Connectors (rows): `reference`, or a label run from $EMQ_<LABEL>_CONNECTOR
     /// [default: reference,python, and each of node, go, elixir whose EMQ_<LABEL>_CONNECTOR is set].
     #[arg(long, value_delimiter = ',')]
@@ -202,6 +205,43 @@ pub struct MatrixArgs {
     /// Where matrix.json, matrix.md and index.html live [default: this repository's reports/].
     #[arg(long)]
     pub reports: Option<PathBuf>,
+    /// Judge only share K of N (K/N, 1-based): each cell lands in exactly one share, by a hash
+    /// of its name. Needs --out; `matrix merge` assembles the shares.
+    #[arg(long, value_name = "K/N", requires = "out")]
+    pub partition: Option<crate::report::shares::Partition>,
+    /// Judge only these cells (CONNECTOR×ENGINE or CONNECTOR:ENGINE, comma-separated). Needs --out.
+    #[arg(long, value_delimiter = ',', value_parser = crate::report::shares::parse_cell, requires = "out")]
+    pub cells: Vec<String>,
+    /// Judge every cell but these (as --cells). Needs --out.
+    #[arg(long, value_delimiter = ',', value_parser = crate::report::shares::parse_cell, requires = "out")]
+    pub skip_cells: Vec<String>,
+    /// Write this run's matrix.json and each cell's record (<connector>-<engine>.json) here: a
+    /// share for `matrix merge`, or a whole run's copy.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `emq-gate matrix`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum MatrixAction {
+    /// Assemble the shares (`matrix --partition/--cells/--skip-cells --out DIR`) into one matrix:
+    /// every cell from exactly one share (a missing or twice-judged cell is an error naming it);
+    /// written as reports/matrix.{json,md}, index.html and the records that are cells, or, with
+    /// --check, compared with them exactly as `matrix --check` does.
+    Merge {
+        /// The shares' --out directories.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Compare with the committed matrix and records; write nothing.
+        #[arg(long)]
+        check: bool,
+        /// Rewrite the files even when only times and rates changed.
+        #[arg(long)]
+        refresh: bool,
+        /// Where the committed matrix and records live [default: this repository's reports/].
+        #[arg(long)]
+        reports: Option<PathBuf>,
+    },
 }
 
 impl MatrixArgs {
@@ -224,6 +264,12 @@ impl MatrixArgs {
                 .reports
                 .clone()
                 .unwrap_or_else(|| crate::repo_relative("reports")),
+            selection: crate::report::shares::Selection {
+                partition: self.partition,
+                cells: self.cells.clone(),
+                skip: self.skip_cells.clone(),
+            },
+            out: self.out.clone(),
         }
     }
 }

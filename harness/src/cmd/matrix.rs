@@ -1,5 +1,7 @@
 //! `emq-gate matrix`: chosen connectors × engines, one full gate run per cell, written as
-//! `reports/matrix.{json,md}` and `reports/index.html`; `--check` re-runs and compares.
+//! `reports/matrix.{json,md}`, `reports/index.html` and the committed records that are cells;
+//! `--check` re-runs and compares. A share (`--partition`, `--cells`, `--skip-cells`) judges
+//! some cells and writes them to `--out`; `matrix merge DIR...` assembles the shares.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -8,9 +10,13 @@ use crate::cmd::run::{RunOptions, Subject};
 use crate::engine::named::EngineName;
 use crate::engine::{EngineChoice, EngineOptions};
 use crate::error::{ExitCode as Code, HarnessError};
-use crate::report::matrix::{MATRIX_SCHEMA, Matrix, MatrixCell, MatrixVolatile, cell_key};
+use crate::report::Record;
+use crate::report::matrix::{
+    MATRIX_SCHEMA, Matrix, MatrixCell, MatrixVolatile, cell_key, record_stem,
+};
 use crate::report::now_rfc3339;
 use crate::report::output::{self, Progress};
+use crate::report::shares::{self, Selection};
 
 /// What a matrix run needs.
 #[derive(Debug, Clone)]
@@ -30,6 +36,10 @@ pub struct MatrixOptions {
     /// Only re-render matrix.md and index.html from matrix.json.
     pub render: bool,
     pub reports: PathBuf,
+    /// The cells this run judges (all, or a share).
+    pub selection: Selection,
+    /// Where a share (or, when given, a whole run) writes its matrix.json and cell records.
+    pub out: Option<PathBuf>,
 }
 
 /// `reference`, `python`, and each of `node`, `go` and `elixir` whose `EMQ_<LABEL>_CONNECTOR`
@@ -99,6 +109,19 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
         .iter()
         .map(|c| subject(c, opts.timeout).map(|s| (c.clone(), s)))
         .collect::<Result<_, _>>()?;
+    let keys: Vec<String> = opts
+        .connectors
+        .iter()
+        .flat_map(|c| opts.engines.iter().map(move |e| cell_key(c, e)))
+        .collect();
+    let unknown = opts.selection.unknown_cells(&keys);
+    if !unknown.is_empty() {
+        return Err(HarnessError::BadInput(format!(
+            "no such cell in the matrix: {} (its cells: {})",
+            unknown.join(", "),
+            keys.join(", ")
+        )));
+    }
     let t0 = Instant::now();
     let mut m = Matrix {
         schema: MATRIX_SCHEMA.into(),
@@ -110,18 +133,22 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
         connectors: opts.connectors.clone(),
         engines: opts.engines.clone(),
         cells: Vec::new(),
+        share: None,
         volatile: MatrixVolatile {
             started: now_rfc3339(),
             ..MatrixVolatile::default()
         },
     };
-    let total = subjects.len() * engines.len();
+    let total = keys.iter().filter(|k| opts.selection.picks(k)).count();
     let inner = progress.verdicts_only();
     let mut n = 0;
     for (label, subject) in &subjects {
         for engine in &engines {
-            n += 1;
             let key = cell_key(label, &engine.name);
+            if !opts.selection.picks(&key) {
+                continue;
+            }
+            n += 1;
             let kind = if engine.cluster {
                 EngineChoice::Cluster
             } else {
@@ -145,6 +172,9 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
     }
     m.volatile.wall_ms = t0.elapsed().as_millis() as u64;
     m.volatile.ended = now_rfc3339();
+    if !opts.selection.is_all() {
+        m = shares::share(&m, &opts.selection);
+    }
     Ok(m)
 }
 
@@ -229,7 +259,8 @@ fn render(opts: &MatrixOptions, path: &Path) -> Result<Code, HarnessError> {
     Ok(Code::Pass)
 }
 
-/// `--check`: the committed matrix's cells again with its parameters, compared.
+/// `--check`: the committed matrix's cells (all, or the share's) again with its parameters,
+/// compared with the committed matrix and with the committed records that are cells.
 fn check(opts: &MatrixOptions, path: &Path, progress: &Progress) -> Result<Code, HarnessError> {
     let committed = Matrix::load(path)?;
     let kind = <EngineChoice as clap::ValueEnum>::from_str(&committed.engine_kind, true).map_err(
@@ -251,31 +282,122 @@ fn check(opts: &MatrixOptions, path: &Path, progress: &Progress) -> Result<Code,
         ..opts.clone()
     };
     let fresh = run_matrix(&again, progress)?;
+    if let Some(out) = &opts.out {
+        write_out(&fresh, out)?;
+    }
     output::result(&crate::report::summary::text(
         &fresh.grid(),
         output::stdout_color(),
     ));
-    let diffs = fresh.stable_differences(&committed);
+    Ok(judge(&fresh, &committed, path, &opts.reports))
+}
+
+/// `fresh` (a whole matrix or a share) against the committed matrix and records: exit 0 when
+/// every cell it judged holds, else each difference printed and exit 1.
+fn judge(fresh: &Matrix, committed: &Matrix, path: &Path, reports: &Path) -> Code {
+    let mut diffs = fresh.stable_differences(&committed_part(committed, fresh));
+    diffs.extend(record_differences(fresh, reports));
+    let what = match &fresh.share {
+        Some(s) => format!(
+            "{} cells of {} ({})",
+            s.cells.len(),
+            committed.cells.len(),
+            s.selection
+        ),
+        None => format!("{} cells", fresh.cells.len()),
+    };
     if diffs.is_empty() {
         output::note(&format!(
-            "{}: the committed matrix holds ({} cells, {:.1} s)",
+            "{}: the committed matrix and records hold ({what}, {:.1} s)",
             path.display(),
-            fresh.cells.len(),
             fresh.volatile.wall_ms as f64 / 1000.0
         ));
-        return Ok(Code::Pass);
+        return Code::Pass;
     }
     for d in &diffs {
         output::error(d);
     }
     output::error(&format!(
-        "{} no longer holds: regenerate with `emq-gate matrix`",
+        "{} no longer holds ({what}): regenerate with `emq-gate matrix`",
         path.display()
     ));
-    Ok(Code::GateFailed)
+    Code::GateFailed
 }
 
-/// Every cell run, the grid printed, the files written when something stable changed.
+/// The committed cells a share is compared with: its own (the whole matrix for a whole run).
+fn committed_part(committed: &Matrix, fresh: &Matrix) -> Matrix {
+    match &fresh.share {
+        None => committed.clone(),
+        Some(s) => Matrix {
+            cells: committed
+                .cells
+                .iter()
+                .filter(|c| s.cells.contains(&cell_key(&c.connector, &c.engine)))
+                .cloned()
+                .collect(),
+            ..committed.clone()
+        },
+    }
+}
+
+/// Each judged cell that is a committed record (`reports/<stem>.json`) against that record.
+fn record_differences(fresh: &Matrix, reports: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &fresh.cells {
+        let Some(stem) = record_stem(&c.connector, &c.engine) else {
+            continue;
+        };
+        let path = reports.join(format!("{stem}.json"));
+        if !path.is_file() {
+            continue;
+        }
+        let committed = match Record::load(&path) {
+            Ok(r) => r,
+            Err(e) => {
+                out.push(e.to_string());
+                continue;
+            }
+        };
+        match &c.record {
+            Some(r) => out.extend(
+                r.stable_differences(&committed)
+                    .into_iter()
+                    .map(|d| format!("{}: {d}", path.display())),
+            ),
+            None => out.push(format!(
+                "{}: committed a record, now none: {}",
+                path.display(),
+                c.error.as_deref().unwrap_or("")
+            )),
+        }
+    }
+    out
+}
+
+/// A share's (or a whole run's) files under `dir`: `matrix.json`, `matrix.md`, `index.html`,
+/// and each cell's record as `<connector>-<engine>.{json,md,junit.xml}`.
+fn write_out(m: &Matrix, dir: &Path) -> Result<(), HarnessError> {
+    std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
+    m.write_if_changed(dir, true)?;
+    for c in &m.cells {
+        if let Some(r) = &c.record {
+            r.write(dir, &format!("{}-{}", c.connector, c.engine))?;
+        }
+    }
+    output::note(&format!(
+        "wrote {}/matrix.json and {} cell records ({})",
+        dir.display(),
+        m.cells.iter().filter(|c| c.record.is_some()).count(),
+        m.share
+            .as_ref()
+            .map_or("every cell".to_string(), |s| s.selection.clone())
+    ));
+    Ok(())
+}
+
+/// Every cell run, the grid printed, the files written when something stable changed: the
+/// matrix's and, for the cells that are committed records, theirs. A share writes to `--out`
+/// only (the committed files are whole matrices; `matrix merge` writes them).
 fn run_and_write(
     opts: &MatrixOptions,
     path: &Path,
@@ -286,10 +408,27 @@ fn run_and_write(
         &m.grid(),
         output::stdout_color(),
     ));
-    if m.write_if_changed(&opts.reports, opts.refresh)? {
+    if let Some(out) = &opts.out {
+        write_out(&m, out)?;
+    }
+    if m.share.is_none() {
+        write_reports(&m, path, &opts.reports, opts.refresh)?;
+    }
+    Ok(m.grid().verdict().into())
+}
+
+/// The committed files of a whole matrix: matrix.{json,md}, index.html, the records that are
+/// cells and the record schema, each only when something stable changed (or `refresh`).
+fn write_reports(
+    m: &Matrix,
+    path: &Path,
+    reports: &Path,
+    refresh: bool,
+) -> Result<(), HarnessError> {
+    if m.write_if_changed(reports, refresh)? {
         output::note(&format!(
             "wrote {}/{{matrix.json,matrix.md,index.html}} in {:.1} s",
-            opts.reports.display(),
+            reports.display(),
             m.volatile.wall_ms as f64 / 1000.0
         ));
     } else {
@@ -300,11 +439,46 @@ fn run_and_write(
             m.volatile.wall_ms as f64 / 1000.0
         ));
     }
-    if write_schema(&opts.reports)? {
-        output::note(&format!(
-            "wrote {}/record.schema.json",
-            opts.reports.display()
-        ));
+    for c in &m.cells {
+        if let (Some(stem), Some(r)) = (record_stem(&c.connector, &c.engine), &c.record)
+            && r.write_if_changed(reports, &stem, refresh)?
+        {
+            output::note(&format!(
+                "wrote {}/{stem}.{{json,md,junit.xml}}",
+                reports.display()
+            ));
+        }
     }
-    Ok(m.grid().verdict().into())
+    if write_schema(reports)? {
+        output::note(&format!("wrote {}/record.schema.json", reports.display()));
+    }
+    Ok(())
+}
+
+/// `matrix merge [--check] DIR...`: the shares' matrix.json files assembled into one matrix,
+/// every cell of its shape from exactly one share; then compared with the committed matrix and
+/// records (`--check`, as `matrix --check` does), or written as them.
+pub fn merge(
+    dirs: &[PathBuf],
+    check: bool,
+    refresh: bool,
+    reports: &Path,
+) -> Result<Code, HarnessError> {
+    let mut parts = Vec::new();
+    for d in dirs {
+        let p = d.join("matrix.json");
+        parts.push((p.clone(), Matrix::load(&p)?));
+    }
+    let merged = shares::merge(&parts).map_err(HarnessError::BadInput)?;
+    output::result(&crate::report::summary::text(
+        &merged.grid(),
+        output::stdout_color(),
+    ));
+    let path = reports.join("matrix.json");
+    if check {
+        let committed = Matrix::load(&path)?;
+        return Ok(judge(&merged, &committed, &path, reports));
+    }
+    write_reports(&merged, &path, reports, refresh)?;
+    Ok(merged.grid().verdict().into())
 }

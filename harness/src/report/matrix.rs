@@ -40,6 +40,14 @@ pub struct MatrixVolatile {
     pub cell_wall_ms: BTreeMap<String, u64>,
 }
 
+/// What a share's `matrix.json` says of itself (`crate::report::shares`): how its cells were
+/// chosen, and which they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    pub selection: String,
+    pub cells: Vec<String>,
+}
+
 /// A whole matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Matrix {
@@ -55,12 +63,35 @@ pub struct Matrix {
     /// Column order.
     pub engines: Vec<String>,
     pub cells: Vec<MatrixCell>,
+    /// Set on a share of a matrix (`--partition`, `--cells`, `--skip-cells`): which cells it
+    /// judged. A committed matrix is whole and has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
     pub volatile: MatrixVolatile,
 }
 
 /// `reference×valkey-9.1`.
 pub fn cell_key(connector: &str, engine: &str) -> String {
     format!("{connector}×{engine}")
+}
+
+/// The committed record that is this cell, when there is one: `reports/<connector>.json` on the
+/// pinned engine (the first of the default engines), `<connector>-cluster.json` on its cluster.
+/// The records and the matrix are one set of cells, judged once: `matrix --check` compares
+/// both, and `matrix` writes both.
+pub fn record_stem(connector: &str, engine: &str) -> Option<String> {
+    let pinned = crate::engine::named::DEFAULT_NAMES[0];
+    let cluster = format!("{pinned}{}", crate::engine::named::CLUSTER_SUFFIX);
+    if engine == pinned {
+        Some(connector.to_string())
+    } else if engine == cluster {
+        Some(format!(
+            "{connector}{}",
+            crate::engine::named::CLUSTER_SUFFIX
+        ))
+    } else {
+        None
+    }
 }
 
 impl Matrix {
@@ -357,6 +388,7 @@ pub(crate) mod tests {
             connectors: vec!["reference".into(), "python".into()],
             engines: vec!["valkey-9.1".into(), "redis-7.0".into()],
             cells,
+            share: None,
             volatile: MatrixVolatile {
                 started: "2026-11-30T08:00:00Z".into(),
                 ended: "2026-11-30T08:03:00Z".into(),

@@ -9,6 +9,7 @@ pub mod markdown;
 pub mod matrix;
 pub mod output;
 pub mod schema;
+pub mod shares;
 pub mod spelling;
 pub mod summary;
 
