@@ -101,3 +101,84 @@ fn a_failing_embedded_case_is_named_by_the_corpus_not_a_temp_path() {
     );
     assert!(!text.contains("emq-gate-"), "a temp path leaked: {text}");
 }
+
+/// `matrix --partition K/N --out DIR` judges a share; `matrix merge` writes the whole from the
+/// shares and checks it; a share left out is an error naming a cell it held (exit 2).
+#[test]
+fn matrix_shares_merge_into_the_whole_and_a_missing_share_is_named() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = |s: &str| t.path().join(s).display().to_string();
+    let small = [
+        "--connectors",
+        "reference",
+        "--engines",
+        "valkey-9.1,valkey-8.1",
+        "--histories",
+        "4",
+        "--batch",
+        "1000",
+    ];
+    let mut cells = Vec::new();
+    for k in ["1/3", "2/3", "3/3"] {
+        let out = dir(&format!("share-{}", &k[..1]));
+        let mut args = vec!["-q", "matrix", "--partition", k, "--out", &out];
+        args.extend(small);
+        let (code, text) = gate(&args);
+        assert_eq!(code, Some(0), "{k}: {text}");
+        let share: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{out}/matrix.json")).unwrap())
+                .unwrap();
+        assert_eq!(share["share"]["selection"], format!("--partition {k}"));
+        cells.extend(
+            share["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| format!("{}×{}", c["connector"], c["engine"])),
+        );
+    }
+    cells.sort();
+    assert_eq!(cells.len(), 2, "each cell in exactly one share: {cells:?}");
+    let reports = dir("reports");
+    let shares = [dir("share-1"), dir("share-2"), dir("share-3")];
+    let merge = |check: bool, shares: &[String]| {
+        let mut args = vec!["-q", "matrix", "merge", "--reports", &reports];
+        if check {
+            args.push("--check");
+        }
+        args.extend(shares.iter().map(String::as_str));
+        gate(&args)
+    };
+    let (code, text) = merge(false, &shares);
+    assert_eq!(code, Some(0), "{text}");
+    let whole: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{reports}/matrix.json")).unwrap())
+            .unwrap();
+    assert!(whole.get("share").is_none(), "the merge is whole");
+    assert_eq!(whole["cells"].as_array().unwrap().len(), 2);
+    assert!(
+        std::path::Path::new(&format!("{reports}/reference.json")).is_file(),
+        "the pinned engine's cell is the committed record"
+    );
+    let (code, text) = merge(true, &shares);
+    assert_eq!(code, Some(0), "{text}");
+    // Leave out a share that judged a cell.
+    let holding = shares
+        .iter()
+        .position(|s| {
+            std::fs::read_to_string(format!("{s}/matrix.json"))
+                .unwrap()
+                .contains("\"record\"")
+        })
+        .unwrap();
+    let rest: Vec<String> = shares
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != holding)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let (code, text) = merge(true, &rest);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("judged by no share"), "{text}");
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+}

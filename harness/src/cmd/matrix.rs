@@ -411,9 +411,16 @@ fn run_and_write(
     if let Some(out) = &opts.out {
         write_out(&m, out)?;
     }
-    if m.share.is_none() {
-        write_reports(&m, path, &opts.reports, opts.refresh)?;
+    if m.share.is_some() {
+        // A share's verdict is its own cells'; one that holds no cell judged nothing wrong.
+        let cells = m.grid().cells;
+        if cells.is_empty() {
+            output::note("this share holds no cell of the matrix");
+            return Ok(Code::Pass);
+        }
+        return Ok(crate::gates::Verdict::of_all(cells.iter().map(|c| c.verdict)).into());
     }
+    write_reports(&m, path, &opts.reports, opts.refresh)?;
     Ok(m.grid().verdict().into())
 }
 

@@ -142,7 +142,18 @@ pub fn merge(shares: &[(PathBuf, Matrix)]) -> Result<Matrix, String> {
         )
     };
     let mut by_key: BTreeMap<String, (&PathBuf, usize, usize)> = BTreeMap::new();
+    let mut selections: BTreeMap<&str, &PathBuf> = BTreeMap::new();
     for (si, (path, m)) in shares.iter().enumerate() {
+        if let Some(s) = &m.share
+            && let Some(other) = selections.insert(&s.selection, path)
+        {
+            return Err(format!(
+                "share {:?} given twice: {} and {}",
+                s.selection,
+                other.display(),
+                path.display()
+            ));
+        }
         if m.share.is_none() {
             return Err(format!(
                 "{}: a whole matrix, not a share (run it with --partition, --cells or --skip-cells \
@@ -279,10 +290,26 @@ mod tests {
         let first_lost = cell_key(&lost.1.cells[0].connector, &lost.1.cells[0].engine);
         assert_eq!(err, format!("cell {first_lost}: judged by no share"));
         parts.push(lost);
-        parts.push(parts[0].clone());
+        let mut again = parts[0].clone();
+        again.0 = PathBuf::from("share-1-again");
+        parts.push(again);
         let err = merge(&parts).unwrap_err();
         assert!(
-            err.contains("judged twice, in share-1 and in share-1"),
+            err.contains("given twice: share-1 and share-1-again"),
+            "{err}"
+        );
+        // The same cells under another selection: the cell is named.
+        parts
+            .last_mut()
+            .unwrap()
+            .1
+            .share
+            .as_mut()
+            .unwrap()
+            .selection = "--cells x".into();
+        let err = merge(&parts).unwrap_err();
+        assert!(
+            err.contains("judged twice, in share-1 and in share-1-again"),
             "{err}"
         );
     }
