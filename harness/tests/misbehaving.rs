@@ -82,7 +82,17 @@ fn judge(mode: &'static str, python: &Path) -> Judged {
     let marker = format!("{}-{mode}", std::process::id());
     let mut child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
         .args([
-            "--quiet", "run", "--engine", "binary", "--batch", "20000", "--",
+            // Every gate, with fewer histories: a misbehaviour shows on every call, and 32
+            // histories reach every verb many times over.
+            "--quiet",
+            "run",
+            "--engine",
+            "binary",
+            "--batch",
+            "20000",
+            "--histories",
+            "32",
+            "--",
         ])
         .arg("python3")
         .arg(&fixture)

@@ -215,14 +215,25 @@ fn run_cell(
 fn said(cell: &MatrixCell) -> String {
     match (&cell.record, &cell.error) {
         (Some(r), _) => format!(
-            "{} on {} ({})",
+            "{} on {} ({}){}",
             r.footer.summary,
             r.header.engine_label(),
-            r.header.connector_name
+            r.header.connector_name,
+            time_scale(r).map_or(String::new(), |s| format!(", G7 at time scale ×{s}"))
         ),
         (None, Some(e)) => format!("ERROR {e}"),
         (None, None) => "ERROR".into(),
     }
+}
+
+/// G7's time scale when it was raised above 1 (the machine was too slow for the short waits).
+fn time_scale(r: &Record) -> Option<u64> {
+    r.volatile
+        .figures
+        .get("G7")?
+        .get("time_scale")?
+        .as_u64()
+        .filter(|&s| s > 1)
 }
 
 /// Writes the record schema beside the records when it changed. True when it wrote.
