@@ -381,7 +381,7 @@ fn a_failure_that_does_not_reproduce_says_so_and_keeps_its_history() {
 struct Slow(Box<dyn Connector + Send>);
 
 /// Slow enough that an 80-call history outlasts the 750 ms short wait at time scale 1.
-const PER_CALL: Duration = Duration::from_millis(15);
+const PER_CALL: Duration = Duration::from_millis(25);
 
 impl Connector for Slow {
     fn call(
