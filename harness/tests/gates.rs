@@ -9,9 +9,7 @@
 //!
 //! The trials of one double share one engine of their own, one trial at a time (its gates ran
 //! in one run before: `SCRIPT FLUSH`, `CONFIG RESETSTAT` and `MONITOR` are not shared between
-//! trials that run at once). Every trial on a cluster shares one cluster, one trial at a time: a
-//! cluster takes seconds to boot (six nodes), and every gate flushes every primary first and
-//! follows the slot map as it finds it. Every other trial boots its own binary engine.
+//! trials that run at once); every other trial boots its own.
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -173,7 +171,7 @@ fn snake(d: Double) -> String {
 
 /// The trials of one double: one per gate of [`mine`] it must fail, one for the gates it must
 /// pass; a double of §8 also passes every gate on a single engine.
-fn double_trials(d: Double, python: bool, cluster_engine: &Shared) -> Vec<Trial> {
+fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     let mine = mine();
     let fail: Vec<GateId> = gates_failing(d)
         .into_iter()
@@ -184,11 +182,7 @@ fn double_trials(d: Double, python: bool, cluster_engine: &Shared) -> Vec<Trial>
     }
     let cluster = is_cluster_double(d);
     let on = if cluster { "_on_a_cluster" } else { "" };
-    let engine: Shared = if cluster {
-        cluster_engine.clone()
-    } else {
-        Arc::default()
-    };
+    let engine: Shared = Arc::default();
     let mut trials = Vec::new();
     for &g in &fail {
         let engine = engine.clone();
@@ -243,14 +237,13 @@ fn the_table_says_why_a_double_fails_twice() -> Result<(), Failed> {
 }
 
 /// On a cluster the engine itself refuses the untagged root: G4 says so.
-fn untagged_root_is_refused_by_the_cluster_engine(cluster: &Shared) -> Result<(), Failed> {
-    let mut slot = cluster.lock().unwrap_or_else(|e| e.into_inner());
-    let e = slot.get_or_insert_with(|| boot(true));
+fn untagged_root_is_refused_by_the_cluster_engine() -> Result<(), Failed> {
+    let e = common::cluster_engine();
     let bundle = common::bundle();
     let factory = Double::UntaggedRoot.factory(&bundle);
     let ctx = GateContext {
         seed: seed(),
-        ..common::gate_context(e, &bundle, factory.as_ref())
+        ..common::gate_context(&e, &bundle, factory.as_ref())
     };
     let g4 = common::run(&ctx, GateId::G4);
     assert_eq!(g4.verdict, Verdict::Fail, "{:?}", g4.evidence);
@@ -269,24 +262,22 @@ fn main() -> ExitCode {
     let python = emq::settings::python_connector().is_some() || emq::settings::in_ci();
     let mine = mine();
     let (m1, m2, m3) = (mine.clone(), mine.clone(), mine.clone());
-    let cluster: Shared = Arc::default();
-    let on_cluster = cluster.clone();
     let mut trials = vec![
         Trial::test("reference_passes_every_gate", move || {
             judge(Subject::Reference, &Arc::default(), false, &m1, &[])
         }),
         Trial::test("reference_passes_every_gate_on_a_cluster", move || {
-            judge(Subject::Reference, &on_cluster, true, &m2, &[])
+            judge(Subject::Reference, &Arc::default(), true, &m2, &[])
         }),
         // A child process, so `Connector::kill` really kills it.
         Trial::test("python_connector_passes_every_gate", move || {
             judge(Subject::Python, &Arc::default(), false, &m3, &[])
         })
         .with_ignored_flag(!python),
-        Trial::test("untagged_root_is_refused_by_the_cluster_engine", {
-            let c = cluster.clone();
-            move || untagged_root_is_refused_by_the_cluster_engine(&c)
-        }),
+        Trial::test(
+            "untagged_root_is_refused_by_the_cluster_engine",
+            untagged_root_is_refused_by_the_cluster_engine,
+        ),
         Trial::test("the_fault_proxy_acts_on_the_command_it_is_told", || {
             the_fault_proxy_acts_on_the_command_it_is_told();
             Ok(())
@@ -297,7 +288,7 @@ fn main() -> ExitCode {
         ),
     ];
     for d in Double::all() {
-        trials.extend(double_trials(d, python, &cluster));
+        trials.extend(double_trials(d, python));
     }
     libtest_mimic::run(&args, trials).exit_code()
 }
