@@ -109,19 +109,6 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
         .iter()
         .map(|c| subject(c, opts.timeout).map(|s| (c.clone(), s)))
         .collect::<Result<_, _>>()?;
-    let keys: Vec<String> = opts
-        .connectors
-        .iter()
-        .flat_map(|c| opts.engines.iter().map(move |e| cell_key(c, e)))
-        .collect();
-    let unknown = opts.selection.unknown_cells(&keys);
-    if !unknown.is_empty() {
-        return Err(HarnessError::BadInput(format!(
-            "no such cell in the matrix: {} (its cells: {})",
-            unknown.join(", "),
-            keys.join(", ")
-        )));
-    }
     let t0 = Instant::now();
     let mut m = Matrix {
         schema: MATRIX_SCHEMA.into(),
@@ -139,6 +126,15 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
             ..MatrixVolatile::default()
         },
     };
+    let keys = shares::keys_of(&m);
+    let unknown = opts.selection.unknown_cells(&keys);
+    if !unknown.is_empty() {
+        return Err(HarnessError::BadInput(format!(
+            "no such cell in the matrix: {} (its cells: {})",
+            unknown.join(", "),
+            keys.join(", ")
+        )));
+    }
     let total = keys.iter().filter(|k| opts.selection.picks(k)).count();
     let inner = progress.verdicts_only();
     let mut n = 0;
