@@ -104,6 +104,10 @@ fn setup(dir: &Path, filter: Option<&str>, log: &Path) -> Setup {
         bundle: Bundle::load_default(),
         engine: Ok(EngineOptions {
             choice: EngineChoice::Binary,
+            // EMQ_VALKEY_SERVER, read where the command line reads it.
+            valkey_server: emq::cmd::cli::engine_options_from_env()
+                .ok()
+                .and_then(|o| o.valkey_server),
             ..EngineOptions::default()
         }),
         subjects: vec![Subject {

@@ -36,7 +36,10 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
         candidates.push(PathBuf::from(p));
     }
     if let Some(c) = crate::settings::cache_dir() {
-        candidates.push(c.join("valkey-9.1.2/bin/valkey-benchmark"));
+        candidates.push(
+            c.join(crate::engine::version::BUILD_DIR)
+                .join("bin/valkey-benchmark"),
+        );
     }
     if let Some(e) = engine.filter(|e| e.kind == EngineKind::Binary)
         && let Some(dir) = Path::new(&e.source).parent()

@@ -9,7 +9,8 @@ use crate::engine::{DEFAULT_IMAGE, EngineChoice, EngineOptions};
 use crate::error::HarnessError;
 use crate::settings;
 
-const EXIT_CODES: &str = "\
+const EXIT_CODES: &str = concat!(
+    "\
 EXIT CODES:
     0  every judged gate passed (run), the record still holds (check), the smoke test passed
     1  a gate failed, the record no longer holds, or the smoke test found a problem
@@ -23,7 +24,9 @@ ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE_NAME       --engine-name: valkey-9.1 | valkey-8.1 | redis-7.0, through
                           EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
     EMQ_ALLOW_FLUSH       --allow-flush: 1 lets the harness flush a url database with foreign keys
-    EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:9.1.2)
+    EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:",
+    crate::engine::version::valkey!(),
+    ")
     EMQ_VALKEY_SERVER     --valkey-server: the binary engine's valkey-server
     EMQ_VALKEY_BENCHMARK  valkey-benchmark for `bench` (default: beside valkey-server)
     EMQ_SEED              --seed: G7 and G8's seed (default 1)
@@ -32,7 +35,8 @@ ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_CASES_DIR         --cases: the case corpus (default: the one built in)
     EMQ_REPORTS_DIR       --reports: where record writes and check reads
     EMQ_CACHE             where ci/provision builds and records paths (default ~/.cache/emq)
-    The README's table also lists the variables the test suite reads.";
+    The README's table also lists the variables the test suite reads."
+);
 
 /// Certifies EchoMQ connectors: boots a pinned Valkey, replays the cases and interleavings against
 /// a connector, checks the bundle's SHAs and the declared-keys law on the live engine, and writes

@@ -9,6 +9,7 @@ pub mod container;
 pub mod health;
 pub mod migration;
 pub mod named;
+pub mod version;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,8 +19,7 @@ use serde::Serialize;
 use crate::error::HarnessError;
 pub use admin::Admin;
 
-/// The pinned default image; `ci/provision` builds it locally when no registry answers.
-pub const DEFAULT_IMAGE: &str = "valkey/valkey:9.1.2";
+pub use version::DEFAULT_IMAGE;
 
 /// Databases each booted engine offers, so every case can own one.
 pub const DATABASES: u32 = 1024;
