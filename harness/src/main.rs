@@ -84,9 +84,7 @@ fn dispatch() -> ExitCode {
             )),
             None => exit(emq::cmd::matrix::matrix(&args.options(), &progress)),
         },
-        Command::Summary { files, format } => {
-            exit(emq::cmd::summary::summary(&files, format == "json"))
-        }
+        Command::Summary { files, format } => exit(emq::cmd::summary::summary(&files, format)),
         Command::Smoke {
             engine,
             timeout,

@@ -93,8 +93,8 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// text (coloured on a terminal unless NO_COLOR) or json.
-        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-        format: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
     /// A few seconds' check for connector authors: hello, connect, each verb once, a short pipeline.
     Smoke {
@@ -170,6 +170,14 @@ pub enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+}
+
+/// How `summary` prints its grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Coloured on a terminal unless NO_COLOR.
+    Text,
+    Json,
 }
 
 /// `emq-gate matrix`'s flags.
@@ -302,6 +310,14 @@ pub struct EngineArgs {
     pub engine_name: Option<crate::engine::named::EngineName>,
 }
 
+/// A `--gates` id (`G1`..`G8`, any case); an unknown one is refused naming the known ones.
+pub fn parse_gate(s: &str) -> Result<crate::gates::GateId, String> {
+    s.parse().map_err(|e: crate::protocol::gate::UnknownGate| {
+        let known: Vec<&str> = crate::gates::ALL.iter().map(|g| g.id.as_str()).collect();
+        format!("{e} (known: {})", known.join(", "))
+    })
+}
+
 fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String> {
     crate::engine::named::EngineName::resolve(s)
 }
@@ -362,8 +378,8 @@ pub struct Common {
     #[command(flatten)]
     pub run: RunArgs,
     /// Only these gates (e.g. G1,G5); the rest are reported ERROR.
-    #[arg(long, value_delimiter = ',')]
-    pub gates: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = parse_gate)]
+    pub gates: Option<Vec<crate::gates::GateId>>,
     /// Judge a connector in another runtime: its command and arguments after `--`
     /// (default: the in-process reference connector).
     #[arg(last = true)]
@@ -422,5 +438,29 @@ impl Common {
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+    use crate::gates::GateId;
+
+    #[test]
+    fn gates_parse_into_ids_and_an_unknown_one_is_refused() {
+        let cli = Cli::try_parse_from(["emq-gate", "run", "--gates", "g1,G8"]).unwrap();
+        let Command::Run { common, .. } = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(common.gates, Some(vec![GateId::G1, GateId::G8]));
+        let e = Cli::try_parse_from(["emq-gate", "run", "--gates", "G1,G9"]).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput as i32);
+        assert!(
+            e.to_string()
+                .contains("unknown gate \"G9\" (known: G1, G2, G3, G4, G5, G6, G7, G8)"),
+            "{e}"
+        );
     }
 }

@@ -30,7 +30,7 @@ pub struct RunOptions {
     pub histories: u32,
     pub batch: i64,
     /// Only these gates (ids like `G3`); the others are reported ERROR "not selected".
-    pub only: Option<Vec<String>>,
+    pub only: Option<Vec<crate::gates::GateId>>,
     /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
     pub fail_fast: bool,
 }
@@ -121,14 +121,14 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
 /// ERROR ("not selected"), never PASS.
 pub fn run_gates(
     ctx: &GateContext<'_>,
-    only: Option<&[String]>,
+    only: Option<&[crate::gates::GateId]>,
     fail_fast: bool,
     progress: &Progress,
 ) -> Vec<GateOutcome> {
     let mut outcomes = Vec::new();
     let mut stopped = false;
     for gate in &crate::gates::ALL {
-        let selected = only.is_none_or(|o| o.iter().any(|g| g.parse() == Ok(gate.id)));
+        let selected = only.is_none_or(|o| o.contains(&gate.id));
         let outcome = if stopped {
             let mut o = GateOutcome::new(gate.id, gate.name);
             o.error("not run (--fail-fast)");
@@ -151,7 +151,6 @@ pub fn run_gates(
 
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
-    crate::cmd::preflight::gate_ids(opts.only.as_deref())?;
     let bundle = Arc::new(Bundle::load_default()?);
     let engine = boot(&opts.engine, progress)?;
     crate::cmd::preflight::engine_usable(&engine)?;
