@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::cmd::run::{Subject, factory};
 use crate::connector::{ConnectorFactory, Verbs};
+use crate::engine::version::BUILD_DIR;
 use crate::engine::{Admin, Engine, EngineKind, EngineOptions};
 use crate::error::{ConnectorError, HarnessError};
 use crate::gates::GateContext;
@@ -36,10 +37,7 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
         candidates.push(PathBuf::from(p));
     }
     if let Some(c) = crate::settings::cache_dir() {
-        candidates.push(
-            c.join(crate::engine::version::BUILD_DIR)
-                .join("bin/valkey-benchmark"),
-        );
+        candidates.push(c.join(BUILD_DIR).join("bin/valkey-benchmark"));
     }
     if let Some(e) = engine.filter(|e| e.kind == EngineKind::Binary)
         && let Some(dir) = Path::new(&e.source).parent()

@@ -10,8 +10,8 @@ use crate::cmd::sources::{guard_overwrite, reports_dir, stem_of};
 use crate::connector::Verbs;
 use crate::error::{ExitCode, HarnessError};
 use crate::protocol::bundle::Bundle;
-use crate::report::Record;
 use crate::report::output::{self, Progress};
+use crate::report::{ConnectorName, Record};
 
 /// The record's file stem before a run (for `check`): `--name`, `reference`, or the child's
 /// `hello` name (the child is started once to ask).
@@ -26,11 +26,7 @@ fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessErro
             let mut c = factory(subject, &bundle)
                 .make()
                 .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
-            let name = c
-                .hello()
-                .map(|i| i.name)
-                .unwrap_or_else(|e| format!("<no hello: {e}>"));
-            stem_of(&name)
+            stem_of(&ConnectorName::from_hello(c.hello().map(|i| i.name)))
         }
     }
 }
@@ -60,7 +56,7 @@ pub fn record(
     let dir: PathBuf = reports_dir(common.reports.clone());
     // A named record of another connector is refused before the run, when it can be.
     if let (Some(n), Subject::Reference) = (&common.name, &opts.subject) {
-        guard_overwrite(&dir, n, "echomq-rust-reference", common.force)?;
+        guard_overwrite(&dir, n, &"echomq-rust-reference".into(), common.force)?;
     }
     let record = run(&opts, progress)?;
     let stem = stem_after(common, &opts.subject, &record)?;

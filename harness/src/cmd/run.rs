@@ -10,7 +10,7 @@ use crate::error::HarnessError;
 use crate::gates::{ConnectorFactory, GateContext, GateOutcome, run_gate};
 use crate::protocol::bundle::Bundle;
 use crate::report::output::Progress;
-use crate::report::{Header, Record, SCHEMA, now_rfc3339};
+use crate::report::{ConnectorName, Header, Record, SCHEMA, now_rfc3339};
 
 /// Which connector to judge.
 #[derive(Debug, Clone)]
@@ -58,8 +58,16 @@ fn header(
         .make()
         .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
     let (name, version, language) = match connector.hello() {
-        Ok(i) => (i.name, i.version, i.language),
-        Err(e) => (format!("<no hello: {e}>"), String::new(), String::new()),
+        Ok(i) => (
+            ConnectorName::from_hello(Ok::<_, String>(i.name)),
+            i.version,
+            i.language,
+        ),
+        Err(e) => (
+            ConnectorName::from_hello(Err(e)),
+            String::new(),
+            String::new(),
+        ),
     };
     Ok(Header {
         schema: SCHEMA.into(),

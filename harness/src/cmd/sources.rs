@@ -19,7 +19,7 @@ use crate::connector::child::ChildSpec;
 use crate::error::HarnessError;
 use crate::protocol::bundle::{self, Bundle};
 use crate::protocol::embedded::{self, Unpacked};
-use crate::report::Record;
+use crate::report::{ConnectorName, Record};
 use crate::suites::cases::format as cases;
 
 /// The bundle and cases of this run; the temp copy (if any) lives as long as this.
@@ -103,9 +103,12 @@ pub fn reports_dir(flag: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("reports"))
 }
 
-/// A file stem from a connector name: `[A-Za-z0-9._-]`, anything else `-`.
-pub fn stem_of(connector_name: &str) -> Result<String, HarnessError> {
-    let s: String = connector_name
+/// A file stem from the name a connector announced: `[A-Za-z0-9._-]`, anything else `-`; none
+/// when it said no hello.
+pub fn stem_of(connector: &ConnectorName) -> Result<String, HarnessError> {
+    let s: String = connector
+        .name()
+        .unwrap_or_default()
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
@@ -116,9 +119,10 @@ pub fn stem_of(connector_name: &str) -> Result<String, HarnessError> {
         })
         .collect();
     let s = s.trim_matches(|c| c == '-' || c == '.').to_string();
-    if s.is_empty() || connector_name.starts_with("<no hello") {
+    if s.is_empty() {
         return Err(HarnessError::BadInput(format!(
-            "the connector announced no usable name ({connector_name:?}); pass --name"
+            "the connector announced no usable name ({:?}); pass --name",
+            connector.as_str()
         )));
     }
     Ok(s)
@@ -129,7 +133,7 @@ pub fn stem_of(connector_name: &str) -> Result<String, HarnessError> {
 pub fn guard_overwrite(
     dir: &Path,
     stem: &str,
-    connector_name: &str,
+    connector_name: &ConnectorName,
     force: bool,
 ) -> Result<(), HarnessError> {
     let path = dir.join(format!("{stem}.json"));
@@ -137,11 +141,12 @@ pub fn guard_overwrite(
         return Ok(());
     }
     match Record::load(&path) {
-        Ok(r) if r.header.connector_name == connector_name => Ok(()),
+        Ok(r) if r.header.connector_name == *connector_name => Ok(()),
         Ok(r) => Err(HarnessError::BadInput(format!(
-            "{} is the record of connector {:?}, not {connector_name:?}; pass --name <other> or --force",
+            "{} is the record of connector {:?}, not {:?}; pass --name <other> or --force",
             path.display(),
-            r.header.connector_name
+            r.header.connector_name.as_str(),
+            connector_name.as_str()
         ))),
         Err(e) => Err(HarnessError::BadInput(format!(
             "{} exists and is not a record ({e}); pass --force to overwrite it",
@@ -175,9 +180,18 @@ mod tests {
 
     #[test]
     fn stems_are_file_safe() {
-        assert_eq!(stem_of("echomq-python").unwrap(), "echomq-python");
-        assert_eq!(stem_of("my go/connector").unwrap(), "my-go-connector");
-        assert!(stem_of("<no hello: boom>").is_err());
-        assert!(stem_of("///").is_err());
+        let stem = |name: &str| stem_of(&ConnectorName::from_hello(Ok::<_, String>(name.into())));
+        assert_eq!(stem("echomq-python").unwrap(), "echomq-python");
+        assert_eq!(stem("my go/connector").unwrap(), "my-go-connector");
+        assert!(stem("///").is_err());
+        let no_hello = ConnectorName::from_hello(Err::<String, _>("boom"));
+        assert_eq!(no_hello.as_str(), "<no hello: boom>");
+        assert_eq!(no_hello.name(), None);
+        assert!(stem_of(&no_hello).is_err());
+        // Read back from a record, the text is a missing hello again.
+        assert_eq!(
+            ConnectorName::from("<no hello: boom>".to_string()),
+            no_hello
+        );
     }
 }

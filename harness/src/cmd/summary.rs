@@ -69,7 +69,7 @@ pub fn summary(files: &[PathBuf], format: Format) -> Result<Code, HarnessError> 
 fn row_label(r: &Record) -> String {
     match r.header.connector_language.as_str() {
         "rust" if r.header.connector_name.contains("reference") => "reference".into(),
-        "" => r.header.connector_name.clone(),
+        "" => r.header.connector_name.to_string(),
         lang => lang.to_string(),
     }
 }
