@@ -20,6 +20,7 @@ use crate::gates::GateContext;
 use crate::gates::g5_pipeline::time_batch;
 use crate::protocol::bundle::Bundle;
 use crate::protocol::grammar::{job_root, key};
+use crate::protocol::url::EngineUrl;
 use crate::report::output::Progress;
 
 /// The queue the bench enqueues into: keys `emq:{bench}:pending`, `:delayed`, `:seq`, `:job:`.
@@ -48,45 +49,15 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
     candidates.into_iter().find(|p| p.is_file())
 }
 
-/// Host, port, password and database of a `redis://[:password@]host:port/db` url.
-struct Target {
-    host: String,
-    port: String,
-    password: Option<String>,
-    db: String,
-}
-
-fn target(url: &str) -> Option<Target> {
-    let rest = url.strip_prefix("redis://")?;
-    let (auth, hostpart) = match rest.rsplit_once('@') {
-        Some((a, h)) => (Some(a), h),
-        None => (None, rest),
-    };
-    let password = auth
-        .map(|a| a.rsplit_once(':').map_or(a, |(_, p)| p).to_string())
-        .filter(|p| !p.is_empty());
-    let (hostport, db) = hostpart.split_once('/').unwrap_or((hostpart, "0"));
-    let (host, port) = hostport.rsplit_once(':')?;
-    Some(Target {
-        host: host.to_string(),
-        port: port.to_string(),
-        password,
-        db: if db.is_empty() {
-            "0".into()
-        } else {
-            db.to_string()
-        },
-    })
-}
-
 /// The `valkey-benchmark` argv for `n` enqueues of `sha` at `depth` on one connection: the exact
 /// command, keys and arguments the reference connector's `batch` sends.
 pub fn benchmark_args(url: &str, sha: &str, n: i64, depth: i64) -> Option<Vec<String>> {
-    let t = target(url)?;
-    let mut a: Vec<String> = vec!["-h".into(), t.host, "-p".into(), t.port];
+    let t = EngineUrl::parse(url).ok()?;
+    let mut a: Vec<String> = vec!["-h".into(), t.host, "-p".into(), t.port?.to_string()];
     if let Some(p) = t.password {
         a.extend(["-a".into(), p]);
     }
+    let db = t.db.unwrap_or(0).to_string();
     a.extend(
         [
             "-n",
@@ -96,7 +67,7 @@ pub fn benchmark_args(url: &str, sha: &str, n: i64, depth: i64) -> Option<Vec<St
             "-c",
             "1",
             "--dbnum",
-            &t.db,
+            &db,
             "--csv",
             "EVALSHA",
             sha,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::HarnessError;
+use crate::protocol::url::{EngineUrl, Scheme};
 pub use admin::Admin;
 
 pub use version::DEFAULT_IMAGE;
@@ -182,7 +183,7 @@ pub struct Engine {
 /// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
 fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessError> {
     let first = running.nodes[0].port;
-    let mut admin = Admin::connect(&format!("redis://:{password}@127.0.0.1:{first}/0"))?;
+    let mut admin = Admin::connect(&url_of("127.0.0.1", first, Some(password), 0))?;
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
     let fence = admin::shards::slot(crate::protocol::grammar::FENCE_KEY.as_bytes());
@@ -192,6 +193,19 @@ fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessE
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
         .map(|(port, _, _)| running.real_port(*port))
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
+}
+
+/// The url of database `db` at `host:port`, with `password` when there is one.
+fn url_of(host: &str, port: u16, password: Option<&str>, db: u32) -> String {
+    EngineUrl {
+        scheme: Scheme::Redis,
+        user: None,
+        password: password.map(str::to_string),
+        host: host.to_string(),
+        port: Some(port),
+        db: Some(db),
+    }
+    .to_string()
 }
 
 /// A fresh random password per run.
@@ -332,25 +346,16 @@ impl Engine {
                 "engine url {url:?}: expected redis://[:password@]host:port[/db]"
             ))
         };
-        let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
-        let (auth, hostpart) = match rest.rsplit_once('@') {
-            Some((a, h)) => (Some(a), h),
-            None => (None, rest),
-        };
-        let password = auth.map(|a| a.rsplit_once(':').map_or(a, |(_, p)| p).to_string());
-        let (hostport, db) = match hostpart.split_once('/') {
-            Some((hp, db)) if !db.is_empty() => (hp, db.parse().map_err(|_| bad())?),
-            Some((hp, _)) => (hp, 0),
-            None => (hostpart, 0),
-        };
-        let (host, port) = hostport.rsplit_once(':').ok_or_else(bad)?;
+        // SPEC's url rule, and the harness needs the port written out.
+        let parsed = EngineUrl::parse(url).map_err(|_| bad())?;
+        let port = parsed.port.ok_or_else(bad)?;
         Ok(Self {
             kind: EngineKind::Url,
-            source: format!("redis://{hostport}/{db}"),
-            host: host.to_string(),
-            port: port.parse().map_err(|_| bad())?,
-            password: password.filter(|p| !p.is_empty()),
-            base_db: db,
+            source: parsed.without_password(),
+            host: parsed.host.clone(),
+            port,
+            password: parsed.password.clone(),
+            base_db: parsed.db_or_zero(),
             valkey_version: String::new(),
             product: String::new(),
             provenance: String::new(),
@@ -370,10 +375,7 @@ impl Engine {
             EngineKind::Cluster => 0,
             _ => db,
         };
-        match &self.password {
-            Some(p) => format!("redis://:{p}@{}:{}/{db}", self.host, self.port),
-            None => format!("redis://{}:{}/{db}", self.host, self.port),
-        }
+        url_of(&self.host, self.port, self.password.as_deref(), db)
     }
 
     /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
@@ -446,10 +448,7 @@ impl Engine {
     }
 
     fn node_url_at(&self, port: u16) -> String {
-        match &self.password {
-            Some(p) => format!("redis://:{p}@{}:{port}/0", self.host),
-            None => format!("redis://{}:{port}/0", self.host),
-        }
+        url_of(&self.host, port, self.password.as_deref(), 0)
     }
 
     /// Readies database `db` for a run: flushes it when the harness may; refuses otherwise.

@@ -213,15 +213,18 @@ fn cluster_urls(
     out: &mut GateOutcome,
     url: &crate::engine::Target,
 ) -> Result<(), GateError> {
-    let Some(base) = url.url.strip_suffix("/0") else {
-        return Err(GateError::instrument(format!(
-            "the cluster url {} does not end in /0",
-            url.url
-        )));
+    let seed = match crate::protocol::url::EngineUrl::parse(&url.url) {
+        Ok(u) if u.db == Some(0) => u,
+        _ => {
+            return Err(GateError::instrument(format!(
+                "the cluster url {} does not end in /0",
+                url.url
+            )));
+        }
     };
     let mut c = ctx.factory.make()?;
     let three = crate::engine::Target {
-        url: format!("{base}/3"),
+        url: seed.with_db(Some(3)).to_string(),
         cluster: true,
     };
     match c.connect("db3", &three) {
@@ -237,7 +240,7 @@ fn cluster_urls(
         ),
     }
     let none = crate::engine::Target {
-        url: base.to_string(),
+        url: seed.with_db(None).to_string(),
         cluster: true,
     };
     match c.connect("nodb", &none) {
