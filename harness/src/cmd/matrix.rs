@@ -10,6 +10,7 @@ use crate::cmd::run::{RunOptions, Subject};
 use crate::engine::named::EngineName;
 use crate::engine::{EngineChoice, EngineOptions};
 use crate::error::{ExitCode as Code, HarnessError};
+use crate::gates::Verdict;
 use crate::report::Record;
 use crate::report::matrix::{
     MATRIX_SCHEMA, Matrix, MatrixCell, MatrixVolatile, cell_key, record_stem,
@@ -217,8 +218,8 @@ fn said(cell: &MatrixCell) -> String {
             r.header.connector_name,
             time_scale(r).map_or(String::new(), |s| format!(", G7 at time scale ×{s}"))
         ),
-        (None, Some(e)) => format!("ERROR {e}"),
-        (None, None) => "ERROR".into(),
+        (None, Some(e)) => format!("{} {e}", Verdict::Error),
+        (None, None) => Verdict::Error.to_string(),
     }
 }
 

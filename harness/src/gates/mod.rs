@@ -25,10 +25,9 @@ use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 pub use crate::protocol::gate::GateId;
 
-// The record spells it (`PASS`, its `Display`) in report/spelling.rs.
+// Its one spelling (`PASS`, its `Display`), also its JSON and its schema, is report/spelling.rs.
 /// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "UPPERCASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
     Fail,
@@ -47,6 +46,9 @@ impl From<Verdict> for crate::error::ExitCode {
 }
 
 impl Verdict {
+    /// Every verdict, in the schema's order.
+    pub const ALL: [Verdict; 3] = [Verdict::Pass, Verdict::Fail, Verdict::Error];
+
     /// The one verdict of several (a run's gates, a matrix's cells): PASS when every one passed
     /// (and there is one), FAIL when any failed, else ERROR: nothing failed, but something could
     /// not be judged, and that is never called a failure.
