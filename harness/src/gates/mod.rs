@@ -219,6 +219,14 @@ impl GateOutcome {
         }
     }
 
+    /// Records a check's ending: an `Err` (the gate could not be judged further) is an ERROR
+    /// line with the error's text ([`GateOutcome::error`]).
+    pub fn judged(&mut self, ended: Result<(), GateError>) {
+        if let Err(e) = ended {
+            self.error(e.to_string());
+        }
+    }
+
     /// A volatile figure (time, rate): recorded apart from the verdict.
     pub fn figure(&mut self, name: &str, value: impl Into<serde_json::Value>) {
         self.figures.insert(name.into(), value.into());
@@ -328,7 +336,9 @@ impl GateContext<'_> {
 pub struct Gate {
     pub id: GateId,
     pub name: &'static str,
-    pub run: fn(&GateContext<'_>, &mut GateOutcome),
+    /// Its check: evidence goes into the outcome; an `Err` is why the gate could not be judged
+    /// further, recorded as its ERROR by [`run_gate`] ([`GateOutcome::judged`]).
+    pub run: fn(&GateContext<'_>, &mut GateOutcome) -> Result<(), GateError>,
 }
 
 /// Runs one gate, timing it; a panic inside a check becomes ERROR, never a silent PASS.
@@ -341,6 +351,8 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     ctx.engine.mark_health();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
+    // The check's own error first: it was the last thing the check did.
+    let result = result.map(|r| out.judged(r));
     let events = ctx.engine.health_events();
     if !events.is_empty() {
         out.engine_event(events.join("; "));
