@@ -100,7 +100,7 @@ fn setup(dir: &Path, filter: Option<&str>, log: &Path) -> Setup {
     Setup {
         argv,
         bless: false,
-        cases_dir: dir.to_path_buf(),
+        cases: emq::suites::cases::format::Corpus::at(dir),
         bundle: Bundle::load_default(),
         engine: Ok(EngineOptions {
             choice: EngineChoice::Binary,

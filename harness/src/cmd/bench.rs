@@ -128,6 +128,8 @@ pub struct BenchOptions {
     pub seed: u64,
     pub histories: u32,
     pub batch: i64,
+    /// The bundle and cases judged by.
+    pub dirs: crate::cmd::sources::Dirs,
 }
 
 /// One depth: ours against the engine's limit.
@@ -208,7 +210,7 @@ fn conn_err(what: &str) -> impl Fn(ConnectorError) -> HarnessError + '_ {
 /// Boots the engine, compares depth by depth, times claim → complete, then (optionally) runs the
 /// gates on the same engine.
 pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, HarnessError> {
-    let bundle = Arc::new(Bundle::load_default()?);
+    let bundle = Arc::new(opts.dirs.load_bundle()?);
     let engine = crate::cmd::run::boot(&opts.engine, progress)?;
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
     let mut admin = engine.prepare_db(db)?;
@@ -249,6 +251,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         crate::cmd::bench_spread::spread(
             &engine,
             opts.engine.valkey_server.clone(),
+            &bundle,
             opts.n,
             opts.repeat,
             progress,
@@ -450,6 +453,7 @@ fn gate_walls(
     let ctx = GateContext {
         engine,
         bundle,
+        cases: opts.dirs.cases.clone(),
         factory: make,
         seed: opts.seed,
         histories: opts.histories,

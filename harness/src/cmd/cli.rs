@@ -257,8 +257,10 @@ pub enum MatrixAction {
 }
 
 impl MatrixArgs {
-    pub fn options(&self) -> crate::cmd::matrix::MatrixOptions {
+    /// Matrix options from the flags, judged by the bundle and cases in `dirs`.
+    pub fn options(&self, dirs: &crate::cmd::sources::Dirs) -> crate::cmd::matrix::MatrixOptions {
         crate::cmd::matrix::MatrixOptions {
+            dirs: dirs.clone(),
             connectors: self
                 .connectors
                 .clone()
@@ -419,8 +421,8 @@ impl EngineArgs {
 }
 
 impl Common {
-    /// Run options from the flags.
-    pub fn options(&self) -> RunOptions {
+    /// Run options from the flags, judged by the bundle and cases in `dirs`.
+    pub fn options(&self, dirs: &crate::cmd::sources::Dirs) -> RunOptions {
         RunOptions {
             engine: self.engine.options(),
             subject: if self.connector.is_empty() {
@@ -430,6 +432,7 @@ impl Common {
                     &self.connector,
                     self.run.timeout,
                     self.wire_log.as_ref(),
+                    &dirs.bundle,
                 ))
             },
             seed: self.run.seed,
@@ -437,6 +440,7 @@ impl Common {
             batch: self.run.batch,
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
+            dirs: dirs.clone(),
         }
     }
 }

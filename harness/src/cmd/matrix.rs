@@ -41,6 +41,8 @@ pub struct MatrixOptions {
     pub selection: Selection,
     /// Where a share (or, when given, a whole run) writes its matrix.json and cell records.
     pub out: Option<PathBuf>,
+    /// The bundle and cases judged by.
+    pub dirs: crate::cmd::sources::Dirs,
 }
 
 /// `reference`, `python`, and each of `node`, `go` and `elixir` whose `EMQ_<LABEL>_CONNECTOR`
@@ -56,7 +58,7 @@ pub fn default_connectors() -> Vec<String> {
 }
 
 /// The connector a label names: `reference` in-process, any other through `$EMQ_<LABEL>_CONNECTOR`.
-pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
+pub fn subject(label: &str, timeout: u64, bundle: &Path) -> Result<Subject, HarnessError> {
     if label == "reference" {
         return Ok(Subject::Reference);
     }
@@ -70,6 +72,7 @@ pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
     Ok(Subject::Child(crate::cmd::sources::child_spec(
         &[cmd],
         timeout,
+        bundle,
     )))
 }
 
@@ -108,7 +111,7 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
     let subjects: Vec<(String, Subject)> = opts
         .connectors
         .iter()
-        .map(|c| subject(c, opts.timeout).map(|s| (c.clone(), s)))
+        .map(|c| subject(c, opts.timeout, &opts.dirs.bundle).map(|s| (c.clone(), s)))
         .collect::<Result<_, _>>()?;
     let t0 = Instant::now();
     let mut m = Matrix {
@@ -191,6 +194,7 @@ fn run_cell(
         batch: opts.batch,
         only: None,
         fail_fast: false,
+        dirs: opts.dirs.clone(),
     };
     match crate::cmd::run::run(&run, inner) {
         Ok(record) => MatrixCell {

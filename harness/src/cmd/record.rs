@@ -5,24 +5,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cmd::cli::Common;
-use crate::cmd::run::{Subject, factory, run};
-use crate::cmd::sources::{guard_overwrite, reports_dir, stem_of};
+use crate::cmd::run::{RunOptions, Subject, factory, run};
+use crate::cmd::sources::{Dirs, guard_overwrite, reports_dir, stem_of};
 use crate::connector::Verbs;
 use crate::error::{ExitCode, HarnessError};
-use crate::protocol::bundle::Bundle;
 use crate::report::output::{self, Progress};
 use crate::report::{ConnectorName, Record};
 
 /// The record's file stem before a run (for `check`): `--name`, `reference`, or the child's
 /// `hello` name (the child is started once to ask).
-fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessError> {
+fn stem_before(common: &Common, opts: &RunOptions) -> Result<String, HarnessError> {
+    let subject = &opts.subject;
     if let Some(n) = &common.name {
         return Ok(n.clone());
     }
     match subject {
         Subject::Reference => Ok("reference".into()),
         Subject::Child(_) => {
-            let bundle = Arc::new(Bundle::load_default()?);
+            let bundle = Arc::new(opts.dirs.load_bundle()?);
             let mut c = factory(subject, &bundle)
                 .make()
                 .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
@@ -49,10 +49,11 @@ pub fn stem_after(
 /// SHA or version changed (or `refresh`), so a record's diff in review always means something.
 pub fn record(
     common: &Common,
+    dirs: &Dirs,
     refresh: bool,
     progress: &Progress,
 ) -> Result<ExitCode, HarnessError> {
-    let opts = common.options();
+    let opts = common.options(dirs);
     let dir: PathBuf = reports_dir(common.reports.clone());
     // A named record of another connector is refused before the run, when it can be.
     if let (Some(n), Subject::Reference) = (&common.name, &opts.subject) {
@@ -80,9 +81,9 @@ pub fn record(
 }
 
 /// Runs again with the committed record's seed and compares.
-pub fn check(common: &Common, progress: &Progress) -> Result<ExitCode, HarnessError> {
-    let mut opts = common.options();
-    let stem = stem_before(common, &opts.subject)?;
+pub fn check(common: &Common, dirs: &Dirs, progress: &Progress) -> Result<ExitCode, HarnessError> {
+    let mut opts = common.options(dirs);
+    let stem = stem_before(common, &opts)?;
     let path = reports_dir(common.reports.clone()).join(format!("{stem}.json"));
     let committed = Record::load(&path)?;
     opts.seed = committed.header.seed;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::cmd::sources::Dirs;
 use crate::connector::Verbs;
 use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
@@ -33,6 +34,8 @@ pub struct RunOptions {
     pub only: Option<Vec<crate::gates::GateId>>,
     /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
     pub fail_fast: bool,
+    /// The bundle and cases judged by.
+    pub dirs: Dirs,
 }
 
 /// The factory for `subject`.
@@ -159,7 +162,7 @@ pub fn run_gates(
 
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
-    let bundle = Arc::new(Bundle::load_default()?);
+    let bundle = Arc::new(opts.dirs.load_bundle()?);
     let engine = boot(&opts.engine, progress)?;
     crate::cmd::preflight::engine_usable(&engine)?;
     let factory = factory(&opts.subject, &bundle);
@@ -173,6 +176,7 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     let ctx = GateContext {
         engine: &engine,
         bundle: &bundle,
+        cases: opts.dirs.cases.clone(),
         factory: factory.as_ref(),
         seed: opts.seed,
         histories: opts.histories,

@@ -20,14 +20,38 @@ use crate::error::HarnessError;
 use crate::protocol::bundle::{self, Bundle};
 use crate::protocol::embedded::{self, Unpacked};
 use crate::report::{ConnectorName, Record};
-use crate::suites::cases::format as cases;
+use crate::suites::cases::format::{self as cases, Corpus};
 
-/// The bundle and cases of this run; the temp copy (if any) lives as long as this.
+/// The bundle and cases of this run; the temp copy (if any) lives as long as this, so `main`
+/// keeps it until exit and hands [`Sources::dirs`] to every command.
 #[derive(Debug)]
 pub struct Sources {
     _unpacked: Option<Unpacked>,
+    pub dirs: Dirs,
+}
+
+/// Where the run's bundle and cases are: passed to what needs them (the run's options, the
+/// gates' context, a child's environment), never kept in a global.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dirs {
     pub bundle: PathBuf,
-    pub cases: PathBuf,
+    pub cases: Corpus,
+}
+
+impl Dirs {
+    /// The bundle and cases nobody chose: `EMQ_BUNDLE_DIR` / `EMQ_CASES_DIR`, else the
+    /// checkout's (tests and library callers).
+    pub fn from_env() -> Self {
+        Self {
+            bundle: bundle::default_dir(),
+            cases: Corpus::at(cases::default_dir()),
+        }
+    }
+
+    /// The bundle in [`Dirs::bundle`].
+    pub fn load_bundle(&self) -> Result<Bundle, HarnessError> {
+        Bundle::load(&self.bundle)
+    }
 }
 
 /// Chooses the bundle and cases for the whole process (see the module docs).
@@ -57,23 +81,24 @@ pub fn resolve(bundle: Option<PathBuf>, cases: Option<PathBuf>) -> Result<Source
             c.display()
         )));
     }
-    bundle::set_default_dir(b.clone());
-    cases::set_default_dir(c.clone());
-    if unpacked.as_ref().is_some_and(|u| u.cases == c) {
-        cases::show_dir_as(c.clone(), "cases");
-    }
+    let corpus = if unpacked.as_ref().is_some_and(|u| u.cases == c) {
+        Corpus::shown_as(c, "cases")
+    } else {
+        Corpus::at(c)
+    };
     Ok(Sources {
         _unpacked: unpacked,
-        bundle: b,
-        cases: c,
+        dirs: Dirs {
+            bundle: b,
+            cases: corpus,
+        },
     })
 }
 
-/// The child's environment names the bundle the harness judges by: `EMQ_BUNDLE_DIR` and
-/// `EMQ_BUNDLE_VERSION` (SPEC §5).
-pub fn with_bundle_env(spec: ChildSpec) -> ChildSpec {
-    let dir = bundle::default_dir();
-    let version = Bundle::load(&dir)
+/// The child's environment names the bundle the harness judges by (`dir`): `EMQ_BUNDLE_DIR`
+/// and `EMQ_BUNDLE_VERSION` (SPEC §5).
+pub fn with_bundle_env(spec: ChildSpec, dir: &Path) -> ChildSpec {
+    let version = Bundle::load(dir)
         .map(|b| b.manifest.bundle)
         .unwrap_or_default();
     spec.with_env(crate::settings::BUNDLE_DIR, dir.display().to_string())
@@ -155,10 +180,10 @@ pub fn guard_overwrite(
     }
 }
 
-/// A child spec from a command line.
-pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
+/// A child spec from a command line, judged by the bundle in `bundle`.
+pub fn child_spec(command: &[String], timeout: u64, bundle: &Path) -> ChildSpec {
     let spec = ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout));
-    with_bundle_env(spec)
+    with_bundle_env(spec, bundle)
 }
 
 /// [`child_spec`], logging the exchange to `wire_log` when given.
@@ -166,8 +191,9 @@ pub fn child_spec_logged(
     command: &[String],
     timeout: u64,
     wire_log: Option<&PathBuf>,
+    bundle: &Path,
 ) -> ChildSpec {
-    let spec = child_spec(command, timeout);
+    let spec = child_spec(command, timeout, bundle);
     match wire_log {
         Some(f) => spec.with_wire_log(f),
         None => spec,

@@ -1,7 +1,6 @@
 //! G6: every YAML case of `cases/` passes against the connector, each in a database of its own.
 
 use crate::gates::{CaseOutcome, GateContext, GateError, GateOutcome, Verdict};
-use crate::suites::cases::format::{default_dir, load_dir};
 use crate::suites::cases::runner::{Mode, run_case};
 
 /// Databases G6 uses: one per case, above the test suite's and below the other gates'.
@@ -12,7 +11,7 @@ const FIRST_DB: u32 = 200;
 const GIVE_UP_AFTER: usize = 3;
 
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let cases = load_dir(&default_dir())?;
+    let cases = ctx.cases.load()?;
     if cases.is_empty() {
         return Err(GateError::instrument("no case in cases/"));
     }

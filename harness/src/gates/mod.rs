@@ -265,6 +265,8 @@ impl GateError {
 pub struct GateContext<'a> {
     pub engine: &'a Engine,
     pub bundle: &'a Arc<Bundle>,
+    /// The case corpus G6 replays (the one `emq-gate` chose: `--cases`, or the embedded one).
+    pub cases: crate::suites::cases::format::Corpus,
     pub factory: &'a dyn ConnectorFactory,
     pub seed: u64,
     /// G7's history count.
