@@ -516,3 +516,47 @@ impl Drop for Engine {
         }
     }
 }
+
+/// The engine's `--url`: SPEC's url rule with the port written out; nothing here connects.
+#[cfg(test)]
+mod url_tests {
+    use super::Engine;
+
+    #[test]
+    fn a_url_engine_takes_its_host_port_password_and_database_from_the_url() {
+        let e = Engine::from_url("redis://:pw@127.0.0.1:6380/3", false).unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.port, e.password()),
+            ("127.0.0.1", 6380, Some("pw"))
+        );
+        assert_eq!(
+            (e.base_db, e.source.as_str()),
+            (3, "redis://127.0.0.1:6380/3")
+        );
+        assert_eq!(e.url(7), "redis://:pw@127.0.0.1:6380/3");
+        let e = Engine::from_url("redis://127.0.0.1:6380", true).unwrap();
+        assert_eq!(
+            (e.password(), e.base_db, e.url(0)),
+            (None, 0, "redis://127.0.0.1:6380/0".into())
+        );
+    }
+
+    #[test]
+    fn a_url_that_is_not_an_engine_url_is_bad_input() {
+        for bad in [
+            "rediss://h:1/0",
+            "redis://h/0",
+            "redis://h:x/0",
+            "redis://h:1/x",
+            "redis://:1/0",
+        ] {
+            let e = Engine::from_url(bad, false).err().expect(bad);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "bad input: engine url {bad:?}: expected redis://[:password@]host:port[/db]"
+                )
+            );
+        }
+    }
+}
