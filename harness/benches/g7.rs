@@ -23,6 +23,10 @@ fn main() {
     let seed: u64 = emq::settings::parsed(emq::settings::G7_BENCH_SEED).unwrap_or(0xB7);
     let engine = Engine::start(&EngineOptions {
         choice: EngineChoice::Binary,
+        // EMQ_VALKEY_SERVER, read where the command line reads it.
+        valkey_server: emq::cmd::cli::engine_options_from_env()
+            .ok()
+            .and_then(|o| o.valkey_server),
         ..EngineOptions::default()
     })
     .expect("a binary engine (run ci/provision first)");

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use emq::cmd::cli::{Cli, Command, Common, EngineArgs};
+use emq::cmd::sources::Dirs;
 use emq::error::{ExitCode as Code, HarnessError};
 use emq::report::output::{self, Progress};
 
@@ -31,18 +32,20 @@ fn main() -> ExitCode {
 fn dispatch() -> ExitCode {
     let cli = Cli::parse();
     output::set_quiet(cli.quiet);
-    // The bundle and cases for the whole run (embedded unless --bundle/--cases); kept until exit.
-    let _sources = match emq::cmd::sources::resolve(cli.bundle.clone(), cli.cases.clone()) {
+    // The bundle and cases for the whole run (embedded unless --bundle/--cases); kept until exit
+    // (an embedded copy is a temp directory), and handed to every command that judges.
+    let sources = match emq::cmd::sources::resolve(cli.bundle.clone(), cli.cases.clone()) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
+    let dirs = &sources.dirs;
     let progress = Progress::new();
     match cli.command {
-        Command::Run { common, out } => run(&common, out, &progress),
+        Command::Run { common, out } => run(&common, dirs, out, &progress),
         Command::Record { common, refresh } => {
-            exit(emq::cmd::record::record(&common, refresh, &progress))
+            exit(emq::cmd::record::record(&common, dirs, refresh, &progress))
         }
-        Command::Check { common } => exit(emq::cmd::record::check(&common, &progress)),
+        Command::Check { common } => exit(emq::cmd::record::check(&common, dirs, &progress)),
         Command::Rules => rules(),
         Command::Bench {
             engine,
@@ -65,6 +68,7 @@ fn dispatch() -> ExitCode {
                 seed,
                 histories: emq::cmd::cli::HISTORIES,
                 batch: emq::cmd::cli::BATCH,
+                dirs: dirs.clone(),
             };
             bench(&opts, json, min_ratio, &progress)
         }
@@ -82,17 +86,15 @@ fn dispatch() -> ExitCode {
                     .clone()
                     .unwrap_or_else(|| emq::repo_relative("reports")),
             )),
-            None => exit(emq::cmd::matrix::matrix(&args.options(), &progress)),
+            None => exit(emq::cmd::matrix::matrix(&args.options(dirs), &progress)),
         },
-        Command::Summary { files, format } => {
-            exit(emq::cmd::summary::summary(&files, format == "json"))
-        }
+        Command::Summary { files, format } => exit(emq::cmd::summary::summary(&files, format)),
         Command::Smoke {
             engine,
             timeout,
             command,
             wire_log,
-        } => smoke(&engine, &command, timeout, wire_log, &progress),
+        } => smoke(&engine, dirs, &command, timeout, wire_log, &progress),
         Command::Cases {
             engine,
             filter,
@@ -104,7 +106,12 @@ fn dispatch() -> ExitCode {
             command,
         } => {
             let child = (!command.is_empty()).then(|| {
-                emq::cmd::sources::child_spec_logged(&command, timeout, wire_log.as_ref())
+                emq::cmd::sources::child_spec_logged(
+                    &command,
+                    timeout,
+                    wire_log.as_ref(),
+                    &dirs.bundle,
+                )
             });
             let ending = emq::cmd::cases::cases(emq::cmd::cases::CasesOptions {
                 engine: &engine,
@@ -113,6 +120,7 @@ fn dispatch() -> ExitCode {
                 exact,
                 threads,
                 child,
+                dirs,
             });
             if let Some(e) = &ending.error {
                 output::error(e);
@@ -135,13 +143,13 @@ fn verdict(passed: bool) -> ExitCode {
 }
 
 /// `run`: the gates, the record written under `out` when asked, the Markdown printed.
-fn run(common: &Common, out: Option<PathBuf>, progress: &Progress) -> ExitCode {
-    let record = match emq::cmd::run::run(&common.options(), progress) {
+fn run(common: &Common, dirs: &Dirs, out: Option<PathBuf>, progress: &Progress) -> ExitCode {
+    let options = common.options(dirs);
+    let record = match emq::cmd::run::run(&options, progress) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
     if let Some(dir) = out {
-        let options = common.options();
         let written = emq::cmd::record::stem_after(common, &options.subject, &record)
             .and_then(|stem| record.write(&dir, &stem));
         if let Err(e) = written {
@@ -180,13 +188,15 @@ fn rules() -> ExitCode {
 
 fn smoke(
     engine: &EngineArgs,
+    dirs: &Dirs,
     command: &[String],
     timeout: u64,
     wire_log: Option<PathBuf>,
     progress: &Progress,
 ) -> ExitCode {
-    let spec = emq::cmd::sources::child_spec_logged(command, timeout, wire_log.as_ref());
-    match emq::cmd::smoke::smoke(&engine.options(), &spec, progress) {
+    let spec =
+        emq::cmd::sources::child_spec_logged(command, timeout, wire_log.as_ref(), &dirs.bundle);
+    match emq::cmd::smoke::smoke(&engine.options(), &spec, &dirs.bundle, progress) {
         Ok(report) => {
             output::result(&report.text());
             verdict(report.passed())

@@ -17,7 +17,8 @@ pub const ENGINE_NAME: &str = "EMQ_ENGINE_NAME";
 pub const ALLOW_FLUSH: &str = "EMQ_ALLOW_FLUSH";
 /// `--image`: the container engine's image.
 pub const VALKEY_IMAGE: &str = "EMQ_VALKEY_IMAGE";
-/// `--valkey-server`: the binary engine's server (also searched when no flag names one).
+/// `--valkey-server`: the binary engine's server (read by clap only; library callers take it
+/// from `cmd::cli::engine_options_from_env`).
 pub const VALKEY_SERVER: &str = "EMQ_VALKEY_SERVER";
 /// `--seed`: G7 and G8's seed.
 pub const SEED: &str = "EMQ_SEED";

@@ -100,10 +100,14 @@ fn setup(dir: &Path, filter: Option<&str>, log: &Path) -> Setup {
     Setup {
         argv,
         bless: false,
-        cases_dir: dir.to_path_buf(),
+        cases: emq::suites::cases::format::Corpus::at(dir),
         bundle: Bundle::load_default(),
         engine: Ok(EngineOptions {
             choice: EngineChoice::Binary,
+            // EMQ_VALKEY_SERVER, read where the command line reads it.
+            valkey_server: emq::cmd::cli::engine_options_from_env()
+                .ok()
+                .and_then(|o| o.valkey_server),
             ..EngineOptions::default()
         }),
         subjects: vec![Subject {

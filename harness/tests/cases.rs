@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     let ending = run(Setup {
         argv,
         bless,
-        cases_dir: default_dir(),
+        cases: emq::suites::cases::format::Corpus::at(default_dir()),
         bundle: Bundle::load_default(),
         engine: emq::cmd::cli::engine_options_from_env(),
         subjects,

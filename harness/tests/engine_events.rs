@@ -10,9 +10,12 @@ use emq::connector::Connector;
 use emq::connector::reference::Reference;
 use emq::engine::{Admin, Engine};
 use emq::error::HarnessError;
-use emq::gates::{ConnectorFactory, Gate, GateContext, GateOutcome, Verdict, run_gate};
+use emq::gates::{ConnectorFactory, Gate, GateContext, GateError, GateOutcome, Verdict, run_gate};
 
-fn judge(engine: &Engine, run: fn(&GateContext<'_>, &mut GateOutcome)) -> GateOutcome {
+fn judge(
+    engine: &Engine,
+    run: fn(&GateContext<'_>, &mut GateOutcome) -> Result<(), GateError>,
+) -> GateOutcome {
     let bundle = common::bundle();
     let b2: Arc<_> = bundle.clone();
     let factory =
@@ -34,7 +37,7 @@ fn judge(engine: &Engine, run: fn(&GateContext<'_>, &mut GateOutcome)) -> GateOu
 }
 
 /// A gate that fails the connector and, meanwhile, makes the engine evict keys.
-fn fail_while_evicting(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+fn fail_while_evicting(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let mut a = ctx.engine.admin(5).unwrap();
     a.query::<()>(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"])
         .unwrap();
@@ -57,10 +60,12 @@ fn fail_while_evicting(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     a.query::<()>(&["CONFIG", "SET", "maxmemory", "0"]).unwrap();
     a.query::<()>(&["FLUSHDB"]).unwrap();
     out.fail("the connector did something wrong");
+    Ok(())
 }
 
-fn quiet_fail(_: &GateContext<'_>, out: &mut GateOutcome) {
+fn quiet_fail(_: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     out.fail("the connector did something wrong");
+    Ok(())
 }
 
 #[test]
@@ -78,7 +83,7 @@ fn an_eviction_during_a_gate_is_an_error_not_a_fail() {
 }
 
 /// A gate that fails over the first shard behind its own back (no new baseline).
-fn unasked_failover(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+fn unasked_failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let old = ctx.engine.admin(0).unwrap().primaries()[0];
     let mut primary = Admin::connect(&ctx.engine.node_url(old)).unwrap();
     let id: String = primary.query(&["CLUSTER", "MYID"]).unwrap();
@@ -99,6 +104,7 @@ fn unasked_failover(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
     out.pass("nothing judged");
+    Ok(())
 }
 
 #[test]

@@ -284,7 +284,8 @@ fn the_gate_fails_a_double_with_the_case_in_evidence() {
         ..common::gate_context(&e, &b, f.as_ref())
     };
     let mut out = emq::gates::GateOutcome::new(GateId::G7, "interleavings");
-    g7_interleavings::check(&ctx, &mut out);
+    let ended = g7_interleavings::check(&ctx, &mut out);
+    out.judged(ended);
     assert_eq!(out.verdict, Verdict::Fail, "{:#?}", out.evidence);
     assert!(
         out.evidence

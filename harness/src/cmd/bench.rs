@@ -13,12 +13,14 @@ use serde::Serialize;
 
 use crate::cmd::run::{Subject, factory};
 use crate::connector::{ConnectorFactory, Verbs};
+use crate::engine::version::BUILD_DIR;
 use crate::engine::{Admin, Engine, EngineKind, EngineOptions};
 use crate::error::{ConnectorError, HarnessError};
 use crate::gates::GateContext;
 use crate::gates::g5_pipeline::time_batch;
 use crate::protocol::bundle::Bundle;
 use crate::protocol::grammar::{job_root, key};
+use crate::protocol::url::EngineUrl;
 use crate::report::output::Progress;
 
 /// The queue the bench enqueues into: keys `emq:{bench}:pending`, `:delayed`, `:seq`, `:job:`.
@@ -36,7 +38,7 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
         candidates.push(PathBuf::from(p));
     }
     if let Some(c) = crate::settings::cache_dir() {
-        candidates.push(c.join("valkey-9.1.2/bin/valkey-benchmark"));
+        candidates.push(c.join(BUILD_DIR).join("bin/valkey-benchmark"));
     }
     if let Some(e) = engine.filter(|e| e.kind == EngineKind::Binary)
         && let Some(dir) = Path::new(&e.source).parent()
@@ -47,45 +49,15 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
     candidates.into_iter().find(|p| p.is_file())
 }
 
-/// Host, port, password and database of a `redis://[:password@]host:port/db` url.
-struct Target {
-    host: String,
-    port: String,
-    password: Option<String>,
-    db: String,
-}
-
-fn target(url: &str) -> Option<Target> {
-    let rest = url.strip_prefix("redis://")?;
-    let (auth, hostpart) = match rest.rsplit_once('@') {
-        Some((a, h)) => (Some(a), h),
-        None => (None, rest),
-    };
-    let password = auth
-        .map(|a| a.rsplit_once(':').map_or(a, |(_, p)| p).to_string())
-        .filter(|p| !p.is_empty());
-    let (hostport, db) = hostpart.split_once('/').unwrap_or((hostpart, "0"));
-    let (host, port) = hostport.rsplit_once(':')?;
-    Some(Target {
-        host: host.to_string(),
-        port: port.to_string(),
-        password,
-        db: if db.is_empty() {
-            "0".into()
-        } else {
-            db.to_string()
-        },
-    })
-}
-
 /// The `valkey-benchmark` argv for `n` enqueues of `sha` at `depth` on one connection: the exact
 /// command, keys and arguments the reference connector's `batch` sends.
 pub fn benchmark_args(url: &str, sha: &str, n: i64, depth: i64) -> Option<Vec<String>> {
-    let t = target(url)?;
-    let mut a: Vec<String> = vec!["-h".into(), t.host, "-p".into(), t.port];
+    let t = EngineUrl::parse(url).ok()?;
+    let mut a: Vec<String> = vec!["-h".into(), t.host, "-p".into(), t.port?.to_string()];
     if let Some(p) = t.password {
         a.extend(["-a".into(), p]);
     }
+    let db = t.db.unwrap_or(0).to_string();
     a.extend(
         [
             "-n",
@@ -95,7 +67,7 @@ pub fn benchmark_args(url: &str, sha: &str, n: i64, depth: i64) -> Option<Vec<St
             "-c",
             "1",
             "--dbnum",
-            &t.db,
+            &db,
             "--csv",
             "EVALSHA",
             sha,
@@ -156,6 +128,8 @@ pub struct BenchOptions {
     pub seed: u64,
     pub histories: u32,
     pub batch: i64,
+    /// The bundle and cases judged by.
+    pub dirs: crate::cmd::sources::Dirs,
 }
 
 /// One depth: ours against the engine's limit.
@@ -236,7 +210,7 @@ fn conn_err(what: &str) -> impl Fn(ConnectorError) -> HarnessError + '_ {
 /// Boots the engine, compares depth by depth, times claim → complete, then (optionally) runs the
 /// gates on the same engine.
 pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, HarnessError> {
-    let bundle = Arc::new(Bundle::load_default()?);
+    let bundle = Arc::new(opts.dirs.load_bundle()?);
     let engine = crate::cmd::run::boot(&opts.engine, progress)?;
     let db = if engine.has_databases() { BENCH_DB } else { 0 };
     let mut admin = engine.prepare_db(db)?;
@@ -277,6 +251,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         crate::cmd::bench_spread::spread(
             &engine,
             opts.engine.valkey_server.clone(),
+            &bundle,
             opts.n,
             opts.repeat,
             progress,
@@ -478,6 +453,7 @@ fn gate_walls(
     let ctx = GateContext {
         engine,
         bundle,
+        cases: opts.dirs.cases.clone(),
         factory: make,
         seed: opts.seed,
         histories: opts.histories,

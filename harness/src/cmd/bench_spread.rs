@@ -69,11 +69,11 @@ fn best_ops(
 pub fn spread(
     cluster: &Engine,
     server: Option<std::path::PathBuf>,
+    bundle: &Arc<Bundle>,
     n: i64,
     repeat: u32,
     progress: &Progress,
 ) -> Result<Vec<SpreadRow>, HarnessError> {
-    let bundle = Arc::new(Bundle::load_default()?);
     progress.line("booting a single node for the spread comparison");
     let single = Engine::start(&EngineOptions {
         choice: EngineChoice::Binary,
@@ -88,8 +88,8 @@ pub fn spread(
             .iter()
             .map(|q| admin.shard_of(&key(q, "pending")))
             .collect();
-        let c = best_ops(cluster, &bundle, &qs, n, repeat)?;
-        let s = best_ops(&single, &bundle, &qs, n, repeat)?;
+        let c = best_ops(cluster, bundle, &qs, n, repeat)?;
+        let s = best_ops(&single, bundle, &qs, n, repeat)?;
         progress.line(&format!(
             "{count:>2} queues: cluster {c:>9.0} ops/s, single node {s:>9.0} ops/s"
         ));

@@ -11,8 +11,6 @@ use crate::cmd::cli::EngineArgs;
 use crate::connector::Connector;
 use crate::connector::child::{ChildConnector, ChildSpec};
 use crate::connector::reference::Reference;
-use crate::protocol::bundle::Bundle;
-use crate::suites::cases::format::default_dir;
 use crate::suites::cases::harness::{Ending, Setup, Subject, run};
 
 /// What to run.
@@ -25,6 +23,8 @@ pub struct CasesOptions<'a> {
     pub threads: Option<usize>,
     /// The child connector; `None`: the in-process reference.
     pub child: Option<ChildSpec>,
+    /// The bundle and cases judged by.
+    pub dirs: &'a crate::cmd::sources::Dirs,
 }
 
 /// Runs the selected cases; the ending's code is already `emq-gate`'s (101 → 1).
@@ -57,8 +57,8 @@ pub fn cases(o: CasesOptions<'_>) -> Ending {
     let mut ending = run(Setup {
         argv,
         bless: false,
-        cases_dir: default_dir(),
-        bundle: Bundle::load_default(),
+        cases: o.dirs.cases.clone(),
+        bundle: o.dirs.load_bundle(),
         engine: Ok(o.engine.options()),
         subjects: vec![subject],
     });

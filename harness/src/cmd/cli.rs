@@ -9,7 +9,8 @@ use crate::engine::{DEFAULT_IMAGE, EngineChoice, EngineOptions};
 use crate::error::HarnessError;
 use crate::settings;
 
-const EXIT_CODES: &str = "\
+const EXIT_CODES: &str = concat!(
+    "\
 EXIT CODES:
     0  every judged gate passed (run), the record still holds (check), the smoke test passed
     1  a gate failed, the record no longer holds, or the smoke test found a problem
@@ -23,7 +24,9 @@ ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE_NAME       --engine-name: valkey-9.1 | valkey-8.1 | redis-7.0, through
                           EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
     EMQ_ALLOW_FLUSH       --allow-flush: 1 lets the harness flush a url database with foreign keys
-    EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:9.1.2)
+    EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:",
+    crate::engine::version::valkey!(),
+    ")
     EMQ_VALKEY_SERVER     --valkey-server: the binary engine's valkey-server
     EMQ_VALKEY_BENCHMARK  valkey-benchmark for `bench` (default: beside valkey-server)
     EMQ_SEED              --seed: G7 and G8's seed (default 1)
@@ -32,7 +35,8 @@ ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_CASES_DIR         --cases: the case corpus (default: the one built in)
     EMQ_REPORTS_DIR       --reports: where record writes and check reads
     EMQ_CACHE             where ci/provision builds and records paths (default ~/.cache/emq)
-    The README's table also lists the variables the test suite reads.";
+    The README's table also lists the variables the test suite reads."
+);
 
 /// Certifies EchoMQ connectors: boots a pinned Valkey, replays the cases and interleavings against
 /// a connector, checks the bundle's SHAs and the declared-keys law on the live engine, and writes
@@ -89,8 +93,8 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// text (coloured on a terminal unless NO_COLOR) or json.
-        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-        format: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
     /// A few seconds' check for connector authors: hello, connect, each verb once, a short pipeline.
     Smoke {
@@ -166,6 +170,14 @@ pub enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+}
+
+/// How `summary` prints its grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Coloured on a terminal unless NO_COLOR.
+    Text,
+    Json,
 }
 
 /// `emq-gate matrix`'s flags.
@@ -245,8 +257,10 @@ pub enum MatrixAction {
 }
 
 impl MatrixArgs {
-    pub fn options(&self) -> crate::cmd::matrix::MatrixOptions {
+    /// Matrix options from the flags, judged by the bundle and cases in `dirs`.
+    pub fn options(&self, dirs: &crate::cmd::sources::Dirs) -> crate::cmd::matrix::MatrixOptions {
         crate::cmd::matrix::MatrixOptions {
+            dirs: dirs.clone(),
             connectors: self
                 .connectors
                 .clone()
@@ -296,6 +310,14 @@ pub struct EngineArgs {
     /// (binary engine) or _IMAGE (container engine); wins over --valkey-server and --image.
     #[arg(long, env = settings::ENGINE_NAME, value_parser = parse_engine_name)]
     pub engine_name: Option<crate::engine::named::EngineName>,
+}
+
+/// A `--gates` id (`G1`..`G8`, any case); an unknown one is refused naming the known ones.
+pub fn parse_gate(s: &str) -> Result<crate::gates::GateId, String> {
+    s.parse().map_err(|e: crate::protocol::gate::UnknownGate| {
+        let known: Vec<&str> = crate::gates::ALL.iter().map(|g| g.id.as_str()).collect();
+        format!("{e} (known: {})", known.join(", "))
+    })
 }
 
 fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String> {
@@ -358,8 +380,8 @@ pub struct Common {
     #[command(flatten)]
     pub run: RunArgs,
     /// Only these gates (e.g. G1,G5); the rest are reported ERROR.
-    #[arg(long, value_delimiter = ',')]
-    pub gates: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = parse_gate)]
+    pub gates: Option<Vec<crate::gates::GateId>>,
     /// Judge a connector in another runtime: its command and arguments after `--`
     /// (default: the in-process reference connector).
     #[arg(last = true)]
@@ -399,8 +421,8 @@ impl EngineArgs {
 }
 
 impl Common {
-    /// Run options from the flags.
-    pub fn options(&self) -> RunOptions {
+    /// Run options from the flags, judged by the bundle and cases in `dirs`.
+    pub fn options(&self, dirs: &crate::cmd::sources::Dirs) -> RunOptions {
         RunOptions {
             engine: self.engine.options(),
             subject: if self.connector.is_empty() {
@@ -410,6 +432,7 @@ impl Common {
                     &self.connector,
                     self.run.timeout,
                     self.wire_log.as_ref(),
+                    &dirs.bundle,
                 ))
             },
             seed: self.run.seed,
@@ -417,6 +440,31 @@ impl Common {
             batch: self.run.batch,
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
+            dirs: dirs.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+    use crate::gates::GateId;
+
+    #[test]
+    fn gates_parse_into_ids_and_an_unknown_one_is_refused() {
+        let cli = Cli::try_parse_from(["emq-gate", "run", "--gates", "g1,G8"]).unwrap();
+        let Command::Run { common, .. } = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(common.gates, Some(vec![GateId::G1, GateId::G8]));
+        let e = Cli::try_parse_from(["emq-gate", "run", "--gates", "G1,G9"]).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput as i32);
+        assert!(
+            e.to_string()
+                .contains("unknown gate \"G9\" (known: G1, G2, G3, G4, G5, G6, G7, G8)"),
+            "{e}"
+        );
     }
 }

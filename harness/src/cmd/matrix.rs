@@ -10,6 +10,7 @@ use crate::cmd::run::{RunOptions, Subject};
 use crate::engine::named::EngineName;
 use crate::engine::{EngineChoice, EngineOptions};
 use crate::error::{ExitCode as Code, HarnessError};
+use crate::gates::Verdict;
 use crate::report::Record;
 use crate::report::matrix::{
     MATRIX_SCHEMA, Matrix, MatrixCell, MatrixVolatile, cell_key, record_stem,
@@ -40,6 +41,8 @@ pub struct MatrixOptions {
     pub selection: Selection,
     /// Where a share (or, when given, a whole run) writes its matrix.json and cell records.
     pub out: Option<PathBuf>,
+    /// The bundle and cases judged by.
+    pub dirs: crate::cmd::sources::Dirs,
 }
 
 /// `reference`, `python`, and each of `node`, `go` and `elixir` whose `EMQ_<LABEL>_CONNECTOR`
@@ -55,7 +58,7 @@ pub fn default_connectors() -> Vec<String> {
 }
 
 /// The connector a label names: `reference` in-process, any other through `$EMQ_<LABEL>_CONNECTOR`.
-pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
+pub fn subject(label: &str, timeout: u64, bundle: &Path) -> Result<Subject, HarnessError> {
     if label == "reference" {
         return Ok(Subject::Reference);
     }
@@ -69,6 +72,7 @@ pub fn subject(label: &str, timeout: u64) -> Result<Subject, HarnessError> {
     Ok(Subject::Child(crate::cmd::sources::child_spec(
         &[cmd],
         timeout,
+        bundle,
     )))
 }
 
@@ -107,7 +111,7 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
     let subjects: Vec<(String, Subject)> = opts
         .connectors
         .iter()
-        .map(|c| subject(c, opts.timeout).map(|s| (c.clone(), s)))
+        .map(|c| subject(c, opts.timeout, &opts.dirs.bundle).map(|s| (c.clone(), s)))
         .collect::<Result<_, _>>()?;
     let t0 = Instant::now();
     let mut m = Matrix {
@@ -190,6 +194,7 @@ fn run_cell(
         batch: opts.batch,
         only: None,
         fail_fast: false,
+        dirs: opts.dirs.clone(),
     };
     match crate::cmd::run::run(&run, inner) {
         Ok(record) => MatrixCell {
@@ -217,8 +222,8 @@ fn said(cell: &MatrixCell) -> String {
             r.header.connector_name,
             time_scale(r).map_or(String::new(), |s| format!(", G7 at time scale ×{s}"))
         ),
-        (None, Some(e)) => format!("ERROR {e}"),
-        (None, None) => "ERROR".into(),
+        (None, Some(e)) => format!("{} {e}", Verdict::Error),
+        (None, None) => Verdict::Error.to_string(),
     }
 }
 

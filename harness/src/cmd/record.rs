@@ -5,32 +5,28 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cmd::cli::Common;
-use crate::cmd::run::{Subject, factory, run};
-use crate::cmd::sources::{guard_overwrite, reports_dir, stem_of};
+use crate::cmd::run::{RunOptions, Subject, factory, run};
+use crate::cmd::sources::{Dirs, guard_overwrite, reports_dir, stem_of};
 use crate::connector::Verbs;
 use crate::error::{ExitCode, HarnessError};
-use crate::protocol::bundle::Bundle;
-use crate::report::Record;
 use crate::report::output::{self, Progress};
+use crate::report::{ConnectorName, Record};
 
 /// The record's file stem before a run (for `check`): `--name`, `reference`, or the child's
 /// `hello` name (the child is started once to ask).
-fn stem_before(common: &Common, subject: &Subject) -> Result<String, HarnessError> {
+fn stem_before(common: &Common, opts: &RunOptions) -> Result<String, HarnessError> {
+    let subject = &opts.subject;
     if let Some(n) = &common.name {
         return Ok(n.clone());
     }
     match subject {
         Subject::Reference => Ok("reference".into()),
         Subject::Child(_) => {
-            let bundle = Arc::new(Bundle::load_default()?);
+            let bundle = Arc::new(opts.dirs.load_bundle()?);
             let mut c = factory(subject, &bundle)
                 .make()
                 .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
-            let name = c
-                .hello()
-                .map(|i| i.name)
-                .unwrap_or_else(|e| format!("<no hello: {e}>"));
-            stem_of(&name)
+            stem_of(&ConnectorName::from_hello(c.hello().map(|i| i.name)))
         }
     }
 }
@@ -53,14 +49,15 @@ pub fn stem_after(
 /// SHA or version changed (or `refresh`), so a record's diff in review always means something.
 pub fn record(
     common: &Common,
+    dirs: &Dirs,
     refresh: bool,
     progress: &Progress,
 ) -> Result<ExitCode, HarnessError> {
-    let opts = common.options();
+    let opts = common.options(dirs);
     let dir: PathBuf = reports_dir(common.reports.clone());
     // A named record of another connector is refused before the run, when it can be.
     if let (Some(n), Subject::Reference) = (&common.name, &opts.subject) {
-        guard_overwrite(&dir, n, "echomq-rust-reference", common.force)?;
+        guard_overwrite(&dir, n, &"echomq-rust-reference".into(), common.force)?;
     }
     let record = run(&opts, progress)?;
     let stem = stem_after(common, &opts.subject, &record)?;
@@ -84,9 +81,9 @@ pub fn record(
 }
 
 /// Runs again with the committed record's seed and compares.
-pub fn check(common: &Common, progress: &Progress) -> Result<ExitCode, HarnessError> {
-    let mut opts = common.options();
-    let stem = stem_before(common, &opts.subject)?;
+pub fn check(common: &Common, dirs: &Dirs, progress: &Progress) -> Result<ExitCode, HarnessError> {
+    let mut opts = common.options(dirs);
+    let stem = stem_before(common, &opts)?;
     let path = reports_dir(common.reports.clone()).join(format!("{stem}.json"));
     let committed = Record::load(&path)?;
     opts.seed = committed.header.seed;

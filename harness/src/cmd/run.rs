@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::cmd::sources::Dirs;
 use crate::connector::Verbs;
 use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
@@ -10,7 +11,7 @@ use crate::error::HarnessError;
 use crate::gates::{ConnectorFactory, GateContext, GateOutcome, run_gate};
 use crate::protocol::bundle::Bundle;
 use crate::report::output::Progress;
-use crate::report::{Header, Record, SCHEMA, now_rfc3339};
+use crate::report::{ConnectorName, Header, Record, SCHEMA, now_rfc3339};
 
 /// Which connector to judge.
 #[derive(Debug, Clone)]
@@ -30,9 +31,11 @@ pub struct RunOptions {
     pub histories: u32,
     pub batch: i64,
     /// Only these gates (ids like `G3`); the others are reported ERROR "not selected".
-    pub only: Option<Vec<String>>,
+    pub only: Option<Vec<crate::gates::GateId>>,
     /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
     pub fail_fast: bool,
+    /// The bundle and cases judged by.
+    pub dirs: Dirs,
 }
 
 /// The factory for `subject`.
@@ -58,8 +61,16 @@ fn header(
         .make()
         .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?;
     let (name, version, language) = match connector.hello() {
-        Ok(i) => (i.name, i.version, i.language),
-        Err(e) => (format!("<no hello: {e}>"), String::new(), String::new()),
+        Ok(i) => (
+            ConnectorName::from_hello(Ok::<_, String>(i.name)),
+            i.version,
+            i.language,
+        ),
+        Err(e) => (
+            ConnectorName::from_hello(Err(e)),
+            String::new(),
+            String::new(),
+        ),
     };
     Ok(Header {
         schema: SCHEMA.into(),
@@ -121,14 +132,14 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
 /// ERROR ("not selected"), never PASS.
 pub fn run_gates(
     ctx: &GateContext<'_>,
-    only: Option<&[String]>,
+    only: Option<&[crate::gates::GateId]>,
     fail_fast: bool,
     progress: &Progress,
 ) -> Vec<GateOutcome> {
     let mut outcomes = Vec::new();
     let mut stopped = false;
     for gate in &crate::gates::ALL {
-        let selected = only.is_none_or(|o| o.iter().any(|g| g.parse() == Ok(gate.id)));
+        let selected = only.is_none_or(|o| o.contains(&gate.id));
         let outcome = if stopped {
             let mut o = GateOutcome::new(gate.id, gate.name);
             o.error("not run (--fail-fast)");
@@ -151,8 +162,7 @@ pub fn run_gates(
 
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
-    crate::cmd::preflight::gate_ids(opts.only.as_deref())?;
-    let bundle = Arc::new(Bundle::load_default()?);
+    let bundle = Arc::new(opts.dirs.load_bundle()?);
     let engine = boot(&opts.engine, progress)?;
     crate::cmd::preflight::engine_usable(&engine)?;
     let factory = factory(&opts.subject, &bundle);
@@ -166,6 +176,7 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     let ctx = GateContext {
         engine: &engine,
         bundle: &bundle,
+        cases: opts.dirs.cases.clone(),
         factory: factory.as_ref(),
         seed: opts.seed,
         histories: opts.histories,

@@ -99,9 +99,10 @@ fn expect<T: PartialEq + std::fmt::Debug>(want: T) -> impl FnOnce(&T) -> Option<
 pub fn smoke(
     engine: &EngineOptions,
     spec: &ChildSpec,
+    bundle_dir: &std::path::Path,
     progress: &Progress,
 ) -> Result<SmokeReport, HarnessError> {
-    let bundle = Arc::new(Bundle::load_default()?);
+    let bundle = Arc::new(Bundle::load(bundle_dir)?);
     let engine = crate::cmd::run::boot(engine, progress)?;
     let db = 1;
     engine.prepare_db(db)?;

@@ -19,15 +19,39 @@ use crate::connector::child::ChildSpec;
 use crate::error::HarnessError;
 use crate::protocol::bundle::{self, Bundle};
 use crate::protocol::embedded::{self, Unpacked};
-use crate::report::Record;
-use crate::suites::cases::format as cases;
+use crate::report::{ConnectorName, Record};
+use crate::suites::cases::format::{self as cases, Corpus};
 
-/// The bundle and cases of this run; the temp copy (if any) lives as long as this.
+/// The bundle and cases of this run; the temp copy (if any) lives as long as this, so `main`
+/// keeps it until exit and hands [`Sources::dirs`] to every command.
 #[derive(Debug)]
 pub struct Sources {
     _unpacked: Option<Unpacked>,
+    pub dirs: Dirs,
+}
+
+/// Where the run's bundle and cases are: passed to what needs them (the run's options, the
+/// gates' context, a child's environment), never kept in a global.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dirs {
     pub bundle: PathBuf,
-    pub cases: PathBuf,
+    pub cases: Corpus,
+}
+
+impl Dirs {
+    /// The bundle and cases nobody chose: `EMQ_BUNDLE_DIR` / `EMQ_CASES_DIR`, else the
+    /// checkout's (tests and library callers).
+    pub fn from_env() -> Self {
+        Self {
+            bundle: bundle::default_dir(),
+            cases: Corpus::at(cases::default_dir()),
+        }
+    }
+
+    /// The bundle in [`Dirs::bundle`].
+    pub fn load_bundle(&self) -> Result<Bundle, HarnessError> {
+        Bundle::load(&self.bundle)
+    }
 }
 
 /// Chooses the bundle and cases for the whole process (see the module docs).
@@ -57,23 +81,24 @@ pub fn resolve(bundle: Option<PathBuf>, cases: Option<PathBuf>) -> Result<Source
             c.display()
         )));
     }
-    bundle::set_default_dir(b.clone());
-    cases::set_default_dir(c.clone());
-    if unpacked.as_ref().is_some_and(|u| u.cases == c) {
-        cases::show_dir_as(c.clone(), "cases");
-    }
+    let corpus = if unpacked.as_ref().is_some_and(|u| u.cases == c) {
+        Corpus::shown_as(c, "cases")
+    } else {
+        Corpus::at(c)
+    };
     Ok(Sources {
         _unpacked: unpacked,
-        bundle: b,
-        cases: c,
+        dirs: Dirs {
+            bundle: b,
+            cases: corpus,
+        },
     })
 }
 
-/// The child's environment names the bundle the harness judges by: `EMQ_BUNDLE_DIR` and
-/// `EMQ_BUNDLE_VERSION` (SPEC §5).
-pub fn with_bundle_env(spec: ChildSpec) -> ChildSpec {
-    let dir = bundle::default_dir();
-    let version = Bundle::load(&dir)
+/// The child's environment names the bundle the harness judges by (`dir`): `EMQ_BUNDLE_DIR`
+/// and `EMQ_BUNDLE_VERSION` (SPEC §5).
+pub fn with_bundle_env(spec: ChildSpec, dir: &Path) -> ChildSpec {
+    let version = Bundle::load(dir)
         .map(|b| b.manifest.bundle)
         .unwrap_or_default();
     spec.with_env(crate::settings::BUNDLE_DIR, dir.display().to_string())
@@ -103,9 +128,12 @@ pub fn reports_dir(flag: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("reports"))
 }
 
-/// A file stem from a connector name: `[A-Za-z0-9._-]`, anything else `-`.
-pub fn stem_of(connector_name: &str) -> Result<String, HarnessError> {
-    let s: String = connector_name
+/// A file stem from the name a connector announced: `[A-Za-z0-9._-]`, anything else `-`; none
+/// when it said no hello.
+pub fn stem_of(connector: &ConnectorName) -> Result<String, HarnessError> {
+    let s: String = connector
+        .name()
+        .unwrap_or_default()
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
@@ -116,9 +144,10 @@ pub fn stem_of(connector_name: &str) -> Result<String, HarnessError> {
         })
         .collect();
     let s = s.trim_matches(|c| c == '-' || c == '.').to_string();
-    if s.is_empty() || connector_name.starts_with("<no hello") {
+    if s.is_empty() {
         return Err(HarnessError::BadInput(format!(
-            "the connector announced no usable name ({connector_name:?}); pass --name"
+            "the connector announced no usable name ({:?}); pass --name",
+            connector.as_str()
         )));
     }
     Ok(s)
@@ -129,7 +158,7 @@ pub fn stem_of(connector_name: &str) -> Result<String, HarnessError> {
 pub fn guard_overwrite(
     dir: &Path,
     stem: &str,
-    connector_name: &str,
+    connector_name: &ConnectorName,
     force: bool,
 ) -> Result<(), HarnessError> {
     let path = dir.join(format!("{stem}.json"));
@@ -137,11 +166,12 @@ pub fn guard_overwrite(
         return Ok(());
     }
     match Record::load(&path) {
-        Ok(r) if r.header.connector_name == connector_name => Ok(()),
+        Ok(r) if r.header.connector_name == *connector_name => Ok(()),
         Ok(r) => Err(HarnessError::BadInput(format!(
-            "{} is the record of connector {:?}, not {connector_name:?}; pass --name <other> or --force",
+            "{} is the record of connector {:?}, not {:?}; pass --name <other> or --force",
             path.display(),
-            r.header.connector_name
+            r.header.connector_name.as_str(),
+            connector_name.as_str()
         ))),
         Err(e) => Err(HarnessError::BadInput(format!(
             "{} exists and is not a record ({e}); pass --force to overwrite it",
@@ -150,10 +180,10 @@ pub fn guard_overwrite(
     }
 }
 
-/// A child spec from a command line.
-pub fn child_spec(command: &[String], timeout: u64) -> ChildSpec {
+/// A child spec from a command line, judged by the bundle in `bundle`.
+pub fn child_spec(command: &[String], timeout: u64, bundle: &Path) -> ChildSpec {
     let spec = ChildSpec::new(command.iter().cloned()).with_timeout(Duration::from_secs(timeout));
-    with_bundle_env(spec)
+    with_bundle_env(spec, bundle)
 }
 
 /// [`child_spec`], logging the exchange to `wire_log` when given.
@@ -161,8 +191,9 @@ pub fn child_spec_logged(
     command: &[String],
     timeout: u64,
     wire_log: Option<&PathBuf>,
+    bundle: &Path,
 ) -> ChildSpec {
-    let spec = child_spec(command, timeout);
+    let spec = child_spec(command, timeout, bundle);
     match wire_log {
         Some(f) => spec.with_wire_log(f),
         None => spec,
@@ -175,9 +206,18 @@ mod tests {
 
     #[test]
     fn stems_are_file_safe() {
-        assert_eq!(stem_of("echomq-python").unwrap(), "echomq-python");
-        assert_eq!(stem_of("my go/connector").unwrap(), "my-go-connector");
-        assert!(stem_of("<no hello: boom>").is_err());
-        assert!(stem_of("///").is_err());
+        let stem = |name: &str| stem_of(&ConnectorName::from_hello(Ok::<_, String>(name.into())));
+        assert_eq!(stem("echomq-python").unwrap(), "echomq-python");
+        assert_eq!(stem("my go/connector").unwrap(), "my-go-connector");
+        assert!(stem("///").is_err());
+        let no_hello = ConnectorName::from_hello(Err::<String, _>("boom"));
+        assert_eq!(no_hello.as_str(), "<no hello: boom>");
+        assert_eq!(no_hello.name(), None);
+        assert!(stem_of(&no_hello).is_err());
+        // Read back from a record, the text is a missing hello again.
+        assert_eq!(
+            ConnectorName::from("<no hello: boom>".to_string()),
+            no_hello
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::cmd::cli::Format;
 use crate::error::{ExitCode as Code, HarnessError};
 use crate::report::Record;
 use crate::report::grid::{Entry, Grid};
@@ -10,7 +11,7 @@ use crate::report::output;
 
 /// Reads each file as a record or a matrix (a JSON Schema or other JSON is skipped with a note)
 /// and prints the grid: text (coloured on a terminal) or `json`.
-pub fn summary(files: &[PathBuf], json: bool) -> Result<Code, HarnessError> {
+pub fn summary(files: &[PathBuf], format: Format) -> Result<Code, HarnessError> {
     let mut records: Vec<Record> = Vec::new();
     let mut matrices: Vec<Matrix> = Vec::new();
     for f in files {
@@ -55,7 +56,7 @@ pub fn summary(files: &[PathBuf], json: bool) -> Result<Code, HarnessError> {
         ));
     }
     let grid = Grid::build(entries);
-    output::result(&if json {
+    output::result(&if format == Format::Json {
         crate::report::summary::json(&grid)
     } else {
         crate::report::summary::text(&grid, output::stdout_color())
@@ -68,7 +69,7 @@ pub fn summary(files: &[PathBuf], json: bool) -> Result<Code, HarnessError> {
 fn row_label(r: &Record) -> String {
     match r.header.connector_language.as_str() {
         "rust" if r.header.connector_name.contains("reference") => "reference".into(),
-        "" => r.header.connector_name.clone(),
+        "" => r.header.connector_name.to_string(),
         lang => lang.to_string(),
     }
 }

@@ -5,6 +5,7 @@
 use crate::connector::Request;
 use crate::error::ConnectorError;
 use crate::protocol::grammar::validate_queue;
+use crate::protocol::url::EngineUrl;
 
 /// Largest lease, delay or backoff: keeps `now + ms` an exact integer in Lua's `%.14g`.
 pub const MAX_MS: i64 = 1_000_000_000_000;
@@ -26,20 +27,14 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
     req.check_args()
 }
 
-/// `connect`'s url: `redis://`, and on a cluster database 0 only (SPEC R8.1).
+/// `connect`'s url: SPEC's url rule ([`EngineUrl`]: `redis://`, a decimal port and `/db`), and
+/// on a cluster database 0 only (SPEC R8.1).
 pub fn connect_url(url: &str, cluster: bool) -> Result<(), ConnectorError> {
-    if !url.starts_with("redis://") {
-        return Err(ConnectorError::invalid(format!(
-            "url {url:?} must start with redis://"
-        )));
-    }
-    let db = url
-        .rsplit_once('/')
-        .map(|(head, db)| (head.len() > "redis:/".len(), db));
-    match db {
-        Some((true, db)) if cluster && !db.is_empty() && db != "0" => Err(ConnectorError::invalid(
-            format!("a cluster url names database 0, not {db}"),
-        )),
+    let u = EngineUrl::parse(url).map_err(|e| ConnectorError::invalid(e.to_string()))?;
+    match u.db {
+        Some(db) if cluster && db != 0 => Err(ConnectorError::invalid(format!(
+            "a cluster url names database 0, not {db}"
+        ))),
         _ => Ok(()),
     }
 }
@@ -109,6 +104,22 @@ mod cluster_args {
         assert!(connect("redis://:pw@127.0.0.1:7000", true));
         assert!(!connect("redis://:pw@127.0.0.1:7000/3", true));
         assert!(connect("redis://:pw@127.0.0.1:7000/3", false));
+        assert!(connect("redis://:pw@127.0.0.1:7000/", true));
+    }
+
+    #[test]
+    fn a_url_is_redis_with_a_decimal_port_and_database() {
+        assert!(connect("redis://model", false));
+        for bad in [
+            "rediss://127.0.0.1:6379/0",
+            "unix:///tmp/valkey.sock",
+            "http://127.0.0.1:6379/0",
+            "redis://127.0.0.1:6379/abc",
+            "redis://127.0.0.1:6379/1x",
+            "redis://127.0.0.1:notaport/0",
+        ] {
+            assert!(!connect(bad, false), "{bad}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::ConnectorError;
+use crate::protocol::url::EngineUrl;
 
 /// Ignores `connect`'s `cluster` flag: a plain connection to the seed node only (R8.1).
 pub struct SeedNodeOnly(pub Reference);
@@ -32,16 +33,12 @@ impl Connector for ClusterAnyDatabase {
                 url,
                 cluster: true,
             } => {
-                let base = url.rsplit_once('/').map_or(url.as_str(), |(head, db)| {
-                    if head.len() > "redis:/".len() && db.bytes().all(|b| b.is_ascii_digit()) {
-                        head
-                    } else {
-                        url.as_str()
-                    }
-                });
+                // A url that is no engine url goes as it is: the reference refuses it.
+                let url = EngineUrl::parse(url)
+                    .map_or_else(|_| url.clone(), |u| u.with_db(Some(0)).to_string());
                 self.0.call(&Request::Connect {
                     session: session.clone(),
-                    url: format!("{base}/0"),
+                    url,
                     cluster: true,
                 })
             }

@@ -22,7 +22,8 @@ pub struct Running {
     _guard: Guard,
 }
 
-/// Finds `valkey-server`: the flag, `EMQ_VALKEY_SERVER`, `ci/provision`'s cache, then PATH.
+/// Finds `valkey-server`: the flag (clap's `--valkey-server`, which also reads
+/// `EMQ_VALKEY_SERVER`: the variable has that one reader), `ci/provision`'s cache, then PATH.
 pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
     if let Some(p) = flag {
         return if p.is_file() {
@@ -35,11 +36,11 @@ pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
         };
     }
     let mut candidates = Vec::new();
-    if let Some(p) = settings::var_os(settings::VALKEY_SERVER) {
-        candidates.push(PathBuf::from(p));
-    }
     if let Some(c) = settings::cache_dir() {
-        candidates.push(c.join("valkey-9.1.2/bin/valkey-server"));
+        candidates.push(
+            c.join(crate::engine::version::BUILD_DIR)
+                .join("bin/valkey-server"),
+        );
     }
     candidates.extend(settings::on_path("valkey-server"));
     candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {

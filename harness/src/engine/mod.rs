@@ -9,6 +9,7 @@ pub mod container;
 pub mod health;
 pub mod migration;
 pub mod named;
+pub mod version;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,10 +17,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::HarnessError;
+use crate::protocol::url::{EngineUrl, Scheme};
 pub use admin::Admin;
 
-/// The pinned default image; `ci/provision` builds it locally when no registry answers.
-pub const DEFAULT_IMAGE: &str = "valkey/valkey:9.1.2";
+pub use version::DEFAULT_IMAGE;
 
 /// Databases each booted engine offers, so every case can own one.
 pub const DATABASES: u32 = 1024;
@@ -182,7 +183,7 @@ pub struct Engine {
 /// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
 fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessError> {
     let first = running.nodes[0].port;
-    let mut admin = Admin::connect(&format!("redis://:{password}@127.0.0.1:{first}/0"))?;
+    let mut admin = Admin::connect(&url_of("127.0.0.1", first, Some(password), 0))?;
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
     let fence = admin::shards::slot(crate::protocol::grammar::FENCE_KEY.as_bytes());
@@ -192,6 +193,19 @@ fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessE
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
         .map(|(port, _, _)| running.real_port(*port))
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
+}
+
+/// The url of database `db` at `host:port`, with `password` when there is one.
+fn url_of(host: &str, port: u16, password: Option<&str>, db: u32) -> String {
+    EngineUrl {
+        scheme: Scheme::Redis,
+        user: None,
+        password: password.map(str::to_string),
+        host: host.to_string(),
+        port: Some(port),
+        db: Some(db),
+    }
+    .to_string()
 }
 
 /// A fresh random password per run.
@@ -332,25 +346,16 @@ impl Engine {
                 "engine url {url:?}: expected redis://[:password@]host:port[/db]"
             ))
         };
-        let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
-        let (auth, hostpart) = match rest.rsplit_once('@') {
-            Some((a, h)) => (Some(a), h),
-            None => (None, rest),
-        };
-        let password = auth.map(|a| a.rsplit_once(':').map_or(a, |(_, p)| p).to_string());
-        let (hostport, db) = match hostpart.split_once('/') {
-            Some((hp, db)) if !db.is_empty() => (hp, db.parse().map_err(|_| bad())?),
-            Some((hp, _)) => (hp, 0),
-            None => (hostpart, 0),
-        };
-        let (host, port) = hostport.rsplit_once(':').ok_or_else(bad)?;
+        // SPEC's url rule, and the harness needs the port written out.
+        let parsed = EngineUrl::parse(url).map_err(|_| bad())?;
+        let port = parsed.port.ok_or_else(bad)?;
         Ok(Self {
             kind: EngineKind::Url,
-            source: format!("redis://{hostport}/{db}"),
-            host: host.to_string(),
-            port: port.parse().map_err(|_| bad())?,
-            password: password.filter(|p| !p.is_empty()),
-            base_db: db,
+            source: parsed.without_password(),
+            host: parsed.host.clone(),
+            port,
+            password: parsed.password.clone(),
+            base_db: parsed.db_or_zero(),
             valkey_version: String::new(),
             product: String::new(),
             provenance: String::new(),
@@ -370,10 +375,7 @@ impl Engine {
             EngineKind::Cluster => 0,
             _ => db,
         };
-        match &self.password {
-            Some(p) => format!("redis://:{p}@{}:{}/{db}", self.host, self.port),
-            None => format!("redis://{}:{}/{db}", self.host, self.port),
-        }
+        url_of(&self.host, self.port, self.password.as_deref(), db)
     }
 
     /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
@@ -446,10 +448,7 @@ impl Engine {
     }
 
     fn node_url_at(&self, port: u16) -> String {
-        match &self.password {
-            Some(p) => format!("redis://:{p}@{}:{port}/0", self.host),
-            None => format!("redis://{}:{port}/0", self.host),
-        }
+        url_of(&self.host, port, self.password.as_deref(), 0)
     }
 
     /// Readies database `db` for a run: flushes it when the harness may; refuses otherwise.
@@ -514,6 +513,50 @@ impl Drop for Engine {
             Handle::Binary(b) => b.stop(),
             Handle::Cluster(c) => c.stop(),
             Handle::Url => {}
+        }
+    }
+}
+
+/// The engine's `--url`: SPEC's url rule with the port written out; nothing here connects.
+#[cfg(test)]
+mod url_tests {
+    use super::Engine;
+
+    #[test]
+    fn a_url_engine_takes_its_host_port_password_and_database_from_the_url() {
+        let e = Engine::from_url("redis://:pw@127.0.0.1:6380/3", false).unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.port, e.password()),
+            ("127.0.0.1", 6380, Some("pw"))
+        );
+        assert_eq!(
+            (e.base_db, e.source.as_str()),
+            (3, "redis://127.0.0.1:6380/3")
+        );
+        assert_eq!(e.url(7), "redis://:pw@127.0.0.1:6380/3");
+        let e = Engine::from_url("redis://127.0.0.1:6380", true).unwrap();
+        assert_eq!(
+            (e.password(), e.base_db, e.url(0)),
+            (None, 0, "redis://127.0.0.1:6380/0".into())
+        );
+    }
+
+    #[test]
+    fn a_url_that_is_not_an_engine_url_is_bad_input() {
+        for bad in [
+            "rediss://h:1/0",
+            "redis://h/0",
+            "redis://h:x/0",
+            "redis://h:1/x",
+            "redis://:1/0",
+        ] {
+            let e = Engine::from_url(bad, false).err().expect(bad);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "bad input: engine url {bad:?}: expected redis://[:password@]host:port[/db]"
+                )
+            );
         }
     }
 }

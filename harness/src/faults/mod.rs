@@ -218,13 +218,17 @@ impl Proxy {
         self.addr.port()
     }
 
-    /// `url` (an engine url `redis://[:pw@]host:port/db`) pointed at the proxy instead.
+    /// `url` (an engine url at `host:port`) pointed at the proxy instead; a url elsewhere, or no
+    /// engine url, is left as it is.
     pub fn url_for(&self, url: &str, host: &str, port: u16) -> String {
-        url.replacen(
-            &format!("{host}:{port}"),
-            &format!("127.0.0.1:{}", self.port()),
-            1,
-        )
+        match crate::protocol::url::EngineUrl::parse(url) {
+            Ok(u) if u.host == host && u.port == Some(port) => crate::protocol::url::EngineUrl {
+                host: "127.0.0.1".into(),
+                ..u.with_port(self.port())
+            }
+            .to_string(),
+            _ => url.to_string(),
+        }
     }
 
     /// Arms a rule.

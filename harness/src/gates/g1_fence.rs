@@ -12,13 +12,6 @@ use crate::protocol::grammar::FENCE_KEY;
 
 const QUEUE: &str = "g1";
 
-/// The gate's check.
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
-    if let Err(e) = run(ctx, out) {
-        out.error(e.to_string());
-    }
-}
-
 fn is_fence_read(args: &[String]) -> bool {
     let cmd = args[0].to_ascii_uppercase();
     (cmd == "HGETALL" || cmd == "HMGET") && args.get(1).map(String::as_str) == Some(FENCE_KEY)
@@ -88,7 +81,8 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
     }
 }
 
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+/// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G1)?;
     // Two connectors side by side below: their start-ups overlap (issue #24).
     ctx.factory
@@ -213,15 +207,18 @@ fn cluster_urls(
     out: &mut GateOutcome,
     url: &crate::engine::Target,
 ) -> Result<(), GateError> {
-    let Some(base) = url.url.strip_suffix("/0") else {
-        return Err(GateError::instrument(format!(
-            "the cluster url {} does not end in /0",
-            url.url
-        )));
+    let seed = match crate::protocol::url::EngineUrl::parse(&url.url) {
+        Ok(u) if u.db == Some(0) => u,
+        _ => {
+            return Err(GateError::instrument(format!(
+                "the cluster url {} does not end in /0",
+                url.url
+            )));
+        }
     };
     let mut c = ctx.factory.make()?;
     let three = crate::engine::Target {
-        url: format!("{base}/3"),
+        url: seed.with_db(Some(3)).to_string(),
         cluster: true,
     };
     match c.connect("db3", &three) {
@@ -237,7 +234,7 @@ fn cluster_urls(
         ),
     }
     let none = crate::engine::Target {
-        url: base.to_string(),
+        url: seed.with_db(None).to_string(),
         cluster: true,
     };
     match c.connect("nodb", &none) {

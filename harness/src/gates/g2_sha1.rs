@@ -11,14 +11,8 @@ use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
 use crate::observe::{Observed, Watch, every_transition};
 use crate::protocol::bundle::sha1_hex;
 
-/// The gate's check.
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
-    if let Err(e) = run(ctx, out) {
-        out.error(e.to_string());
-    }
-}
-
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+/// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G2)?;
     let bundle_shas = bundle_itself(ctx, &mut admin, out)?;
     let known: BTreeSet<&str> = bundle_shas.values().map(String::as_str).collect();

@@ -29,13 +29,6 @@ fn loads_each(admin: &mut crate::engine::Admin) -> Result<Vec<u64>, GateError> {
         .collect())
 }
 
-/// The gate's check.
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
-    if let Err(e) = run(ctx, out) {
-        out.error(e.to_string());
-    }
-}
-
 /// One round: 2 enqueues, 3 claims, complete, retry, promote, reap. Returns what went wrong.
 fn round(
     c: &mut (dyn Connector + Send),
@@ -73,7 +66,8 @@ fn round(
     Ok(None)
 }
 
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+/// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { url, mut admin, .. } = ctx.database(crate::gates::GateId::G3)?;
     let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());

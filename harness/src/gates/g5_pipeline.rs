@@ -62,14 +62,8 @@ fn note_reads(out: &mut GateOutcome, what: &str, before: i64, after: i64) {
     out.figure(&format!("{what}_reads"), used);
 }
 
-/// The gate's check.
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
-    if let Err(e) = run(ctx, out) {
-        out.error(e.to_string());
-    }
-}
-
-fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+/// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { url, mut admin, .. } = ctx.database(crate::gates::GateId::G5)?;
     let Some(mut c) = ctx.connected("s", &url, out)? else {
         return Ok(());

@@ -1,7 +1,6 @@
 //! G6: every YAML case of `cases/` passes against the connector, each in a database of its own.
 
-use crate::gates::{CaseOutcome, GateContext, GateOutcome, Verdict};
-use crate::suites::cases::format::{default_dir, load_dir};
+use crate::gates::{CaseOutcome, GateContext, GateError, GateOutcome, Verdict};
 use crate::suites::cases::runner::{Mode, run_case};
 
 /// Databases G6 uses: one per case, above the test suite's and below the other gates'.
@@ -11,12 +10,11 @@ const FIRST_DB: u32 = 200;
 /// that hangs or dies must not cost one timeout per case.
 const GIVE_UP_AFTER: usize = 3;
 
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
-    let cases = match load_dir(&default_dir()) {
-        Ok(c) if c.is_empty() => return out.error("no case in cases/"),
-        Ok(c) => c,
-        Err(e) => return out.error(e.to_string()),
-    };
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let cases = ctx.cases.load()?;
+    if cases.is_empty() {
+        return Err(GateError::instrument("no case in cases/"));
+    }
     let mut failed = 0;
     // One connector serves case after case (the runner disconnects its sessions); a failure
     // gets a fresh one, so one broken case cannot spill into the next.
@@ -47,7 +45,11 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         };
         let mut connector = match connector {
             Ok(c) => c,
-            Err(e) => return out.error(format!("cannot start the connector: {e}")),
+            Err(e) => {
+                return Err(GateError::instrument(format!(
+                    "cannot start the connector: {e}"
+                )));
+            }
         };
         let db = FIRST_DB + (i as u32 % 600);
         let t0 = std::time::Instant::now();
@@ -91,4 +93,5 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         failed == 0,
         format!("{} of {} cases passed", cases.len() - failed, cases.len()),
     );
+    Ok(())
 }

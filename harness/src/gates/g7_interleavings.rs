@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::gates::{GateContext, GateId, GateOutcome};
+use crate::gates::{GateContext, GateError, GateId, GateOutcome};
 use crate::suites::model::history::History;
 use crate::suites::model::runner::{self, Env, Failure, Options, Report, parse_regressions};
 use crate::suites::model::soak::{SoakOptions, soak};
@@ -49,7 +49,7 @@ pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessE
 }
 
 /// The gate's check.
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     out.figure("seed", ctx.seed);
     (ctx.progress)(&format!(
         "G7: {} histories (seed {}), then a {} s soak",
@@ -57,10 +57,8 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         ctx.seed,
         SOAK_TIME.as_secs()
     ));
-    let report = match histories(ctx) {
-        Ok(r) => r,
-        Err(e) => return out.error(format!("histories could not run: {e}")),
-    };
+    let report = histories(ctx)
+        .map_err(|e| GateError::instrument(format!("histories could not run: {e}")))?;
     out.figure("histories_run", report.runs);
     out.figure("calls", report.calls);
     out.figure("histories_per_s", round(report.histories_per_s()));
@@ -83,7 +81,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         }
         Some(f) => judge_failure(ctx, out, f),
     }
-    soak_phase(ctx, out);
+    soak_phase(ctx, out)
 }
 
 /// On a cluster: the histories' three queues are spread over the primaries.
@@ -108,7 +106,7 @@ fn cluster_spread(ctx: &GateContext<'_>, out: &mut GateOutcome) {
 }
 
 /// The soak: real worker threads, every job accounted for.
-fn soak_phase(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+fn soak_phase(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
@@ -119,10 +117,8 @@ fn soak_phase(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         duration: SOAK_TIME,
         seed: ctx.seed,
     };
-    let s = match soak(&env, &opts) {
-        Err(e) => return out.error(format!("the soak could not run: {e}")),
-        Ok(s) => s,
-    };
+    let s = soak(&env, &opts)
+        .map_err(|e| GateError::instrument(format!("the soak could not run: {e}")))?;
     out.figure("soak_jobs", s.jobs);
     out.figure("soak_calls", s.calls);
     out.figure("soak_claims", s.claims);
@@ -147,6 +143,7 @@ fn soak_phase(ctx: &GateContext<'_>, out: &mut GateOutcome) {
             s.violations.len()
         ));
     }
+    Ok(())
 }
 
 /// Where a failure's whole original history is kept: `$EMQ_G7_CASE_OUT`, else a directory under

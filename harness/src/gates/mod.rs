@@ -25,10 +25,9 @@ use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 pub use crate::protocol::gate::GateId;
 
-// The record spells it (`PASS`, its `Display`) in report/spelling.rs.
+// Its one spelling (`PASS`, its `Display`), also its JSON and its schema, is report/spelling.rs.
 /// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "UPPERCASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
     Fail,
@@ -47,6 +46,9 @@ impl From<Verdict> for crate::error::ExitCode {
 }
 
 impl Verdict {
+    /// Every verdict, in the schema's order.
+    pub const ALL: [Verdict; 3] = [Verdict::Pass, Verdict::Fail, Verdict::Error];
+
     /// The one verdict of several (a run's gates, a matrix's cells): PASS when every one passed
     /// (and there is one), FAIL when any failed, else ERROR: nothing failed, but something could
     /// not be judged, and that is never called a failure.
@@ -217,6 +219,14 @@ impl GateOutcome {
         }
     }
 
+    /// Records a check's ending: an `Err` (the gate could not be judged further) is an ERROR
+    /// line with the error's text ([`GateOutcome::error`]).
+    pub fn judged(&mut self, ended: Result<(), GateError>) {
+        if let Err(e) = ended {
+            self.error(e.to_string());
+        }
+    }
+
     /// A volatile figure (time, rate): recorded apart from the verdict.
     pub fn figure(&mut self, name: &str, value: impl Into<serde_json::Value>) {
         self.figures.insert(name.into(), value.into());
@@ -255,6 +265,8 @@ impl GateError {
 pub struct GateContext<'a> {
     pub engine: &'a Engine,
     pub bundle: &'a Arc<Bundle>,
+    /// The case corpus G6 replays (the one `emq-gate` chose: `--cases`, or the embedded one).
+    pub cases: crate::suites::cases::format::Corpus,
     pub factory: &'a dyn ConnectorFactory,
     pub seed: u64,
     /// G7's history count.
@@ -326,7 +338,9 @@ impl GateContext<'_> {
 pub struct Gate {
     pub id: GateId,
     pub name: &'static str,
-    pub run: fn(&GateContext<'_>, &mut GateOutcome),
+    /// Its check: evidence goes into the outcome; an `Err` is why the gate could not be judged
+    /// further, recorded as its ERROR by [`run_gate`] ([`GateOutcome::judged`]).
+    pub run: fn(&GateContext<'_>, &mut GateOutcome) -> Result<(), GateError>,
 }
 
 /// Runs one gate, timing it; a panic inside a check becomes ERROR, never a silent PASS.
@@ -339,6 +353,8 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     ctx.engine.mark_health();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
+    // The check's own error first: it was the last thing the check did.
+    let result = result.map(|r| out.judged(r));
     let events = ctx.engine.health_events();
     if !events.is_empty() {
         out.engine_event(events.join("; "));

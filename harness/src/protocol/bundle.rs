@@ -51,20 +51,10 @@ pub struct Bundle {
     pub scripts: Vec<Script>,
 }
 
-static CHOSEN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Makes `dir` what [`default_dir`] answers for the rest of the process (`emq-gate --bundle`, or
-/// the embedded bundle unpacked); the first call wins.
-pub fn set_default_dir(dir: PathBuf) {
-    let _ = CHOSEN_DIR.set(dir);
-}
-
-/// Where the bundle lives when nobody says: the directory chosen by [`set_default_dir`], else
-/// `EMQ_BUNDLE_DIR`, else this repository's `bundle/` (tests, run inside the checkout).
+/// Where the bundle lives when nobody says: `EMQ_BUNDLE_DIR`, else this repository's `bundle/`
+/// (tests and library callers, run inside the checkout). `emq-gate` passes its own choice
+/// (`cmd::sources`) to what needs it instead.
 pub fn default_dir() -> PathBuf {
-    if let Some(d) = CHOSEN_DIR.get() {
-        return d.clone();
-    }
     crate::settings::bundle_dir().unwrap_or_else(|| crate::repo_relative("bundle"))
 }
 

@@ -1,4 +1,5 @@
-//! L1–L2, pure: the key grammar, the script bundle, and the keyspace model with its invariants.
+//! L1–L2, pure: the key grammar, the engine url, the script bundle, and the keyspace model with
+//! its invariants.
 //! Nothing here talks to an engine; everything above builds on it.
 
 pub mod bundle;
@@ -6,3 +7,4 @@ pub mod embedded;
 pub mod gate;
 pub mod grammar;
 pub mod keyspace;
+pub mod url;

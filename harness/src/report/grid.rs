@@ -56,7 +56,7 @@ impl Cell {
                 row,
                 col,
                 verdict: Verdict::Error,
-                summary: "ERROR".into(),
+                summary: Verdict::Error.to_string(),
                 passed: 0,
                 total: crate::gates::ALL.len(),
                 gates: Vec::new(),

@@ -41,7 +41,7 @@ impl Record {
             ("engine_kind", h.engine_kind.clone()),
             ("engine_image", h.engine_image.clone()),
             ("engine_source", h.engine_source.clone()),
-            ("connector", h.connector_name.clone()),
+            ("connector", h.connector_name.to_string()),
             ("connector_version", h.connector_version.clone()),
             ("connector_language", h.connector_language.clone()),
             ("harness_version", h.harness_version.clone()),

@@ -3,6 +3,7 @@
 //! compare a fresh run with the committed record.
 
 pub mod grid;
+pub mod header;
 pub mod html;
 pub mod junit;
 pub mod markdown;
@@ -21,58 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
 use crate::gates::{GateOutcome, Verdict};
+pub use header::{ConnectorName, Header};
 
 /// The record's schema name; bumped when a field changes meaning.
 pub const SCHEMA: &str = "emq-gate-record/2";
-
-/// Who and what was judged, on what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Header {
-    pub schema: String,
-    pub harness_version: String,
-    pub bundle_version: String,
-    pub bundle_protocol: u32,
-    pub bundle_digest: String,
-    pub scripts: BTreeMap<String, String>,
-    /// Not compared: `container`, `binary` or `url`.
-    pub engine_kind: String,
-    /// Not compared: the image, the binary's path or the url.
-    pub engine_image: String,
-    /// The server product from `INFO server`: `valkey` or `redis`.
-    #[serde(default = "valkey")]
-    pub engine_product: String,
-    /// The server version from `INFO server` (`valkey_version`, or Redis's `redis_version`).
-    #[serde(alias = "valkey_version")]
-    pub engine_version: String,
-    /// Not compared: where the build came from (the binary's `SOURCE` file or the image's
-    /// `org.echomq.source` label); empty when unknown.
-    #[serde(default)]
-    pub engine_source: String,
-    pub connector_name: String,
-    pub connector_version: String,
-    pub connector_language: String,
-    pub seed: u64,
-    pub histories: u32,
-    pub batch: i64,
-    /// Volatile: when the run started (RFC 3339, UTC).
-    pub started: String,
-}
-
-fn valkey() -> String {
-    "valkey".into()
-}
-
-impl Header {
-    /// `valkey 9.1.2`, `redis 7.0.15`.
-    pub fn engine_label(&self) -> String {
-        format!("{} {}", self.engine_product, self.engine_version)
-    }
-
-    /// The engine's name: `valkey-9.1`, `redis-7.0`.
-    pub fn engine_name(&self) -> String {
-        crate::engine::named::name_of(&self.engine_product, &self.engine_version)
-    }
-}
 
 /// One gate's verdict and stable evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -329,7 +282,11 @@ fn header_differences(a: &Header, b: &Header) -> Vec<String> {
         ("bundle_digest", &a.bundle_digest, &b.bundle_digest),
         ("engine_product", &a.engine_product, &b.engine_product),
         ("engine_version", &a.engine_version, &b.engine_version),
-        ("connector_name", &a.connector_name, &b.connector_name),
+        (
+            "connector_name",
+            &a.connector_name.to_string(),
+            &b.connector_name.to_string(),
+        ),
         (
             "connector_version",
             &a.connector_version,

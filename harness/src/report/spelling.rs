@@ -1,28 +1,85 @@
-//! How the record spells a verdict and a line of evidence: `PASS`/`FAIL`/`ERROR`, and evidence as
-//! one line whose prefix (`FAIL: `, `ERROR: `, none for a fact that held) is its severity. The one
-//! place a prefix is written, and the one place it is read back (a record loaded from JSON).
+//! How the record spells a verdict and a line of evidence: `PASS`/`FAIL`/`ERROR` (the verdict's
+//! `Display`, the one place the words are written: its JSON, its schema and the evidence
+//! prefixes are made from it), and evidence as one line whose prefix (`FAIL: `, `ERROR: `, none
+//! for a fact that held) is its severity. The one place a prefix is written, and the one place
+//! it is read back (a record loaded from JSON).
 
 use serde::{Deserialize, Serialize};
 
 use crate::gates::{Evidence, Severity, Verdict};
 
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Verdict {
+    /// `PASS`, `FAIL`, `ERROR`: the words, written here only.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Self::Pass => "PASS",
             Self::Fail => "FAIL",
             Self::Error => "ERROR",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Text that names no verdict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown verdict {0:?}")]
+pub struct UnknownVerdict(pub String);
+
+impl std::str::FromStr for Verdict {
+    type Err = UnknownVerdict;
+    fn from_str(s: &str) -> Result<Self, UnknownVerdict> {
+        Verdict::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| UnknownVerdict(s.to_string()))
+    }
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for Verdict {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Verdict".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let words: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+        schemars::json_schema!({
+            "description": "PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).",
+            "type": "string",
+            "enum": words,
         })
     }
 }
 
-/// The line's prefix for `severity` (none for a fact that held).
-pub fn prefix(severity: Severity) -> &'static str {
+/// The verdict a line of `severity` stands for (none for a fact that held).
+fn verdict_of(severity: Severity) -> Option<Verdict> {
     match severity {
-        Severity::Held => "",
-        Severity::Fail => "FAIL: ",
-        Severity::Error => "ERROR: ",
+        Severity::Held => None,
+        Severity::Fail => Some(Verdict::Fail),
+        Severity::Error => Some(Verdict::Error),
     }
+}
+
+/// The line's prefix for `severity`: its verdict's word and `: ` (none for a fact that held).
+pub fn prefix(severity: Severity) -> String {
+    verdict_of(severity).map_or(String::new(), |v| format!("{v}: "))
 }
 
 /// The line as the record holds it: the prefix and the text.
@@ -48,7 +105,7 @@ impl<'de> Deserialize<'de> for Evidence {
 /// A record's line as evidence: its prefix read as its severity.
 pub fn parse(line: &str) -> Evidence {
     for severity in [Severity::Fail, Severity::Error] {
-        if let Some(text) = line.strip_prefix(prefix(severity)) {
+        if let Some(text) = line.strip_prefix(&prefix(severity)) {
             return Evidence::new(severity, text);
         }
     }
@@ -63,8 +120,12 @@ impl schemars::JsonSchema for Evidence {
         let mut s = String::json_schema(g);
         s.insert(
             "description".into(),
-            "One line of evidence: a fact that held, or `FAIL: ` / `ERROR: ` and a violation."
-                .into(),
+            format!(
+                "One line of evidence: a fact that held, or `{}` / `{}` and a violation.",
+                prefix(Severity::Fail),
+                prefix(Severity::Error)
+            )
+            .into(),
         );
         s
     }

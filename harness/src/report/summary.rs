@@ -66,7 +66,7 @@ fn column_widths(grid: &Grid) -> (usize, Vec<usize>) {
             c.chars()
                 .count()
                 .max(l.chars().count())
-                .max("ERROR".len() + 4)
+                .max(Verdict::Error.as_str().len() + 4)
                 + 2
         })
         .collect();

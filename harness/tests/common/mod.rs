@@ -50,6 +50,7 @@ pub fn gate_context<'a>(
     GateContext {
         engine,
         bundle,
+        cases: emq::cmd::sources::Dirs::from_env().cases,
         factory,
         seed: 42,
         histories: 10,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterConnection};
 
 use crate::engine::admin::shards::{self, SlotMap};
+use crate::protocol::url::EngineUrl;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     Cmd, ConnectionLike, ErrorKind as RedisKind, Pipeline, RedisResult, ServerErrorKind, Value,
@@ -311,7 +312,7 @@ impl Link {
                 let con = match c.pipes.entry(port) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {
-                        let client = redis::Client::open(node_url(&c.url, port).as_str())?;
+                        let client = redis::Client::open(node_url(&c.url, port)?.as_str())?;
                         let con = client.get_connection_with_timeout(c.timeout)?;
                         con.set_read_timeout(Some(c.timeout))?;
                         con.set_write_timeout(Some(c.timeout))?;
@@ -413,16 +414,14 @@ fn read_slots(con: &mut ClusterConnection) -> RedisResult<SlotMap> {
         .map_err(|e| redis::RedisError::from((RedisKind::Client, "bad CLUSTER SLOTS reply", e)))
 }
 
-/// `seed` (`redis://[:pw@]host:port[/db]`) with `port` in place of its port.
-fn node_url(seed: &str, port: u16) -> String {
-    let (scheme_auth, rest) = match seed.rsplit_once('@') {
-        Some((a, r)) => (format!("{a}@"), r),
-        None => (
-            "redis://".to_string(),
-            seed.strip_prefix("redis://").unwrap_or(seed),
-        ),
-    };
-    let (hostport, db) = rest.split_once('/').unwrap_or((rest, "0"));
-    let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h);
-    format!("{scheme_auth}{host}:{port}/{db}")
+/// `seed` with `port` in place of its port, naming its database (0 when it names none).
+fn node_url(seed: &str, port: u16) -> RedisResult<String> {
+    let u = EngineUrl::parse(seed).map_err(|e| {
+        redis::RedisError::from((
+            RedisKind::InvalidClientConfig,
+            "bad seed url",
+            e.to_string(),
+        ))
+    })?;
+    Ok(u.with_port(port).with_db(Some(u.db_or_zero())).to_string())
 }

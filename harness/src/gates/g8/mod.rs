@@ -54,40 +54,25 @@ pub fn crash_connectors(seed: u64) -> usize {
     Plan::new(seed, true).process_kills() + 1
 }
 
-/// The gate's check.
-pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+/// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
+pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     // The crash phase's replacements start now, all at once, while the first phases run
     // (issue #24); idle processes (G7's) count among them.
     if ctx.factory.killable() {
         ctx.factory
             .warm(crash_connectors(ctx.seed), StartReason::Killed);
     }
-    if let Err(e) = discipline(ctx, out) {
-        out.error(e.to_string());
-        return;
-    }
+    discipline(ctx, out)?;
     // The fault phase runs on every engine (on a cluster through the proxy of each node); a
     // cluster adds its failover (R8.4).
-    let phase = fault_phase::run(ctx, out).and_then(|()| {
-        if ctx.engine.is_cluster() {
-            failover::run(ctx, out).and_then(|()| migration::run(ctx, out))
-        } else {
-            Ok(())
-        }
-    });
-    if let Err(e) = phase {
-        out.error(e.to_string());
-        return;
+    fault_phase::run(ctx, out)?;
+    if ctx.engine.is_cluster() {
+        failover::run(ctx, out)?;
+        migration::run(ctx, out)?;
+    } else {
+        late_reply::run(ctx, out)?;
     }
-    if !ctx.engine.is_cluster()
-        && let Err(e) = late_reply::run(ctx, out)
-    {
-        out.error(e.to_string());
-        return;
-    }
-    if let Err(e) = crashes(ctx, out) {
-        out.error(e.to_string());
-    }
+    crashes(ctx, out)
 }
 
 /// Why a connector command breaks the discipline, if it does.

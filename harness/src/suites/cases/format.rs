@@ -56,34 +56,83 @@ pub struct Case {
     pub setup: Vec<Vec<String>>,
     pub steps: Vec<Step>,
     pub file: PathBuf,
+    /// The file as messages name it ([`Corpus::shown`]).
+    pub shown: String,
     /// Where the `id` value is, for errors about the id.
     pub id_at: (u64, u64),
 }
 
 impl Case {
     /// `file:line` of step `i` (0-based); a file of the embedded corpus is named
-    /// `cases/<file>`, never the temp directory it was unpacked to (see [`show_dir_as`]).
+    /// `cases/<file>`, never the temp directory it was unpacked to ([`Corpus::shown_as`]).
     pub fn location(&self, i: usize) -> String {
-        format!("{}:{}", shown(&self.file), self.steps[i].line)
+        format!("{}:{}", self.shown, self.steps[i].line)
     }
 }
 
-static SHOWN_AS: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();
-
-/// Case files under `dir` are named `<name>/<file>` in messages: the embedded corpus is unpacked
-/// to a temp directory that is gone when the run ends, so its own name is what a reader can find.
-pub fn show_dir_as(dir: PathBuf, name: &str) {
-    let _ = SHOWN_AS.set((dir, name.to_string()));
+/// A case corpus: its directory, and how its files are named in messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corpus {
+    pub dir: PathBuf,
+    /// `<name>/<file>` instead of the directory's path, when set.
+    shown_as: Option<String>,
 }
 
-/// How a case file is named in messages.
-pub fn shown(file: &Path) -> String {
-    match SHOWN_AS.get() {
-        Some((dir, name)) => match file.strip_prefix(dir) {
-            Ok(rel) => format!("{name}/{}", rel.display()),
-            Err(_) => file.display().to_string(),
-        },
-        None => file.display().to_string(),
+impl Corpus {
+    /// The cases in `dir`, named by their paths.
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            shown_as: None,
+        }
+    }
+
+    /// The cases in `dir`, named `<name>/<file>` in messages: the embedded corpus is unpacked to
+    /// a temp directory that is gone when the run ends, so its own name is what a reader can find.
+    pub fn shown_as(dir: impl Into<PathBuf>, name: &str) -> Self {
+        Self {
+            dir: dir.into(),
+            shown_as: Some(name.to_string()),
+        }
+    }
+
+    /// How `file` is named in messages.
+    pub fn shown(&self, file: &Path) -> String {
+        match (&self.shown_as, file.strip_prefix(&self.dir)) {
+            (Some(name), Ok(rel)) => format!("{name}/{}", rel.display()),
+            _ => file.display().to_string(),
+        }
+    }
+
+    /// Loads every `*.yaml` directly in the directory, sorted by file name; ids must be unique.
+    pub fn load(&self) -> Result<Vec<Case>, HarnessError> {
+        let dir = &self.dir;
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| HarnessError::io(dir.display().to_string(), e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+        let mut out = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| HarnessError::io(f.display().to_string(), e))?;
+            let shown = self.shown(&f);
+            let case = parse_shown(&f, &shown, &text)?;
+            if let Some(prev) = seen.get(&case.id) {
+                let (line, col) = case.id_at;
+                return Err(bad(
+                    &shown,
+                    line,
+                    col,
+                    format!("duplicate id {:?} (also in {})", case.id, prev.display()),
+                ));
+            }
+            seen.insert(case.id.clone(), f);
+            out.push(case);
+        }
+        Ok(out)
     }
 }
 
@@ -105,12 +154,17 @@ struct RawCase {
     steps: Vec<Spanned<Map<String, Value>>>,
 }
 
-fn bad(file: &Path, line: u64, col: u64, msg: impl std::fmt::Display) -> HarnessError {
-    HarnessError::located(shown(file), line, col, msg)
+fn bad(shown: &str, line: u64, col: u64, msg: impl std::fmt::Display) -> HarnessError {
+    HarnessError::located(shown.to_string(), line, col, msg)
 }
 
-/// Parses one case file's text.
+/// Parses one case file's text (named by its path in messages).
 pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
+    parse_shown(file, &file.display().to_string(), text)
+}
+
+/// [`parse`], the file named `shown` in messages.
+fn parse_shown(file: &Path, shown: &str, text: &str) -> Result<Case, HarnessError> {
     // YAML 1.2 booleans only: `payload: y` is the string "y", not true.
     let options = serde_saphyr::options! { strict_booleans: true, with_snippet: false };
     let raw: RawCase = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
@@ -119,7 +173,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
         let first = msg.lines().next().unwrap_or("invalid YAML");
         // The location leads the line already; drop the parser's own " at line N, column M".
         let first = first.split(" at line ").next().unwrap_or(first).to_string();
-        bad(file, line, col, first)
+        bad(shown, line, col, first)
     })?;
     let id_loc = raw.id.referenced;
     let id = raw.id.value;
@@ -129,7 +183,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     {
         return Err(bad(
-            file,
+            shown,
             id_loc.line(),
             id_loc.column(),
             format!("id {id:?} must be [a-z0-9-]+"),
@@ -138,7 +192,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
     let sessions = raw.sessions.unwrap_or_else(|| vec!["main".into()]);
     if sessions.is_empty() {
         return Err(bad(
-            file,
+            shown,
             id_loc.line(),
             id_loc.column(),
             "sessions must not be empty",
@@ -150,7 +204,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
         Some(c) if c.value == "manual" => true,
         Some(c) => {
             return Err(bad(
-                file,
+                shown,
                 c.referenced.line(),
                 c.referenced.column(),
                 format!("connect must be auto or manual, not {:?}", c.value),
@@ -159,7 +213,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
     };
     if raw.steps.is_empty() {
         return Err(bad(
-            file,
+            shown,
             id_loc.line(),
             id_loc.column(),
             "a case needs at least one step",
@@ -170,7 +224,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
     for (i, s) in raw.steps.into_iter().enumerate() {
         let (line, col) = (s.referenced.line(), s.referenced.column());
         let step = parse_step(s.value, &sessions, &captured)
-            .map_err(|m| bad(file, line, col, format!("step {}: {m}", i + 1)))?;
+            .map_err(|m| bad(shown, line, col, format!("step {}: {m}", i + 1)))?;
         if let Some(c) = &step.capture {
             captured.insert(c.clone());
         }
@@ -186,6 +240,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
         setup: raw.setup,
         steps,
         file: file.to_path_buf(),
+        shown: shown.to_string(),
         id_at: (id_loc.line(), id_loc.column()),
     })
 }
@@ -339,48 +394,14 @@ fn check_refs(v: &Value, captured: &BTreeSet<String>, matchers: bool) -> Result<
     }
 }
 
-/// Loads every `*.yaml` directly in `dir`, sorted by file name; ids must be unique.
+/// Loads every `*.yaml` directly in `dir` ([`Corpus::load`], files named by their paths).
 pub fn load_dir(dir: &Path) -> Result<Vec<Case>, HarnessError> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| HarnessError::io(dir.display().to_string(), e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    files.sort();
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
-    let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f)
-            .map_err(|e| HarnessError::io(f.display().to_string(), e))?;
-        let case = parse(&f, &text)?;
-        if let Some(prev) = seen.get(&case.id) {
-            let (line, col) = case.id_at;
-            return Err(bad(
-                &f,
-                line,
-                col,
-                format!("duplicate id {:?} (also in {})", case.id, prev.display()),
-            ));
-        }
-        seen.insert(case.id.clone(), f);
-        out.push(case);
-    }
-    Ok(out)
+    Corpus::at(dir).load()
 }
 
-static CHOSEN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Makes `dir` what [`default_dir`] answers for the rest of the process (`emq-gate --cases`, or
-/// the embedded corpus unpacked); the first call wins.
-pub fn set_default_dir(dir: PathBuf) {
-    let _ = CHOSEN_DIR.set(dir);
-}
-
-/// The directory chosen by [`set_default_dir`], else `EMQ_CASES_DIR`, else this repository's
-/// `cases/` (tests, run inside the checkout).
+/// The corpus when nobody chose one: `EMQ_CASES_DIR`, else this repository's `cases/` (tests
+/// and library callers, run inside the checkout). `emq-gate` passes its own choice
+/// (`cmd::sources`) to what needs it instead.
 pub fn default_dir() -> PathBuf {
-    if let Some(d) = CHOSEN_DIR.get() {
-        return d.clone();
-    }
     crate::settings::cases_dir().unwrap_or_else(|| crate::repo_relative("cases"))
 }

@@ -12,7 +12,7 @@ use crate::engine::{Engine, EngineOptions};
 use crate::error::{ExitCode, HarnessError};
 use crate::protocol::bundle::Bundle;
 use crate::suites::cases::bless;
-use crate::suites::cases::format::{Case, load_dir};
+use crate::suites::cases::format::Case;
 use crate::suites::cases::runner::{Mode, run_case};
 
 /// Makes a fresh connector of one subject.
@@ -31,7 +31,7 @@ pub struct Setup {
     pub argv: Vec<String>,
     /// Rewrite expectations from the first subject instead of checking them (authoring only).
     pub bless: bool,
-    pub cases_dir: std::path::PathBuf,
+    pub cases: crate::suites::cases::format::Corpus,
     pub bundle: Result<Bundle, HarnessError>,
     pub engine: Result<EngineOptions, HarnessError>,
     /// In order; with `bless`, only the first is run.
@@ -125,7 +125,7 @@ pub fn run(setup: Setup) -> Ending {
         Mode::Check
     };
     let bad = |e: &dyn std::fmt::Display| Ending::refused(ExitCode::BadInput, e);
-    let cases = match load_dir(&setup.cases_dir) {
+    let cases = match setup.cases.load() {
         Ok(c) => c,
         Err(e) => return bad(&e),
     };

@@ -240,7 +240,7 @@ fn run_steps(
     widest: &mut Option<i64>,
 ) -> Result<(), Box<CaseFailure>> {
     let setup_fail = |message: String| CaseFailure {
-        location: format!("{}:1", super::format::shown(&case.file)),
+        location: format!("{}:1", case.shown),
         case_id: case.id.clone(),
         step: 0,
         what: "setup".into(),
