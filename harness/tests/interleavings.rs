@@ -115,7 +115,11 @@ fn caught_with_message(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bu
         &Options {
             histories: 256,
             seed: 0x6507,
-            max_shrink_time: Duration::from_secs(60),
+            // The "shrunk to at most 6 steps" below is a promise for a machine of its own.
+            max_shrink_time: common::scaled_bound(
+                &format!("{breakage}: shrinking"),
+                Duration::from_secs(60),
+            ),
             max_shrink_iters: 2048,
             regressions: Vec::new(),
         },

@@ -1,4 +1,5 @@
-//! Whatever a connector does, its whole run ends with a verdict within [`BOUND`], the harness's
+//! Whatever a connector does, its whole run ends with a verdict within [`BOUND`] (times
+//! [`common::slowness`] on a shared machine), the harness's
 //! memory stays under [`MEMORY`], and nothing is left running. Each connector here is the real
 //! Python connector behind `fixtures/misbehave.py MODE` (one misbehaviour each), judged by the
 //! built `emq-gate run` on a binary engine of its own; a hang on a verb is `hangs.rs`'s.
@@ -77,7 +78,7 @@ fn marked(marker: &str) -> Vec<u32> {
     common::marked("EMQ_MISBEHAVE_TEST", marker)
 }
 
-fn judge(mode: &'static str, python: &Path) -> Judged {
+fn judge(mode: &'static str, python: &Path, bound: Duration) -> Judged {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/misbehave.py");
     let marker = format!("{}-{mode}", std::process::id());
     let mut child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
@@ -122,7 +123,7 @@ fn judge(mode: &'static str, python: &Path) -> Judged {
         if let Some(s) = child.try_wait().unwrap() {
             break Some(s);
         }
-        if t0.elapsed() > BOUND + Duration::from_secs(30) {
+        if t0.elapsed() > bound + Duration::from_secs(30) {
             let _ = child.kill();
             let _ = child.wait();
             break None;
@@ -149,13 +150,14 @@ fn every_misbehaving_connector_is_judged_in_bounded_time_and_memory() {
     let Some(python) = common::python_connector() else {
         return;
     };
+    let bound = common::scaled_bound("a whole run's verdict", BOUND);
     let queue = std::sync::Mutex::new(MODES.iter().map(|m| m.name).collect::<Vec<_>>());
     let results = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..PARALLEL {
             s.spawn(|| {
                 while let Some(mode) = queue.lock().unwrap().pop() {
-                    let j = judge(mode, &python);
+                    let j = judge(mode, &python, bound);
                     eprintln!(
                         "{:<13} exit {:?} in {:>5.1} s, harness peak {} MB",
                         j.mode,
@@ -173,7 +175,8 @@ fn every_misbehaving_connector_is_judged_in_bounded_time_and_memory() {
         let m = MODES.iter().find(|m| m.name == j.mode).unwrap();
         let why = [
             (j.code != Some(m.code)).then(|| format!("exit {:?}, want {}", j.code, m.code)),
-            (j.wall > BOUND).then(|| format!("took {:.0} s", j.wall.as_secs_f64())),
+            (j.wall > bound)
+                .then(|| format!("took {:.0} s, bound {bound:.0?}", j.wall.as_secs_f64())),
             (j.peak_kb > MEMORY_KB).then(|| format!("peak memory {} MB", j.peak_kb / 1024)),
             (!j.record.contains(m.evidence)).then(|| format!("no {:?} in the record", m.evidence)),
             (!j.left.is_empty()).then(|| format!("processes left running: {:?}", j.left)),

@@ -6,6 +6,7 @@ pub mod lifecycle;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use emq::connector::ConnectorFactory;
 use emq::engine::{Engine, EngineChoice};
@@ -107,4 +108,34 @@ pub fn marked(var: &str, marker: &str) -> Vec<u32> {
         }
     }
     found
+}
+
+/// How many times slower than an idle machine this one runs now, from 1 to 10: the wall time of
+/// 100 ms of this thread's CPU work over that CPU time (a thread that shares a core with k other
+/// busy ones gets about 1/(k+1) of it). A test's "judged within" bound is a promise about the
+/// harness on a machine of its own; on a shared one it is multiplied by this, so that other
+/// processes stretch it instead of failing it, and a hang (which no factor of 10 covers) is still
+/// caught.
+pub fn slowness() -> f64 {
+    use rustix::time::{ClockId, clock_gettime};
+    let cpu = || {
+        let t = clock_gettime(ClockId::ThreadCPUTime);
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    };
+    let (w0, c0) = (Instant::now(), cpu());
+    let mut x = 1u64;
+    while cpu() - c0 < Duration::from_millis(100) {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+    }
+    (w0.elapsed().as_secs_f64() / (cpu() - c0).as_secs_f64()).clamp(1.0, 10.0)
+}
+
+/// `bound` scaled by [`slowness`] measured now, said on stderr.
+pub fn scaled_bound(what: &str, bound: Duration) -> Duration {
+    let s = slowness();
+    let b = bound.mul_f64(s);
+    eprintln!("{what}: the machine runs {s:.1}x slower than idle: bound {bound:?} -> {b:.0?}");
+    b
 }
