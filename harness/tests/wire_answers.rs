@@ -46,7 +46,27 @@ fn script(url: &str) -> Vec<(Value, Option<&'static str>)> {
             json!({"cmd": "pending_size", "session": "s", "queue": "q"}),
             None,
         ),
+        // SPEC §5's url rule: a `/` with nothing after it names database 0.
+        (
+            json!({"cmd": "connect", "session": "d", "url": empty_db(url)}),
+            None,
+        ),
+        (
+            json!({"cmd": "pending_size", "session": "d", "queue": "q"}),
+            None,
+        ),
+        (
+            json!({"cmd": "batch", "session": "s", "queue": "q", "n": 1, "depth": 1,
+                   "payload": "", "queues": []}),
+            Some("invalid"),
+        ),
     ]
+}
+
+/// `url` with its `/db` emptied: `redis://...:port/`.
+fn empty_db(url: &str) -> String {
+    let (head, _db) = url.rsplit_once('/').expect("a url with a /db");
+    format!("{head}/")
 }
 
 fn connectors() -> Vec<(&'static str, PathBuf)> {

@@ -89,6 +89,8 @@ pub enum Double {
     EnqueueTwice,
     /// `pipeline_probe` and `batch` one command per round trip (right replies, no pipelining).
     Unpipelined,
+    /// `pipeline_probe` pipelines `INCRBY key 1` (redis-py's `incr()`): right replies, not `INCR`.
+    IncrByProbe,
     /// `disconnect` answers `{}` but the session keeps working.
     ZombieSession,
     /// Engine errors reported as kind `internal`.
@@ -237,6 +239,10 @@ impl Double {
             }
             Self::EnqueueTwice => Box::new(Rewriter::new(reference(), Rewrite::EnqueueTwice)),
             Self::Unpipelined => Box::new(broken::Unpipelined(reference())),
+            Self::IncrByProbe => Box::new(reference().with_quirks(Quirks {
+                incrby_probe: true,
+                ..Quirks::default()
+            })),
             Self::ZombieSession => Box::new(broken::ZombieSession {
                 inner: reference(),
                 connected: Default::default(),

@@ -28,4 +28,7 @@ pub struct Quirks {
     /// replaced by the cluster client without a fence read, as redis-py's cluster pool does
     /// (breaks R3.5 on a cluster).
     pub silent_node_reconnect: bool,
+    /// The probe's commands are `INCRBY key 1`, as redis-py's `incr()` sends them: the same
+    /// replies, not the probe's `INCR` (breaks R4.11).
+    pub incrby_probe: bool,
 }
