@@ -164,7 +164,7 @@ pub struct ChildConnector {
     hung: Hung,
     seq: u64,
     /// The last request answered (`claim (seq 39)`): a line nobody asked for came after it.
-    answered: Option<String>,
+    pub(super) answered: Option<String>,
     /// Why the connector is dead (every later call fails fast with it), if it is.
     dead: Option<String>,
     restarts: u32,
@@ -245,6 +245,7 @@ impl ChildConnector {
         c.seq = idle.seq;
         c.wire_log = idle.wire_log;
         c.probe = idle.probe;
+        c.answered = idle.answered;
         c.started = idle.started;
         c.together = idle.together;
         c
