@@ -21,7 +21,8 @@
 //!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
-//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node;
+//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
+//!   (one `Quirks` flag breaks §4 instead: `incrby_probe`, redis-py's `incr()` in the probe);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!

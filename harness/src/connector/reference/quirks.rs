@@ -2,8 +2,8 @@
 
 use super::Ask;
 
-/// Departures from SPEC §8 that only a double turns on (`crate::doubles`), the way `root` is
-/// swapped: the production connector has none.
+/// Departures from SPEC (§8, and R4.11's probe) that only a double turns on (`crate::doubles`),
+/// the way `root` is swapped: the production connector has none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Quirks {
     /// On `NOSCRIPT`, load on the seed node instead of the node that said it (breaks R8.2).
