@@ -57,7 +57,7 @@ pub enum Outcome {
 /// One call of the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    /// How evidence names the call: `enqueue (call 3, lost reply)`.
+    /// How evidence names the call: `enqueue (fault trial 3 of 56, lost reply)`.
     pub label: String,
     /// A mutating request on the snapshot's one queue (a batch without `queues`).
     pub call: Request,
