@@ -26,7 +26,7 @@ pub enum ErrorKind {
     Engine,
     /// The connector does not implement the request.
     Unsupported,
-    /// A bug or a broken child process.
+    /// A bug, a reply the wire cannot carry (over 16 MiB), or a broken child process.
     Internal,
 }
 
@@ -74,6 +74,22 @@ impl ConnectorError {
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)
+    }
+
+    /// The error as a FAIL line shows it: `kind engine`, or for `internal` the kind and its
+    /// message. `internal` is a bug or a broken child (a line nobody asked for, a wrong seq), and
+    /// then the message is the diagnosis: without it the line blamed the call it broke.
+    pub fn evidence(&self) -> String {
+        match self.kind {
+            ErrorKind::Internal => {
+                let mut m: String = self.message.chars().take(300).collect();
+                if m.len() < self.message.len() {
+                    m.push('…');
+                }
+                format!("kind internal: {m}")
+            }
+            kind => format!("kind {kind}"),
+        }
     }
 }
 

@@ -489,7 +489,7 @@ fn an_extra_line_is_reported() {
     assert_eq!(err.kind, ErrorKind::Internal);
     assert!(
         err.message.starts_with(
-            "connector printed a line nobody asked for (before pending_size (seq 2)): {\"seq\": 1, \"ok\": "
+            "connector printed a line nobody asked for (after its answer to hello (seq 1), before pending_size (seq 2)): {\"seq\": 1, \"ok\": "
         ),
         "{}",
         err.message

@@ -13,6 +13,11 @@ defmodule EchoMQ.Main do
     argv = Enum.map(args, &List.to_string/1)
     # the raw client's connections are linked to this process: their exits must not end it.
     Process.flag(:trap_exit, true)
+    # SPEC §5 (R5.1): stdout is the wire. Erlang's default log handler writes to standard_io,
+    # which under `erl -noshell` is stdout: one log event (the raw client's connection report, a crash
+    # report) would be a line the harness never asked for. Its `type` cannot change in place.
+    _ = :logger.remove_handler(:default)
+    :ok = :logger.add_handler(:default, :logger_std_h, %{config: %{type: :standard_error}})
     # under `erl -noshell` standard_io starts in list mode: ask for binaries (raw bytes)
     :io.setopts(:standard_io, binary: true, encoding: :latin1)
     dir = Bundle.locate(argv, System.get_env("EMQ_ELIXIR_DEFAULT_BUNDLE") || "bundle")

@@ -53,7 +53,22 @@ defmodule EchoMQ.Wire do
     end
   end
 
-  def encode(seq, {:ok, v}), do: [JSON.encode(%{"seq" => seq, "ok" => v}), ?\n]
+  # R5.11: a response line is at most 16 MiB, its newline not counted.
+  @max_line 16 * 1024 * 1024
+  def max_line, do: @max_line
+
+  # One over the limit is kind internal naming its size (R5.6: the engine did answer, so it is
+  # not engine; the wire cannot carry it).
+  def encode(seq, {:ok, v}) do
+    line = JSON.encode(%{"seq" => seq, "ok" => v})
+    size = IO.iodata_length(line)
+
+    if size > @max_line do
+      encode(seq, {:error, :internal, "the reply would be a #{size}-byte line, over the wire's #{@max_line}-byte limit (R5.11)"})
+    else
+      [line, ?\n]
+    end
+  end
 
   def encode(seq, {:error, kind, msg}),
     do: [JSON.encode(%{"seq" => seq, "error" => %{"kind" => kind, "message" => msg}}), ?\n]

@@ -26,6 +26,22 @@ defmodule EchoMQ.MainTest do
     assert Enum.map(lines, &(EchoMQ.JSON.decode(&1) |> elem(1) |> Map.get("seq"))) == [1, 2]
   end
 
+  # SPEC §5 (R5.1): Erlang's default log handler writes to standard_io, stdout under
+  # `erl -noshell`; a log event (an eredis report) must land on stderr, never on the wire.
+  test "a log event goes to stderr, not to stdout" do
+    probe = ~s{-eval 'spawn(fun() -> timer:sleep(700), logger:error("emq-logger-probe") end)'}
+    hello = ~s({"seq":1,"cmd":"hello","protocol":1})
+    tmp = Path.join(System.tmp_dir!(), "emq-elixir-log-#{System.unique_integer([:positive])}.err")
+    cmd = "(echo '#{hello}'; sleep 1.5; echo '{\"seq\":2,\"cmd\":\"stop\"}') | '#{@launcher}' 2> '#{tmp}'"
+    {out, code} = System.cmd("sh", ["-c", cmd], env: [{"ERL_AFLAGS", probe}])
+    err = File.read!(tmp)
+    File.rm(tmp)
+    assert code == 0
+    assert [_hello] = String.split(out, "\n", trim: true)
+    refute out =~ "emq-logger-probe"
+    assert err =~ "emq-logger-probe"
+  end
+
   test "end of input exits 0" do
     assert {"", _, 0} = run("")
   end

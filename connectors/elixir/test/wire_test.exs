@@ -144,4 +144,13 @@ defmodule EchoMQ.WireTest do
     assert resp["error"]["kind"] == "engine"
     assert st2.sessions == %{}
   end
+
+  test "a reply over 16 MiB is kind internal naming its size (R5.11, R5.6)" do
+    fits = String.duplicate("x", Wire.max_line() - byte_size(~s({"ok":"","seq":1})))
+    line = IO.iodata_to_binary(Wire.encode(1, {:ok, fits}))
+    assert byte_size(line) - 1 == Wire.max_line()
+    {:ok, over} = JSON.decode(IO.iodata_to_binary(Wire.encode(1, {:ok, fits <> "x"})))
+    assert over["error"]["kind"] == "internal"
+    assert over["error"]["message"] =~ "16777217-byte line"
+  end
 end

@@ -24,8 +24,20 @@ function parseRequest(line) {
   return { seq, req };
 }
 
-function okLine(seq, value) {
-  return JSON.stringify({ seq, ok: value === undefined ? null : value }) + '\n';
+/** R5.11: a response line is at most 16 MiB, its newline not counted. */
+const MAX_LINE = 16 * 1024 * 1024;
+
+/**
+ * The ok line, or, when it would pass R5.11's limit, an `internal` error naming its size (R5.6:
+ * the engine did answer, so it is not `engine`; the wire cannot carry it).
+ */
+function okLine(seq, value, cmd = 'the') {
+  const line = JSON.stringify({ seq, ok: value === undefined ? null : value });
+  const bytes = Buffer.byteLength(line);
+  if (bytes > MAX_LINE) {
+    return errorLine(seq, 'internal', `the ${cmd} reply would be a ${bytes}-byte line, over the wire's ${MAX_LINE}-byte limit (R5.11)`);
+  }
+  return line + '\n';
 }
 
 function errorLine(seq, kind, message) {
@@ -41,7 +53,7 @@ async function serveLine(line, handle, log = () => {}) {
   if (error) return errorLine(seq, error.kind, error.message);
   if (req.cmd === 'stop') return null;
   try {
-    return okLine(seq, await handle(req));
+    return okLine(seq, await handle(req), req.cmd);
   } catch (err) {
     if (err instanceof ConnectorError) return errorLine(seq, err.kind, err.message);
     log(`internal error serving ${req.cmd}: ${err && err.stack ? err.stack : err}`);
@@ -79,4 +91,4 @@ function runLoop(input, output, handle, log = () => {}) {
   });
 }
 
-module.exports = { parseRequest, okLine, errorLine, serveLine, runLoop };
+module.exports = { parseRequest, okLine, errorLine, serveLine, runLoop, MAX_LINE };

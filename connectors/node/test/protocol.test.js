@@ -3,7 +3,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { PassThrough } = require('node:stream');
-const { parseRequest, serveLine, runLoop } = require('../src/protocol');
+const { parseRequest, serveLine, runLoop, okLine, MAX_LINE } = require('../src/protocol');
 const { ConnectorError } = require('../src/errors');
 
 test('parseRequest keeps seq and rejects non-objects', () => {
@@ -83,4 +83,12 @@ test('the launcher serves hello and exits 0 on stop', () => {
   assert.equal(a.ok.language, 'node');
   assert.equal(a.ok.scripts.claim, '2319de1e94e21dd355032c7a25b90636b53f36cd');
   assert.deepEqual(b, { seq: 2, error: { kind: 'unsupported', message: b.error.message } });
+});
+
+test('a reply over 16 MiB is kind internal naming its size (R5.11, R5.6)', () => {
+  const fits = 'x'.repeat(MAX_LINE - JSON.stringify({ seq: 1, ok: '' }).length);
+  assert.equal(okLine(1, fits, 'browse').length - 1, MAX_LINE);
+  const over = JSON.parse(okLine(1, fits + 'x', 'browse'));
+  assert.equal(over.error.kind, 'internal');
+  assert.match(over.error.message, /browse reply would be a 16777217-byte line/);
 });

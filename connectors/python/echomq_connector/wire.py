@@ -181,6 +181,20 @@ def _error(seq: Any, kind: str, message: str) -> dict:
     return {"seq": seq, "error": {"kind": kind, "message": message}}
 
 
+MAX_LINE = 16 * 1024 * 1024
+"""R5.11: a response line is at most 16 MiB, its newline not counted."""
+
+
+def encode(response: dict) -> bytes:
+    """One response line; one over R5.11's limit becomes kind internal naming its size (R5.6: the
+    engine did answer, so it is not engine; the wire cannot carry it)."""
+    line = json.dumps(response, separators=(",", ":")).encode("ascii")
+    if len(line) > MAX_LINE:
+        message = f"the reply would be a {len(line)}-byte line, over the wire's {MAX_LINE}-byte limit (R5.11)"
+        line = json.dumps(_error(response.get("seq"), "internal", message), separators=(",", ":")).encode("ascii")
+    return line + b"\n"
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="emq-connector-py",
@@ -249,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 response = connector.handle_line(line)
             except _Stop:
                 return 0
-            out.write(json.dumps(response, separators=(",", ":")).encode("ascii") + b"\n")
+            out.write(encode(response))
             out.flush()
         return 0
     except BrokenPipeError:

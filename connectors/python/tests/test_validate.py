@@ -166,3 +166,18 @@ class Dispatch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(wire is None, "redis-py is not installed")
+class OversizeReply(unittest.TestCase):
+    """R5.11 and R5.6: a reply over 16 MiB is kind internal naming its size; one that fits is kept."""
+
+    def test_the_limit(self):
+        fits = "x" * (wire.MAX_LINE - len('{"seq":1,"ok":""}'))
+        self.assertEqual(len(wire.encode({"seq": 1, "ok": fits})) - 1, wire.MAX_LINE)
+        import json
+
+        over = json.loads(wire.encode({"seq": 1, "ok": fits + "x"}))
+        self.assertEqual(over["error"]["kind"], "internal")
+        self.assertIn("16777217-byte line", over["error"]["message"])
+        self.assertEqual(over["seq"], 1)

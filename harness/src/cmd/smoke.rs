@@ -20,6 +20,10 @@ pub struct SmokeStep {
 pub struct SmokeReport {
     pub steps: Vec<SmokeStep>,
     pub log_tail: String,
+    /// From the command's start to its last step: "seconds" is the promise, so the total is shown.
+    pub total: std::time::Duration,
+    /// The part of [`Self::total`] spent starting the engine (not the connector's doing).
+    pub engine_start: std::time::Duration,
 }
 
 impl SmokeReport {
@@ -44,9 +48,11 @@ impl SmokeReport {
             }
         }
         s.push_str(&format!(
-            "\nsmoke: {} of {} steps ok{}\n",
+            "\nsmoke: {} of {} steps ok in {:.1} s ({:.1} s of it starting the engine){}\n",
             self.steps.len() - failed,
             self.steps.len(),
+            self.total.as_secs_f64(),
+            self.engine_start.as_secs_f64(),
             if failed == 0 {
                 "; next: emq-gate run -- <your command>"
             } else {
@@ -102,8 +108,10 @@ pub fn smoke(
     bundle_dir: &std::path::Path,
     progress: &Progress,
 ) -> Result<SmokeReport, HarnessError> {
+    let t0 = std::time::Instant::now();
     let bundle = Arc::new(Bundle::load(bundle_dir)?);
     let engine = crate::cmd::run::boot(engine, progress)?;
+    let engine_start = t0.elapsed();
     let db = 1;
     engine.prepare_db(db)?;
     progress.line(&format!("starting {}", spec.argv.join(" ")));
@@ -142,6 +150,8 @@ pub fn smoke(
     Ok(SmokeReport {
         steps,
         log_tail: child.log_tail(),
+        total: t0.elapsed(),
+        engine_start,
     })
 }
 

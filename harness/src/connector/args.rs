@@ -255,3 +255,18 @@ mod spec_bounds {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::connect_url;
+
+    /// SPEC §5's url rule: no `/db` and an empty one both name database 0, on a cluster too.
+    #[test]
+    fn an_empty_db_is_database_zero() {
+        for cluster in [false, true] {
+            assert!(connect_url("redis://:pw@127.0.0.1:6379/", cluster).is_ok());
+            assert!(connect_url("redis://:pw@127.0.0.1:6379", cluster).is_ok());
+        }
+        assert!(connect_url("redis://127.0.0.1:6379/3", true).is_err());
+    }
+}

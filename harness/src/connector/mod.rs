@@ -67,7 +67,8 @@ pub struct Identity {
 /// One job as `browse` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct BrowsedJob {
-    #[schemars(pattern(r"^j[0-9]{16}$"))]
+    /// A job id, exactly 17 characters: no dialect's `$` lets a trailing newline in (SPEC R4.5).
+    #[schemars(pattern(r"^j[0-9]{16}"), length(equal = 17))]
     pub id: String,
     pub payload: String,
 }
@@ -75,7 +76,8 @@ pub struct BrowsedJob {
 /// A successful claim: the job and its fencing token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Claimed {
-    #[schemars(pattern(r"^j[0-9]{16}$"))]
+    /// A job id, exactly 17 characters: no dialect's `$` lets a trailing newline in (SPEC R4.5).
+    #[schemars(pattern(r"^j[0-9]{16}"), length(equal = 17))]
     pub id: String,
     pub payload: String,
     pub attempts: i64,

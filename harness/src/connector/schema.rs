@@ -9,7 +9,7 @@
 //! [`check_ok`] validates a reply's `ok` value against `$defs/ok.<cmd>` with a small validator for
 //! the subset of JSON Schema the generator emits (`$ref`, `type`, `properties`, `required`,
 //! `additionalProperties`, `enum`, `const`, `anyOf`/`oneOf`, `items`, `pattern`, `minimum`,
-//! `maxProperties`), so a bad reply is named by field and rule:
+//! `minLength`/`maxLength`, `minItems`/`maxItems`, `maxProperties`), so a bad reply is named by field and rule:
 //! `claim reply: field "attempts": expected an integer, got "1"`.
 //!
 //! Why not the `jsonschema` crate (0.61, checked against this schema, issue #22): it gives the
@@ -43,7 +43,10 @@ pub const FILE_NAME: &str = "wire-v1.schema.json";
 /// Every request `cmd` that has a reply, in SPEC §5's order.
 pub const CMDS: [&str; verbs::COUNT] = verbs::NAMES;
 
-const JOB_ID: &str = "^j[0-9]{16}$";
+/// A job id (SPEC R4.5): no `$`, which lets a trailing newline through in several regex dialects
+/// (Python's `re.search`, Ruby, PCRE); the exact length makes the anchor unnecessary.
+const JOB_ID: &str = "^j[0-9]{16}";
+const JOB_ID_LEN: usize = 17;
 
 fn seq_schema() -> Value {
     json!({"type": "integer", "minimum": 1, "description": "Echoed from the request; 1, 2, 3, ... per process."})
@@ -128,7 +131,9 @@ fn ok_schema(g: &mut SchemaGenerator, shape: Shape) -> Value {
         Shape::Id => json!({
             "description": "The new job's id.",
             "type": "string",
-            "pattern": JOB_ID
+            "pattern": JOB_ID,
+            "minLength": JOB_ID_LEN,
+            "maxLength": JOB_ID_LEN
         }),
         Shape::Jobs => g.subschema_for::<Vec<BrowsedJob>>().to_value(),
         Shape::Count => g.subschema_for::<u64>().to_value(),
@@ -208,7 +213,8 @@ pub fn check(root: &Value, s: &Value, v: &Value, path: &str) -> Result<(), Strin
     Ok(())
 }
 
-/// The keywords that judge a value alone: type, const, enum, pattern, minimum and maximum.
+/// The keywords that judge a value alone: type, const, enum, pattern, the lengths, minimum and
+/// maximum.
 fn check_value(
     s: &Map<String, Value>,
     v: &Value,
@@ -251,6 +257,30 @@ fn check_value(
             "expected a string matching {p}, got {}",
             shown(v)
         )));
+    }
+    let len = match v {
+        Value::String(t) => Some((t.chars().count(), "characters")),
+        Value::Array(a) => Some((a.len(), "items")),
+        _ => None,
+    };
+    if let Some((n, unit)) = len {
+        let bound = |k: &str| s.get(k).and_then(Value::as_u64).map(|b| b as usize);
+        let (lo, hi) = match v {
+            Value::String(_) => (bound("minLength"), bound("maxLength")),
+            _ => (bound("minItems"), bound("maxItems")),
+        };
+        if let Some(lo) = lo.filter(|lo| n < *lo) {
+            return Err(at(format!(
+                "expected at least {lo} {unit}, got {}",
+                shown(v)
+            )));
+        }
+        if let Some(hi) = hi.filter(|hi| n > *hi) {
+            return Err(at(format!(
+                "expected at most {hi} {unit}, got {}",
+                shown(v)
+            )));
+        }
     }
     if let (Some(min), Some(n)) = (s.get("minimum").and_then(Value::as_f64), v.as_f64())
         && n < min
@@ -502,8 +532,21 @@ mod tests {
         );
         assert_eq!(
             check_ok("browse", &json!([{"id": "j1", "payload": ""}])).unwrap_err(),
-            "browse reply: field \"[0].id\": expected a string matching ^j[0-9]{16}$, got \"j1\""
+            "browse reply: field \"[0].id\": expected a string matching ^j[0-9]{16}, got \"j1\""
         );
+        // SPEC R4.5: the id a `$`-anchored pattern lets through in several dialects.
+        assert_eq!(
+            check_ok("enqueue", &json!("j0000000000000001\n")).unwrap_err(),
+            "enqueue reply: expected at most 17 characters, got \"j0000000000000001\\n\""
+        );
+        // SPEC §5: `queues` is absent or a list of 1 to 64 names, never null.
+        let batch = |queues: Value| {
+            json!({"seq": 1, "cmd": "batch", "session": "s", "queue": "q", "n": 1, "depth": 1,
+                   "payload": "", "queues": queues})
+        };
+        assert!(check_request(&batch(json!(["q"]))).is_ok());
+        assert!(check_request(&batch(Value::Null)).is_err());
+        assert!(check_request(&batch(json!([]))).is_err());
         assert_eq!(
             check_ok("claim", &json!({"id": "j0000000000000001", "payload": "p"})).unwrap_err(),
             "claim reply: missing field \"attempts\""

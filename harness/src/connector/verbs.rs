@@ -335,8 +335,9 @@ verbs! {
         n: i64 [arg, in 1..=10_000_000],
         depth: i64 [arg, in 1..=100_000],
         payload: String [arg = ""],
-        /// Enqueue `i` goes to `queues[i % len]` (SPEC R4.12); absent: all to `queue`.
+        /// Absent (all to `queue`) or 1 to 64 names, enqueue `i` to `queues[i % len]`; never null (SPEC R4.12).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "Vec<String>", length(min = 1, max = 64))]
         queues: Option<Vec<String>> [arg = Value::Null],
     }
 }

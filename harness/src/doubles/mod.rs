@@ -21,7 +21,8 @@
 //!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
-//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node;
+//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
+//!   (one `Quirks` flag breaks §4 instead: `incrby_probe`, redis-py's `incr()` in the probe);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
@@ -89,6 +90,8 @@ pub enum Double {
     EnqueueTwice,
     /// `pipeline_probe` and `batch` one command per round trip (right replies, no pipelining).
     Unpipelined,
+    /// `pipeline_probe` pipelines `INCRBY key 1` (redis-py's `incr()`): right replies, not `INCR`.
+    IncrByProbe,
     /// `disconnect` answers `{}` but the session keeps working.
     ZombieSession,
     /// Engine errors reported as kind `internal`.
@@ -237,6 +240,10 @@ impl Double {
             }
             Self::EnqueueTwice => Box::new(Rewriter::new(reference(), Rewrite::EnqueueTwice)),
             Self::Unpipelined => Box::new(broken::Unpipelined(reference())),
+            Self::IncrByProbe => Box::new(reference().with_quirks(Quirks {
+                incrby_probe: true,
+                ..Quirks::default()
+            })),
             Self::ZombieSession => Box::new(broken::ZombieSession {
                 inner: reference(),
                 connected: Default::default(),

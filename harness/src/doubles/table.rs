@@ -100,6 +100,12 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::IncrByProbe,
+        breaks: "R4.11: the probe is n INCR key, not INCRBY key 1 (redis-py's incr())",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::ZombieSession,
         breaks: "R5.10: after disconnect the session is unknown",
         also: &[],

@@ -146,6 +146,9 @@ struct Hold {
     last: Instant,
     /// The most commands any window saw (capped at `until`), once a window closed.
     best: Option<u64>,
+    /// Commands that arrived while the hold was open and did not match it, by name and first
+    /// argument (`INCRBY emq-probe:7:held`), with their count: what a connector sent instead.
+    others: std::collections::BTreeMap<String, u64>,
     /// Every window closed: replies flow.
     done: bool,
 }
@@ -251,6 +254,7 @@ impl Proxy {
             seen: 0,
             last: Instant::now(),
             best: None,
+            others: Default::default(),
             done: false,
         });
         self.shared.arrived.notify_all();
@@ -259,9 +263,21 @@ impl Proxy {
     /// The most held commands that arrived in one window before its replies were let go
     /// (`None`: no window closed), and ends the hold.
     pub fn take_held(&self) -> Option<u64> {
+        self.take_hold().0
+    }
+
+    /// [`Proxy::take_held`], and the commands that arrived during the hold without matching it
+    /// (most first, at most five kinds): evidence says what did arrive, not only what did not.
+    pub fn take_hold(&self) -> (Option<u64>, Vec<(String, u64)>) {
         let h = self.shared.lock().hold.take();
         self.shared.arrived.notify_all();
-        h.and_then(|h| h.best)
+        let Some(h) = h else {
+            return (None, Vec::new());
+        };
+        let mut others: Vec<(String, u64)> = h.others.into_iter().collect();
+        others.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        others.truncate(5);
+        (h.best, others)
     }
 
     /// Disarms every rule that has not fired; returns them.
@@ -443,6 +459,14 @@ fn held(shared: &Shared, cmd: &Command, index: u64) -> Option<u32> {
     let mut s = shared.lock();
     let h = s.hold.as_mut().filter(|h| !h.done)?;
     if !h.matcher.matches(cmd, index) {
+        let what = match cmd.arg1() {
+            Some(a) => format!("{} {}", cmd.name(), a.chars().take(64).collect::<String>()),
+            None => cmd.name(),
+        };
+        // Bounded: a connector that floods the proxy with distinct keys names a few of them.
+        if h.others.len() < 64 || h.others.contains_key(&what) {
+            *h.others.entry(what).or_default() += 1;
+        }
         return None;
     }
     h.seen += 1;

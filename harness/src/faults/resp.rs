@@ -110,9 +110,13 @@ impl Command {
             .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
     }
 
-    /// `EVALSHA 47625d81`: the name and a short first argument, for evidence.
+    /// `EVALSHA 47625d81… (complete)`: the name and a short first argument, for evidence; a
+    /// script's SHA names the script, the way its author knows it.
     pub fn label(&self) -> String {
         match self.arg1() {
+            Some(a) if self.name() == "EVALSHA" => {
+                format!("EVALSHA {}", crate::protocol::bundle::sha_label(&a))
+            }
             Some(a) => format!("{} {}", self.name(), a.chars().take(8).collect::<String>()),
             None => self.name(),
         }
@@ -303,8 +307,13 @@ mod tests {
         let c = s.next_command().unwrap().unwrap();
         assert_eq!(c.name(), "EVALSHA");
         assert_eq!(c.arg1().as_deref(), Some("d9fec2bf1492"));
-        assert_eq!(c.label(), "EVALSHA d9fec2bf");
         assert_eq!(c.raw, cmd(&["evalsha", "D9FEC2BF1492", "0"]));
+        // A bundle's SHAs name their scripts (once a bundle is loaded); others say so.
+        crate::protocol::bundle::Bundle::load_default().unwrap();
+        assert_eq!(c.label(), "EVALSHA d9fec2bf… (enqueue)");
+        s.feed(&cmd(&["evalsha", "0123456789ab", "0"]));
+        let c = s.next_command().unwrap().unwrap();
+        assert_eq!(c.label(), "EVALSHA 01234567… (not a bundle script)");
     }
 
     #[test]

@@ -22,15 +22,10 @@ fn first_actions(obs: &Observed) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for cmds in obs.commands.values() {
         if let Some(first) = cmds.iter().find(|a| is_script_cmd(a) || names_emq_key(a)) {
-            let what = match keys_of(first).and_then(|k| k.first().map(|k| stable(k))) {
-                Some(k) if !is_script_cmd(first) => format!("{} {k}", first[0].to_uppercase()),
-                _ => match first[0].to_ascii_uppercase().as_str() {
-                    "EVALSHA" => format!("EVALSHA {}", first.get(1).map_or("", |s| s.as_str())),
-                    "SCRIPT" => "SCRIPT LOAD".to_string(),
-                    other => other.to_string(),
-                },
-            };
-            out.push((what, is_fence_read(first)));
+            out.push((
+                crate::observe::reconnect::describe(first),
+                is_fence_read(first),
+            ));
         }
     }
     out
@@ -101,8 +96,8 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     if let Err(e) = a.connect("s1", &url) {
         let _ = watch.stop();
         out.fail(format!(
-            "the first connect on a fresh database failed (kind {})",
-            e.kind
+            "the first connect on a fresh database failed ({})",
+            e.evidence()
         ));
         out.figure("first_connect_error", e.message);
         return Ok(());
@@ -112,8 +107,8 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     let obs = watch.stop()?;
     if let Err(e) = steps {
         out.fail(format!(
-            "a verb of the connect workload failed (kind {})",
-            e.kind
+            "a verb of the connect workload failed ({})",
+            e.evidence()
         ));
         out.figure("workload_error", e.message);
     }
@@ -336,8 +331,8 @@ fn refusal(
     match after {
         Ok(_) => out.fail("a verb on the refused session succeeded"),
         Err(e) => out.pass(format!(
-            "a verb on the refused session fails (kind {})",
-            e.kind
+            "a verb on the refused session fails ({})",
+            e.evidence()
         )),
     }
     let mut sent: Vec<String> = obs

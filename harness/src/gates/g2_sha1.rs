@@ -27,7 +27,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
         .and_then(|()| every_transition(&mut *c, "s", "g2"));
     let obs = watch.stop()?;
     if let Err(e) = work {
-        out.fail(format!("the workload failed (kind {})", e.kind));
+        out.fail(format!("the workload failed ({})", e.evidence()));
         out.figure("workload_error", e.message);
     }
     let seen = Sent::of(&obs, &known);
@@ -113,7 +113,7 @@ fn announced(
                 format!("hello names no script outside the bundle (extra: {extra:?})"),
             );
         }
-        Err(e) => out.fail(format!("hello failed (kind {})", e.kind)),
+        Err(e) => out.fail(format!("hello failed ({})", e.evidence())),
     }
 }
 

@@ -119,8 +119,8 @@ fn rounds(
             }
             Err(e) => {
                 out.fail(format!(
-                    "the caller saw an error in round {i} (kind {})",
-                    e.kind
+                    "the caller saw an error in round {i} ({})",
+                    e.evidence()
                 ));
                 out.figure("caller_error", e.message);
                 return Ok(None);
@@ -208,8 +208,8 @@ fn cached_batch(
     let before = loads(admin)?;
     if let Err(e) = c.batch("s", QUEUE, n, depth, "b") {
         out.fail(format!(
-            "a batch of {n} in pipelines of {depth} failed (kind {})",
-            e.kind
+            "a batch of {n} in pipelines of {depth} failed ({})",
+            e.evidence()
         ));
         return Ok(());
     }

@@ -184,11 +184,11 @@ fn live_workload(
             .any(|m| e.message.contains(m));
         if cross {
             out.fail(format!(
-                "the engine refused a script call that touched a key outside its slot (kind {}): the keys of one call are not in one slot",
-                e.kind
+                "the engine refused a script call that touched a key outside its slot ({}): the keys of one call are not in one slot",
+                e.evidence()
             ));
         } else {
-            out.fail(format!("the workload failed (kind {})", e.kind));
+            out.fail(format!("the workload failed ({})", e.evidence()));
         }
         out.figure("workload_error", e.message);
     }

@@ -110,7 +110,7 @@ fn probe(
             );
         }
         Err(e) => {
-            out.fail(format!("pipeline_probe failed (kind {})", e.kind));
+            out.fail(format!("pipeline_probe failed ({})", e.evidence()));
             out.figure("probe_error", e.message);
         }
     }
@@ -144,7 +144,7 @@ fn batch(
             Ok(true)
         }
         Err(e) => {
-            out.fail(format!("batch failed (kind {})", e.kind));
+            out.fail(format!("batch failed ({})", e.evidence()));
             out.figure("batch_error", e.message);
             Ok(false)
         }
@@ -162,7 +162,7 @@ fn landed_whole(
         Ok(size) => {
             out.check(size == n, format!("pending_size is {size} (batch of {n})"));
         }
-        Err(e) => out.fail(format!("pending_size failed (kind {})", e.kind)),
+        Err(e) => out.fail(format!("pending_size failed ({})", e.evidence())),
     };
     let seq = admin.get(&key(QUEUE, "seq"))?;
     out.check(
@@ -237,17 +237,19 @@ fn held(
         1,
     );
     let probe_ok = c.pipeline_probe("h", &probe, PROBE_N);
-    let seen = proxy.take_held().unwrap_or(0);
+    let (seen, others) = proxy.take_hold();
+    let seen = seen.unwrap_or(0);
     out.figure("held_probe_commands", seen);
     match probe_ok {
         Ok(v) if v.len() == PROBE_N as usize => {}
         Ok(v) => out.fail(format!("the held probe returned {} replies", v.len())),
-        Err(e) => out.fail(format!("the held probe failed (kind {})", e.kind)),
+        Err(e) => out.fail(format!("the held probe failed ({})", e.evidence())),
     }
     out.check(
         seen == PROBE_N as u64,
         format!(
-            "pipeline_probe sent all {PROBE_N} INCR before reading any reply (replies withheld until they arrived; {seen} arrived before the connector waited)"
+            "pipeline_probe sent all {PROBE_N} INCR {probe} before reading any reply (replies withheld until they arrived; {})",
+            held_probe_words(seen, PROBE_N as u64, &others, &probe)
         ),
     );
     // Any EVALSHA: the batch is all this session sends (a connector that sends foreign scripts
@@ -271,18 +273,52 @@ fn held(
         2,
     );
     let done = c.batch("h", "g5h", 2 * DEPTH, DEPTH, "z");
-    let seen = proxy.take_held().unwrap_or(0);
+    let (seen, others) = proxy.take_hold();
+    let seen = seen.unwrap_or(0);
     out.figure("held_batch_commands", seen);
     if let Err(e) = done {
-        out.fail(format!("the held batch failed (kind {})", e.kind));
+        out.fail(format!("the held batch failed ({})", e.evidence()));
     }
     out.check(
         seen == DEPTH as u64,
         format!(
-            "batch sent a pipeline of {DEPTH} enqueues before reading any of its replies (at most one lone call first; {seen} arrived before the connector waited)"
+            "batch sent a pipeline of {DEPTH} enqueues before reading any of its replies (at most one lone call first; {})",
+            held_words(seen, DEPTH as u64, "EVALSHA", &others)
         ),
     );
     Ok(())
+}
+
+/// What the held probe saw, in words. Only `INCR <key>` is the probe (SPEC R4.11): a connector
+/// that sent `INCRBY key 1` never waited, so say what arrived instead of that it waited.
+fn held_probe_words(seen: u64, until: u64, others: &[(String, u64)], probe: &str) -> String {
+    let incrby = others
+        .iter()
+        .find(|(what, _)| what == &format!("INCRBY {probe}"));
+    match incrby {
+        Some((_, n)) if seen < until => format!(
+            "{seen} INCR arrived, and {n} INCRBY {probe} instead: R4.11's probe is INCR itself, and INCRBY key 1 (what redis-py's incr() sends) is not counted; send INCR"
+        ),
+        _ => held_words(seen, until, "INCR", others),
+    }
+}
+
+/// `seen` held commands named `name`, and what else arrived meanwhile: a connector that waited
+/// sent one and stalled; one that sent something else is told what it sent.
+fn held_words(seen: u64, until: u64, name: &str, others: &[(String, u64)]) -> String {
+    if seen >= until {
+        return format!("{seen} {name} arrived");
+    }
+    if others.is_empty() {
+        return format!(
+            "{seen} {name} arrived before the connector stopped sending and waited for a reply"
+        );
+    }
+    let list: Vec<String> = others.iter().map(|(w, n)| format!("{n} × {w}")).collect();
+    format!(
+        "{seen} {name} arrived before the connector stopped sending; meanwhile it sent {}",
+        list.join(", ")
+    )
 }
 
 /// Part 3, one batch over [`SPREAD`] queues (R4.12): every queue gets its share in order; on a
@@ -303,8 +339,8 @@ fn spread(
         Ok(done) => done,
         Err(e) => {
             out.fail(format!(
-                "a batch over {SPREAD} queues failed (kind {})",
-                e.kind
+                "a batch over {SPREAD} queues failed ({})",
+                e.evidence()
             ));
             out.figure("spread_error", e.message);
             return Ok(());

@@ -27,7 +27,8 @@ pub const KEPT_MARK: &str = "emq-kept ";
 pub struct Unfenced {
     /// The connection's address (`127.0.0.1:51234`).
     pub client: String,
-    /// The harness's call under way when it first appeared (`claim (call 17)`).
+    /// The harness's call under way when it first appeared (`claim (call 17 of the crash phase,
+    /// connects included)`).
     pub during: String,
     /// Its first EchoMQ commands, described (at most three).
     pub first: Vec<String>,
@@ -61,7 +62,10 @@ pub fn describe(args: &[String]) -> String {
     match keys_of(args).and_then(|k| k.first().map(|k| stable(k))) {
         Some(k) if !is_script_cmd(args) => format!("{} {k}", args[0].to_uppercase()),
         _ => match args[0].to_ascii_uppercase().as_str() {
-            "EVALSHA" => format!("EVALSHA {}", args.get(1).map_or("", |s| s.as_str())),
+            "EVALSHA" => format!(
+                "EVALSHA {}",
+                crate::protocol::bundle::sha_label(args.get(1).map_or("", |s| s.as_str()))
+            ),
             "SCRIPT" => "SCRIPT LOAD".to_string(),
             other => other.to_string(),
         },
@@ -75,10 +79,12 @@ fn mark<'l>(l: &'l Line, prefix: &str) -> Option<&'l str> {
     l.args.get(1)?.strip_prefix(prefix)
 }
 
-/// The call a mark names, for evidence: `claim (call 17)`.
+/// The call a mark names, for evidence: `claim (call 17 of the crash phase, connects included)`.
+/// The number alone left an author guessing what it counted: it counts every request the
+/// crash phase sent, each `connect` after a kill included.
 fn during(mark: Option<&str>) -> String {
     match mark.and_then(|m| m.split_once(' ')) {
-        Some((n, cmd)) => format!("{cmd} (call {n})"),
+        Some((n, cmd)) => format!("{cmd} (call {n} of the crash phase, connects included)"),
         None => "the set-up before the first call".into(),
     }
 }
@@ -215,9 +221,16 @@ mod tests {
         assert_eq!(working, 2);
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].client, "127.0.0.1:3");
-        assert_eq!(bad[0].during, "claim (call 2)");
-        assert_eq!(bad[0].first, ["EVALSHA abc"]);
-        assert!(bad[0].to_string().contains("opened during claim (call 2)"));
+        assert_eq!(
+            bad[0].during,
+            "claim (call 2 of the crash phase, connects included)"
+        );
+        assert_eq!(bad[0].first, ["EVALSHA abc (not a bundle script)"]);
+        assert!(
+            bad[0]
+                .to_string()
+                .contains("opened during claim (call 2 of the crash phase, connects included)")
+        );
     }
 
     fn cluster(nodes: &[&[&str]]) -> Observed {
@@ -277,7 +290,10 @@ mod tests {
         assert_eq!(judged, 1);
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].client, "127.0.0.1:13");
-        assert_eq!(bad[0].during, "claim (call 2)");
+        assert_eq!(
+            bad[0].during,
+            "claim (call 2 of the crash phase, connects included)"
+        );
 
         // A first connection to a node nothing was killed on needs no fence read (R8.1).
         let lazy = cluster(&[

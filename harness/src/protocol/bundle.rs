@@ -13,6 +13,42 @@ pub const SCRIPT_ORDER: [&str; 6] = ["enqueue", "claim", "complete", "retry", "p
 /// The frozen claim script's sha1 (SPEC §2).
 pub const FROZEN_CLAIM_SHA1: &str = "2319de1e94e21dd355032c7a25b90636b53f36cd";
 
+/// Every script sha1 of every bundle loaded in this process, with its name: evidence names a
+/// script an author wrote (`EVALSHA 267a20df… (promote)`), not only the SHA an engine logged.
+static NAMES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn remember(sha1: &str, name: &str) {
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    if !names.iter().any(|(s, _)| s == sha1) {
+        names.push((sha1.to_string(), name.to_string()));
+    }
+}
+
+/// The bundle script whose sha1 is `sha` or starts with it (case-insensitive, 8 characters at
+/// least), among the bundles loaded so far; `None` for a foreign script.
+pub fn script_name(sha: &str) -> Option<String> {
+    let sha = sha.to_ascii_lowercase();
+    if sha.len() < 8 {
+        return None;
+    }
+    let names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    names
+        .iter()
+        .find(|(s, _)| s.starts_with(&sha))
+        .map(|(_, n)| n.clone())
+}
+
+/// `sha` as evidence shows it: its first 8 characters, then the script's name when it is a
+/// bundle's (`267a20df… (promote)`), else `(not a bundle script)`.
+pub fn sha_label(sha: &str) -> String {
+    let short: String = sha.chars().take(8).collect();
+    let ellipsis = if sha.chars().count() > 8 { "…" } else { "" };
+    match script_name(sha) {
+        Some(name) => format!("{short}{ellipsis} ({name})"),
+        None => format!("{short}{ellipsis} (not a bundle script)"),
+    }
+}
+
 /// One script's manifest entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScriptEntry {
@@ -90,6 +126,8 @@ impl Bundle {
                 let p = dir.join(&entry.file);
                 let source =
                     std::fs::read(&p).map_err(|e| HarnessError::io(p.display().to_string(), e))?;
+                remember(&sha1_hex(&source), &entry.name);
+                remember(&entry.sha1, &entry.name);
                 Ok(Script {
                     sha1: sha1_hex(&source),
                     entry: entry.clone(),

@@ -39,6 +39,8 @@ pub(super) struct Idle {
     pub(super) wire_log: Option<wirelog::WireLog>,
     /// The `seq` of the warm-up `hello` (a spare), while its answer is unread.
     pub(super) probe: Option<u64>,
+    /// The last request it answered (`hello (seq 1)`), for a later line nobody asked for.
+    pub(super) answered: Option<String>,
     /// When it started: of the spares still starting, the oldest is taken first.
     pub(super) started: Instant,
     /// How many processes started together with it (a spare; 1 otherwise): they share the CPU.
@@ -61,6 +63,7 @@ impl Idle {
                 match answers(&text, seq) {
                     Ok(()) => {
                         self.probe = None;
+                        self.answered = Some(format!("hello (seq {seq})"));
                         true
                     }
                     Err(_) => {
@@ -119,7 +122,9 @@ pub(super) fn settle(c: &mut ChildConnector) -> Result<(), ConnectorError> {
             if let Some(w) = c.wire_log.as_mut() {
                 w.line(Some(pid), "recv", text.as_bytes());
             }
-            answers(&text, seq).map_err(|m| c.die(m))
+            answers(&text, seq).map_err(|m| c.die(m))?;
+            c.answered = Some(format!("hello (seq {seq})"));
+            Ok(())
         }
         Err(RecvTimeoutError::Timeout) => {
             let message = format!("no answer to hello (seq {seq}) within {}", secs(timeout));
@@ -184,6 +189,7 @@ impl Shared {
                 seq: c.seq,
                 wire_log: c.wire_log.take(),
                 probe: None,
+                answered: c.answered.take(),
                 started: Instant::now(),
                 together: 1,
             });
@@ -215,6 +221,7 @@ impl Shared {
             seq: 0,
             wire_log,
             probe: None,
+            answered: None,
             started: Instant::now(),
             together: 1,
         })

@@ -163,6 +163,8 @@ pub struct ChildConnector {
     /// Shared with the factory that made it (and its siblings); its own otherwise.
     hung: Hung,
     seq: u64,
+    /// The last request answered (`claim (seq 39)`): a line nobody asked for came after it.
+    pub(super) answered: Option<String>,
     /// Why the connector is dead (every later call fails fast with it), if it is.
     dead: Option<String>,
     restarts: u32,
@@ -222,6 +224,7 @@ impl ChildConnector {
             log,
             hung,
             seq: 0,
+            answered: None,
             dead: None,
             restarts: 0,
             max_restarts: DEFAULT_MAX_RESTARTS,
@@ -242,6 +245,7 @@ impl ChildConnector {
         c.seq = idle.seq;
         c.wire_log = idle.wire_log;
         c.probe = idle.probe;
+        c.answered = idle.answered;
         c.started = idle.started;
         c.together = idle.together;
         c
@@ -367,6 +371,7 @@ impl ChildConnector {
         let what = format!("{} (seq {seq})", request.cmd());
         let line = encode(request, seq, &what)?;
         let text = self.round_trip(request, &what, line)?;
+        self.answered = Some(what.clone());
         let reply = self.parse_reply(request, seq, &text)?;
         self.decode_reply(request, &what, reply, &text)
     }
@@ -399,11 +404,16 @@ impl ChildConnector {
         let Some(p) = self.proc.as_mut() else {
             return Err(self.die(format!("connector is not running; not sending {what}")));
         };
-        // A line nobody asked for (a second answer, a stray print) breaks the protocol.
+        // A line nobody asked for (a second answer, a stray print) breaks the protocol. The
+        // message names the line and where it came: the FAIL line of the call it broke shows it.
         match p.stdout.try_recv() {
             Ok(extra) => {
+                let after = match &self.answered {
+                    Some(a) => format!("after its answer to {a}, "),
+                    None => String::new(),
+                };
                 return Err(self.die(format!(
-                    "connector printed a line nobody asked for (before {what}): {}",
+                    "connector printed a line nobody asked for ({after}before {what}): {}",
                     quote(&extra.shown())
                 )));
             }

@@ -136,7 +136,11 @@ impl Handler for Reference {
     fn pipeline_probe(&mut self, a: fields::PipelineProbe<'_>) -> Answer {
         let mut p = redis::pipe();
         for _ in 0..*a.n {
-            p.add_command(redis::cmd("INCR").arg(a.key).to_owned());
+            if self.quirks.incrby_probe {
+                p.add_command(redis::cmd("INCRBY").arg(a.key).arg(1).to_owned());
+            } else {
+                p.add_command(redis::cmd("INCR").arg(a.key).to_owned());
+            }
         }
         let count = usize::try_from(*a.n).unwrap_or(0);
         let replies = self

@@ -322,7 +322,7 @@ impl Reference {
         self.dispatch(request)
     }
 
-    /// Breaks SPEC §8 the way `quirks` says (a cluster double).
+    /// Breaks SPEC the way `quirks` says (a cluster double, or the probe's `INCRBY`).
     pub fn with_quirks(mut self, quirks: Quirks) -> Self {
         self.quirks = quirks;
         self

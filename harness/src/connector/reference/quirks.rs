@@ -2,8 +2,8 @@
 
 use super::Ask;
 
-/// Departures from SPEC §8 that only a double turns on (`crate::doubles`), the way `root` is
-/// swapped: the production connector has none.
+/// Departures from SPEC (§8, and R4.11's probe) that only a double turns on (`crate::doubles`),
+/// the way `root` is swapped: the production connector has none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Quirks {
     /// On `NOSCRIPT`, load on the seed node instead of the node that said it (breaks R8.2).
@@ -28,4 +28,7 @@ pub struct Quirks {
     /// replaced by the cluster client without a fence read, as redis-py's cluster pool does
     /// (breaks R3.5 on a cluster).
     pub silent_node_reconnect: bool,
+    /// The probe's commands are `INCRBY key 1`, as redis-py's `incr()` sends them: the same
+    /// replies, not the probe's `INCR` (breaks R4.11).
+    pub incrby_probe: bool,
 }

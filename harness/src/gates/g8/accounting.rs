@@ -57,7 +57,7 @@ pub enum Outcome {
 /// One call of the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    /// How evidence names the call: `enqueue (call 3, lost reply)`.
+    /// How evidence names the call: `enqueue (fault trial 3 of 56, lost reply)`.
     pub label: String,
     /// A mutating request on the snapshot's one queue (a batch without `queues`).
     pub call: Request,
@@ -226,12 +226,7 @@ fn worlds(pre: &Snapshot, records: &[Record]) -> Vec<World> {
                     let (snap, want) = apply(&w.snap, &r.call);
                     let mut wrong = w.wrong_replies.clone();
                     if *got != want {
-                        wrong.push(format!(
-                            "{} answered {}, but the scripts would have answered {} (a reply the engine never gave)",
-                            r.label,
-                            show(got),
-                            show(&want)
-                        ));
+                        wrong.push(wrong_reply(&r.label, &r.call, &snap, got, &want));
                     }
                     next.push(World {
                         snap,
@@ -265,6 +260,29 @@ fn worlds(pre: &Snapshot, records: &[Record]) -> Vec<World> {
         all = next;
     }
     all
+}
+
+/// Words that open a breach whose call ran twice: the connector re-sent it (R4.17). A caller
+/// sorts these first, since they name the cause where the other lines name its effects.
+pub const RAN_TWICE: &str = "ran twice";
+
+/// A successful reply the scripts would not have given. When it is what a second run of the call
+/// answers (`after` is the state the first run left), the engine did give it, to a re-send: say
+/// so, rather than that the engine never gave it.
+fn wrong_reply(label: &str, call: &Request, after: &Snapshot, got: &Reply, want: &Reply) -> String {
+    if apply(after, call).1 == *got {
+        format!(
+            "{label} {RAN_TWICE}: it answered {}, what a second run answers, where the scripts answer {} once (the connector re-sent the call after its reply was lost, R4.17)",
+            show(got),
+            show(want)
+        )
+    } else {
+        format!(
+            "{label} answered {}, but the scripts would have answered {} (a reply no run of the call gives)",
+            show(got),
+            show(want)
+        )
+    }
 }
 
 fn describe(j: &Job) -> String {
@@ -367,7 +385,7 @@ fn duplicate(r: &Record, ids: &[&String], max: usize) -> Option<String> {
     }
     let extra = &extra[extra.len().saturating_sub(ids.len() - max)..];
     Some(format!(
-        "duplicate: {} ({}) made {} jobs carrying its token, at most {max} explainable; extra {extra:?}",
+        "duplicate: {} {RAN_TWICE} ({}): it made {} jobs carrying its token, at most {max} explainable; extra {extra:?}",
         r.label,
         match &r.outcome {
             Outcome::Ok(reply) => format!("answered {}", show(reply)),

@@ -22,7 +22,7 @@ pub(super) struct Ledger {
     pub(super) completed: BTreeMap<String, u32>,
     /// Completes sent whose reply was lost to a crash.
     pub(super) unsure: BTreeSet<String>,
-    /// Error kinds the caller saw other than `engine`/`internal` (a crash shows as those).
+    /// Error kinds the caller saw other than `engine` (a killed connection shows as that, R5.4).
     pub(super) odd_kinds: BTreeSet<&'static str>,
 }
 
@@ -83,7 +83,7 @@ fn drain(
         let moved = match moved {
             Ok(m) => m,
             Err(e) => {
-                out.fail(format!("the drain saw an error (kind {})", e.kind));
+                out.fail(format!("the drain saw an error ({})", e.evidence()));
                 out.figure("drain_error", e.message);
                 return Ok(false);
             }
@@ -91,7 +91,7 @@ fn drain(
         match d.claim(SESSION, QUEUE, 60_000) {
             Ok(Some(j)) => {
                 if let Err(e) = ledger.complete(&mut *d, &j.id, j.attempts) {
-                    out.fail(format!("the drain saw an error (kind {})", e.kind));
+                    out.fail(format!("the drain saw an error ({})", e.evidence()));
                     out.figure("drain_error", e.message);
                     return Ok(false);
                 }
@@ -108,7 +108,7 @@ fn drain(
             }
             Ok(None) => {}
             Err(e) => {
-                out.fail(format!("the drain saw an error (kind {})", e.kind));
+                out.fail(format!("the drain saw an error ({})", e.evidence()));
                 out.figure("drain_error", e.message);
                 return Ok(false);
             }

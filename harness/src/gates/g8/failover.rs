@@ -116,8 +116,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let mut c = ctx.factory.make()?;
     if let Err(e) = c.connect(SESSION, &url) {
         out.fail(format!(
-            "connect before the failover failed (kind {})",
-            e.kind
+            "connect before the failover failed ({})",
+            e.evidence()
         ));
         return Ok(());
     }
@@ -146,8 +146,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         }
         Err(e) => {
             out.fail(format!(
-                "a session idle through the failover could not enqueue on the failed-over shard (kind {}): it did not follow MOVED",
-                e.kind
+                "a session idle through the failover could not enqueue on the failed-over shard ({}): it did not follow MOVED",
+                e.evidence()
             ));
             out.figure("failover_idle_error", e.message);
         }

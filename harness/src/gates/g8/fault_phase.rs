@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::accounting::{Job, Outcome, Record, Snapshot, account};
+use super::accounting::{Job, Outcome, RAN_TWICE, Record, Snapshot, account};
 use super::{MAX_ATTEMPTS, SESSION, fresh};
 use crate::connector::{Cmd, Connector, Request, Verbs};
 use crate::engine::Admin;
@@ -288,7 +288,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         if i == reset_at {
             phase.reset(&mut *c)?;
         }
-        if !phase.trial(&mut *c, i, *t, out)? {
+        if !phase.trial(&mut *c, (i, trials.len()), *t, out)? {
             return Ok(());
         }
         // Reopen the session: the connector's own way, and every fourth trial a fresh instance.
@@ -352,17 +352,24 @@ impl<'a> Phase<'a> {
     fn trial(
         &mut self,
         c: &mut (dyn Connector + Send),
-        i: usize,
+        (i, of): (usize, usize),
         t: Trial,
         out: &mut GateOutcome,
     ) -> Result<bool, GateError> {
         let q = format!("g8f{i}");
         let (proxy, node) = self.proxies.of(&self.admin, &q)?;
         let label = match node {
-            None => format!("{} (trial {i}, {})", t.verb, fault_name(t.fault)),
-            Some((port, slot)) => format!(
-                "{} (trial {i}, {}, on node {port}, slot {slot})",
+            // "trial i" alone did not say what it counted: the fault phase's calls, 1 to `of`.
+            None => format!(
+                "{} (fault trial {} of {of}, {})",
                 t.verb,
+                i + 1,
+                fault_name(t.fault)
+            ),
+            Some((port, slot)) => format!(
+                "{} (fault trial {} of {of}, {}, on node {port}, slot {slot})",
+                t.verb,
+                i + 1,
                 fault_name(t.fault)
             ),
         };
@@ -371,8 +378,8 @@ impl<'a> Phase<'a> {
             Ok(call) => call,
             Err(e) => {
                 out.fail(format!(
-                    "{label}: the setup, with no fault armed, failed (kind {})",
-                    e.kind
+                    "{label}: the setup, with no fault armed, failed ({})",
+                    e.evidence()
                 ));
                 out.figure("fault_setup_error", e.message);
                 return Ok(false);
@@ -459,10 +466,25 @@ fn verdict(ctx: &GateContext<'_>, calls: usize, tally: Tally, out: &mut GateOutc
     ));
     let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
                 succeeded ran exactly once and answered what the scripts answer; no job duplicated, lost or made by no call";
-    let breaches = tally.breaches;
+    let mut breaches = tally.breaches;
     if breaches.is_empty() {
         out.pass(rule);
     } else {
+        // The cause before its effects: a call that ran twice (a re-send) first, the trial order
+        // kept within each group.
+        breaches.sort_by_key(|b| !b.contains(RAN_TWICE));
+        let twice: std::collections::BTreeSet<&str> = breaches
+            .iter()
+            .filter_map(|b| b.split_once(RAN_TWICE))
+            .map(|(call, _)| call.trim_start_matches("duplicate: ").trim())
+            .collect();
+        let twice = twice.len();
+        if twice > 0 {
+            out.fail(format!(
+                "{twice} faulted calls ran twice: the connector re-sent a script call whose reply was lost (R4.17 forbids it); first: {}",
+                breaches[0]
+            ));
+        }
         out.fail(format!("{rule}; {} breaches", breaches.len()));
         let more = breaches.len().saturating_sub(SHOWN);
         for b in breaches.into_iter().take(SHOWN) {
@@ -505,8 +527,8 @@ fn reset_on_connect(
         Err(e) if e.kind == ErrorKind::Engine => {
             if let Err(e) = c.connect(SESSION, url) {
                 breaches.push(format!(
-                    "connect (reset on connect): the next connect, with no fault, failed (kind {})",
-                    e.kind
+                    "connect (reset on connect): the next connect, with no fault, failed ({})",
+                    e.evidence()
                 ));
             }
         }

@@ -102,7 +102,8 @@ fn breach(args: &[String], shas: &BTreeSet<String>, probe: &str) -> Option<Strin
                 .get(1)
                 .map(|s| s.to_ascii_lowercase())
                 .unwrap_or_default();
-            (!shas.contains(&sha)).then(|| format!("EVALSHA of a foreign script {sha}"))
+            (!shas.contains(&sha))
+                .then(|| format!("EVALSHA of a foreign script {sha} (not a bundle script)"))
         }
         "EVAL" | "EVAL_RO" => {
             let sha = sha1_hex(args.get(1).map_or(&b""[..], |s| s.as_bytes()));
@@ -141,7 +142,7 @@ fn discipline(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateEr
     })();
     let obs = watch.stop()?;
     if let Err(e) = work {
-        out.fail(format!("the discipline workload failed (kind {})", e.kind));
+        out.fail(format!("the discipline workload failed ({})", e.evidence()));
         out.figure("discipline_error", e.message);
     }
     if obs.every_command().next().is_none() {

@@ -153,7 +153,7 @@ pub const SINGLE: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(3, 1),
-        summary: "every connect reads the fence before its first verb",
+        summary: "every connect reads the fence before its first script (connect before it answers)",
         checks: &["G1: every connection's first EchoMQ command is the fence read"],
         cases: &[],
         gates: &[GateId::G1],
@@ -317,14 +317,14 @@ pub const SINGLE: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(4, 11),
-        summary: "pipeline_probe writes all n INCR before reading a reply, replies 1..=n in order",
+        summary: "pipeline_probe writes all n INCR key (INCR itself, not INCRBY) before reading a reply, replies 1..=n in order",
         checks: &[
             "G5: replies 1..=10000 in order, the key holds 10000",
-            "G5: with replies withheld by the proxy (on a cluster, the key's node's), all 10000 INCR arrive",
+            "G5: with replies withheld by the proxy (on a cluster, the key's node's), all 10000 INCR arrive; other commands that arrived are named",
         ],
         cases: &["pipeline-probe-in-order", "pipeline-probe-hundred"],
         gates: &[GateId::G5],
-        doubles: &[Double::Unpipelined],
+        doubles: &[Double::Unpipelined, Double::IncrByProbe],
         unbreakable: "",
     },
     Rule {
@@ -388,7 +388,7 @@ pub const SINGLE: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(4, 18),
-        summary: "after a failed read the connection is dropped: a late reply is never read as a later command's",
+        summary: "after a timed-out call a late reply is never read as a later command's (however the connector ensures it)",
         checks: &[
             "G8: a reply held 1.5 s by the proxy, then pending_size on the same session answers what the engine holds",
         ],
@@ -439,12 +439,15 @@ pub const SINGLE: &[Rule] = &[
     Rule {
         id: RuleId::new(5, 4),
         summary: "an engine error reply or a failed connection is kind engine",
-        checks: &["G6: error-engine-* cases (setup gives keys of the wrong type)"],
+        checks: &[
+            "G6: error-engine-* cases (setup gives keys of the wrong type)",
+            "G8: every call failed by a fault or a killed connection is kind engine",
+        ],
         cases: &[
             "error-engine-wrong-type-pending",
             "error-engine-wrong-type-active",
         ],
-        gates: &[GateId::G6],
+        gates: &[GateId::G6, GateId::G8],
         doubles: &[Double::EngineAsInternal],
         unbreakable: "",
     },
@@ -459,7 +462,7 @@ pub const SINGLE: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(5, 6),
-        summary: "kind internal is for anything else: a connector bug",
+        summary: "kind internal is for anything else: a connector bug, or a reply over 16 MiB",
         checks: &[
             "every case pins the kind of each expected error, so internal never stands in for one",
         ],

@@ -56,7 +56,9 @@ fn an_indeterminate_enqueue_may_or_may_not_have_happened() {
     let (twice, _) = apply(&ran, &call);
     let b = account(&pre, &r, &twice);
     assert!(
-        b[0].starts_with("duplicate: enqueue (test) (failed with kind engine) made 2 jobs"),
+        b[0].starts_with(
+            "duplicate: enqueue (test) ran twice (failed with kind engine): it made 2 jobs"
+        ),
         "{b:?}"
     );
     assert!(b[0].contains("j0000000000000002"), "{b:?}");
@@ -94,7 +96,7 @@ fn a_fabricated_id_is_a_reply_the_engine_never_gave() {
     let b = account(&pre, &r, &pre);
     assert!(
         b.iter().any(|l| l.contains(
-            "answered j0000000000000000, but the scripts would have answered j0000000000000003"
+            "answered j0000000000000000, but the scripts would have answered j0000000000000003 (a reply no run of the call gives)"
         )),
         "{b:?}"
     );
@@ -121,6 +123,15 @@ fn claims_are_explained_by_calls() {
             .any(|l| l.contains("answered j0000000000000002 (attempts 1)")),
         "{b:?}"
     );
+    // The engine gave that reply, to the second run: the line says the call ran twice, and
+    // not that the engine never gave it.
+    assert!(
+        b.iter().any(|l| l.starts_with(
+            "claim (test) ran twice: it answered j0000000000000002 (attempts 1), what a second run answers"
+        )),
+        "{b:?}"
+    );
+    assert!(!b.iter().any(|l| l.contains("no run")), "{b:?}");
     // Swallowed: null while a job was pending (whether or not the claim ran).
     for post in [&pre, &one] {
         let b = account(
@@ -160,7 +171,7 @@ fn a_complete_reported_true_must_have_run() {
     let b = account(&pre, &t(Outcome::Ok(Reply::Done(false))), &done);
     assert!(
         b.iter()
-            .any(|l| l.contains("answered false, but the scripts would have answered true")),
+            .any(|l| l.starts_with("complete (test) ran twice: it answered false, what a second run answers, where the scripts answer true once")),
         "{b:?}"
     );
 }
@@ -242,6 +253,7 @@ fn an_indeterminate_batch_may_have_made_any_prefix() {
     // 11 made: one too many, whether the batch failed or answered 10.
     for o in [failed(), Outcome::Ok(Reply::Count(10))] {
         let b = account(&pre, &[rec(call.clone(), o)], &s);
+        assert!(b[0].contains("ran twice"), "{b:?}");
         assert!(b[0].contains("made 11 jobs carrying its token, at most 10 explainable; extra [\"j0000000000000011\"]"), "{b:?}");
     }
     // Acknowledged 10, made 9.
