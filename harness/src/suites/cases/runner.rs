@@ -131,7 +131,7 @@ impl Run<'_> {
     /// After call step `i` (begun at engine ms `before`): reads the clock and every time score,
     /// and makes step `i` the writer of each member it added or changed.
     fn note_writes(&mut self, i: usize, verb: &str, before: i64) -> Result<(), HarnessError> {
-        let after = self.admin.time_ms()?;
+        let after = self.admin.time_ms_latest()?;
         let now = time_scores(&mut self.admin)?;
         let bracket = Bracket {
             before,
@@ -370,7 +370,7 @@ fn call_step(
     let t_before = match run.timing {
         Some(_) => Some(
             run.admin
-                .time_ms()
+                .time_ms_earliest()
                 .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
         ),
         None => None,

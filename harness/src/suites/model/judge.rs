@@ -187,11 +187,15 @@ fn judge(
         if timed {
             space_out(&model, &mut recent);
         }
-        let before = if timed { Some(admin.time_ms()?) } else { None };
+        let before = if timed {
+            Some(admin.time_ms_earliest()?)
+        } else {
+            None
+        };
         let got = con.call(&req);
         if let Some(before) = before {
             recent.push((model.tick(), Instant::now()));
-            let after = admin.time_ms()?;
+            let after = admin.time_ms_latest()?;
             timing.widest_ms = timing.widest_ms.max(after - before);
             for (q, set, id) in model.written() {
                 if let Some(s) = model.stamp_of(q, *set, id).filter(|s| s.ms > 0) {
@@ -210,7 +214,7 @@ fn judge(
             );
         }
         if !agrees(&want, &got) {
-            check_not_void(timing, admin.time_ms()?)?;
+            check_not_void(timing, admin.time_ms_latest()?)?;
             return Err(Breach::Mismatch(format!(
                 "step {} of {n}: {}: the model says {}, the connector said {}",
                 i + 1,
@@ -221,7 +225,7 @@ fn judge(
         }
     }
     let ks = admin.keyspace()?;
-    check_not_void(timing, admin.time_ms()?)?;
+    check_not_void(timing, admin.time_ms_latest()?)?;
     let diffs = diff_keyspace(&model, &ks, timing);
     if !diffs.is_empty() {
         return Err(Breach::Mismatch(format!(
