@@ -122,6 +122,22 @@ defmodule EchoMQ.Engine do
   defp norm_reply({:error, m}) when is_binary(m), do: {:err, m}
   defp norm_reply({:error, m}), do: {:err, inspect(m)}
 
+  @doc """
+  A script call's reply as the engine sent it. eredis 1.2.0's parser (`eredis_parser:parse/2`)
+  continues an error reply that a socket read cut short in state `status_continue`, and that
+  continuation ends in `return_result`: the error arrives as a value,
+  `"NOSCRIPT No matching script..."`. In a pipeline of 1 000 `NOSCRIPT` replies about 2% are
+  cut so (G5 starts its batches on an empty script cache); a `MOVED` or a `WRONGTYPE` can be
+  too. A bundle script's top-level string is an id, `stale`, `dead` or `delayed`, never an error
+  code and a space, so such a value is the error it was. (Only script replies: `HGET` answers a
+  payload, which may read like anything.)
+  """
+  def script_reply(v) when is_binary(v) do
+    if Regex.match?(~r/\A[A-Z][A-Z_]+ /, v), do: {:err, v}, else: v
+  end
+
+  def script_reply(v), do: v
+
   defp norm(:undefined), do: nil
   defp norm(l) when is_list(l), do: Enum.map(l, &norm/1)
   defp norm(v), do: v

@@ -341,6 +341,8 @@ defmodule EchoMQ.Router do
     its
     |> Enum.zip(replies)
     |> Enum.reduce({[], retry, flags}, fn {{i, it, _to, asking, ns}, r}, {done, retry, flags} ->
+      r = if it.script != nil, do: Engine.script_reply(r), else: r
+
       case {s.cluster, r} do
         {true, {:err, "MOVED " <> rest}} ->
           {done, [{i, it, redirect_node(rest, node), false, ns} | retry], %{flags | refresh: true}}

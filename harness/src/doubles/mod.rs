@@ -22,7 +22,8 @@
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
 //! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
-//!   (one `Quirks` flag breaks §4 instead: `incrby_probe`, redis-py's `incr()` in the probe);
+//!   (two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
+//!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
@@ -92,6 +93,9 @@ pub enum Double {
     Unpipelined,
     /// `pipeline_probe` pipelines `INCRBY key 1` (redis-py's `incr()`): right replies, not `INCR`.
     IncrByProbe,
+    /// `batch` counts an enqueue that answered `NOSCRIPT` as landed and never sends it again
+    /// (Debian's eredis 1.2 reads a split error reply as a value).
+    NoscriptLandsInBatch,
     /// `disconnect` answers `{}` but the session keeps working.
     ZombieSession,
     /// Engine errors reported as kind `internal`.
@@ -242,6 +246,10 @@ impl Double {
             Self::Unpipelined => Box::new(broken::Unpipelined(reference())),
             Self::IncrByProbe => Box::new(reference().with_quirks(Quirks {
                 incrby_probe: true,
+                ..Quirks::default()
+            })),
+            Self::NoscriptLandsInBatch => Box::new(reference().with_quirks(Quirks {
+                noscript_lands: true,
                 ..Quirks::default()
             })),
             Self::ZombieSession => Box::new(broken::ZombieSession {

@@ -106,6 +106,12 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::NoscriptLandsInBatch,
+        breaks: "R4.12: in a batch, the enqueues that answered NOSCRIPT are sent again after one load; the batch lands whole",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::ZombieSession,
         breaks: "R5.10: after disconnect the session is unknown",
         also: &[],

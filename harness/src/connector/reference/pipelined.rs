@@ -160,7 +160,7 @@ impl Reference {
                 return Ok(done);
             }
             let replies = recv_round(link, &lanes, &round, encoded, quirks)?;
-            let (missed_script, redirected) = tally(&mut lanes, round, replies, &mut done)?;
+            let (missed_script, redirected) = tally(&mut lanes, round, replies, &mut done, quirks)?;
             for l in missed_script {
                 let script = &self.scripts["enqueue"];
                 let link = self.sessions.get_mut(session).expect("live() kept it");
@@ -241,6 +241,7 @@ fn tally(
     round: Round,
     replies: Vec<Vec<Value>>,
     done: &mut i64,
+    quirks: Quirks,
 ) -> Result<(Vec<usize>, bool), ConnectorError> {
     let (mut missed_script, mut redirected) = (Vec::new(), false);
     for ((l, chunk), replies) in round.into_iter().zip(replies) {
@@ -249,6 +250,7 @@ fn tally(
         for (&q, v) in chunk.iter().zip(&replies) {
             match v {
                 Value::ServerError(e) => match e.kind() {
+                    Some(ServerErrorKind::NoScript) if quirks.noscript_lands => *done += 1,
                     Some(ServerErrorKind::NoScript) => {
                         if !missed_script.contains(&l) {
                             missed_script.push(l);

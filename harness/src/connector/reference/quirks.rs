@@ -31,4 +31,8 @@ pub struct Quirks {
     /// The probe's commands are `INCRBY key 1`, as redis-py's `incr()` sends them: the same
     /// replies, not the probe's `INCR` (breaks R4.11).
     pub incrby_probe: bool,
+    /// In a `batch`, a `NOSCRIPT` reply counts as an enqueue that landed, as with Debian's eredis
+    /// 1.2, whose parser returns an error reply split across two socket reads as a value: the
+    /// call is never sent again (breaks R4.12).
+    pub noscript_lands: bool,
 }

@@ -332,6 +332,7 @@ pub const SINGLE: &[Rule] = &[
         summary: "batch writes each pipeline of depth EVALSHA enqueues before reading its replies, and lands whole",
         checks: &[
             "G5: reply, pending_size, seq and first/last ids agree with n",
+            "G5: each batch begins on an empty script cache, so its first pipeline meets NOSCRIPT and lands whole only when those enqueues are sent again",
             "G5: with replies withheld by the proxy (on a cluster, the queue's node's), a whole pipeline of 1000 arrives",
         ],
         cases: &[
@@ -341,7 +342,11 @@ pub const SINGLE: &[Rule] = &[
             "invalid-batch-queues",
         ],
         gates: &[GateId::G5],
-        doubles: &[Double::ShortBatch, Double::Unpipelined],
+        doubles: &[
+            Double::ShortBatch,
+            Double::Unpipelined,
+            Double::NoscriptLandsInBatch,
+        ],
         unbreakable: "",
     },
     Rule {
