@@ -79,6 +79,8 @@ pub enum Double {
     UntaggedRoot,
     /// `batch` sends one enqueue fewer than asked and reports the count asked.
     ShortBatch,
+    /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
+    DeepBatch,
     /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
     RawComplete,
     /// `retry` never buries: it sends `max_attempts = i32::MAX`.
@@ -233,6 +235,7 @@ impl Double {
             Self::UntaggedRoot => Box::new(reference().with_root(wire::untagged_root)),
             Self::RawComplete => Box::new(wire::RawComplete(reference())),
             Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),
+            Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
             Self::RetryIgnoresMaxAttempts => {
                 Box::new(Rewriter::new(reference(), Rewrite::RetryIgnoresMaxAttempts))
             }

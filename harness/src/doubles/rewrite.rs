@@ -9,6 +9,7 @@ use crate::error::ConnectorError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rewrite {
     ShortBatch,
+    DeepBatch,
     RetryIgnoresMaxAttempts,
     ReapIgnoresLimit,
     CompleteIgnoresToken,
@@ -47,6 +48,10 @@ impl<C: Connector> Connector for Rewriter<C> {
                     Reply::Count(_) => Ok(Reply::Count(asked)),
                     other => Ok(other),
                 };
+            }
+            (Request::Batch { depth, .. }, Rewrite::DeepBatch) => {
+                crate::connector::args::validate(request)?;
+                *depth = depth.saturating_mul(2).min(100_000);
             }
             (Request::Retry { max_attempts, .. }, Rewrite::RetryIgnoresMaxAttempts) => {
                 *max_attempts = i64::from(i32::MAX);

@@ -64,6 +64,12 @@ pub const TABLE: &[Entry] = &[
         why_also: "G8: a batch acknowledged with n made n - 1 jobs carrying its token, a lost job",
     },
     Entry {
+        double: Double::DeepBatch,
+        breaks: "R4.12: each pipeline of a batch is depth commands, no more (a deeper one passes every count)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::RawComplete,
         breaks: "SPEC §4: every transition is EVALSHA of a bundle script (command discipline)",
         also: &[GateId::G3],

@@ -279,7 +279,8 @@ fn held(
     // Any EVALSHA: the batch is all this session sends (a connector that sends foreign scripts
     // is G2's to judge, not this check's).
     // Two windows: a connector may send one enqueue alone first (to load the script), then its
-    // pipelines; its best window must hold a whole pipeline.
+    // pipelines; its best window must hold a whole pipeline, and no more: the hold waits for one
+    // enqueue past `depth`, which only a connector whose pipelines are deeper than asked sends.
     let mut own = None;
     let (proxy, _) = if ctx.engine.is_cluster() {
         proxy_for(ctx, admin, url, "g5h", &mut own)?
@@ -292,7 +293,7 @@ fn held(
             arg1: None,
             nth_of_connection: None,
         },
-        DEPTH as u64,
+        DEPTH as u64 + 1,
         QUIET,
         2,
     );
@@ -306,8 +307,8 @@ fn held(
     out.check(
         seen == DEPTH as u64,
         format!(
-            "batch sent a pipeline of {DEPTH} enqueues before reading any of its replies (at most one lone call first; {})",
-            held_words(seen, DEPTH as u64, "EVALSHA", &others)
+            "batch sent a pipeline of {DEPTH} enqueues, no fewer and no more, before reading any of its replies (at most one lone call first; {})",
+            held_batch_words(seen, &others)
         ),
     );
     Ok(())
@@ -325,6 +326,16 @@ fn held_probe_words(seen: u64, until: u64, others: &[(String, u64)], probe: &str
         ),
         _ => held_words(seen, until, "INCR", others),
     }
+}
+
+/// What the held batch saw, in words: a pipeline deeper than `depth` is named as such.
+fn held_batch_words(seen: u64, others: &[(String, u64)]) -> String {
+    if seen > DEPTH as u64 {
+        return format!(
+            "{seen} EVALSHA arrived before any reply was read: its pipelines are deeper than the depth {DEPTH} it was asked for"
+        );
+    }
+    held_words(seen, DEPTH as u64, "EVALSHA", others)
 }
 
 /// `seen` held commands named `name`, and what else arrived meanwhile: a connector that waited

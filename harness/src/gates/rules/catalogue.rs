@@ -333,7 +333,7 @@ pub const SINGLE: &[Rule] = &[
         checks: &[
             "G5: reply, pending_size, seq and first/last ids agree with n",
             "G5: each batch begins on an empty script cache, so its first pipeline meets NOSCRIPT and lands whole only when those enqueues are sent again",
-            "G5: with replies withheld by the proxy (on a cluster, the queue's node's), a whole pipeline of 1000 arrives",
+            "G5: with replies withheld by the proxy (on a cluster, the queue's node's), a whole pipeline of 1000 arrives, and not one enqueue more",
         ],
         cases: &[
             "batch-returns-n",
@@ -346,6 +346,7 @@ pub const SINGLE: &[Rule] = &[
             Double::ShortBatch,
             Double::Unpipelined,
             Double::NoscriptLandsInBatch,
+            Double::DeepBatch,
         ],
         unbreakable: "",
     },
