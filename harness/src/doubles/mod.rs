@@ -22,7 +22,7 @@
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
 //! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
-//!   (two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
+//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
 //!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
@@ -79,6 +79,8 @@ pub enum Double {
     UntaggedRoot,
     /// `batch` sends one enqueue fewer than asked and reports the count asked.
     ShortBatch,
+    /// After a failed verb, the next verb on the session dials anew without the fence read.
+    RedialUnfenced,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
     /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
@@ -236,6 +238,10 @@ impl Double {
             Self::RawComplete => Box::new(wire::RawComplete(reference())),
             Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
+            Self::RedialUnfenced => Box::new(reference().with_quirks(Quirks {
+                redial_unfenced: true,
+                ..Quirks::default()
+            })),
             Self::RetryIgnoresMaxAttempts => {
                 Box::new(Rewriter::new(reference(), Rewrite::RetryIgnoresMaxAttempts))
             }

@@ -250,6 +250,12 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::RedialUnfenced,
+        breaks: "R3.5: the connection a session dials on its next verb after a failed call reads the fence before its first script (redigo's Pool.Get dials one)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::PythonSilentReconnect,
         breaks: "R3.5: a connection the connector opens by itself reads the fence before its first script",
         also: &[],

@@ -201,10 +201,15 @@ pub const SINGLE: &[Rule] = &[
         summary: "a connection the connector opens by itself (a client library's reconnect) reads the fence before its first script",
         checks: &[
             "G8: MONITOR through the crash phase: every connection's first EchoMQ command is the fence read (one engine)",
+            "G8: after one failed call in three the next verb goes on the same session, as a caller's would, so a redial the connector makes there is watched too",
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[Double::SilentReconnect, Double::PythonSilentReconnect],
+        doubles: &[
+            Double::SilentReconnect,
+            Double::PythonSilentReconnect,
+            Double::RedialUnfenced,
+        ],
         unbreakable: "",
     },
     Rule {
