@@ -16,10 +16,15 @@
 //!
 //! Checks run in field order, each field's in the order written.
 //!
-//! A verb's typed method takes every field in order (a `String` as `&str`: [`Param`]), unless the
-//! verb has a `, typed { fn name(params) => request; ... }` block after its fields: then those methods instead,
-//! each building its request from its own parameters (`hello` without a protocol, `connect`
-//! from a [`crate::engine::Target`]).
+//! A verb's typed method takes every field in order (a `String` as `&str`: [`Param`]), unless
+//! the verb has a `, typed { fn name(params) => request; ... }` block after its fields: then
+//! those methods instead, each building its request from its own parameters (`hello` without a
+//! protocol, `connect` from a [`crate::engine::Target`]). Either way the reply is taken as the
+//! verb's [`Reply`] variant, and any other variant is kind `internal`.
+//!
+//! A reply shape is `Variant(value) = wire type` (`Variant = wire type` without a value): the
+//! wire type is what serde decodes the `ok` value into, once, and what the schema describes;
+//! it is the value itself unless the wire rule is narrower (see [`replies`]).
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
