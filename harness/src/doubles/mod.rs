@@ -22,7 +22,7 @@
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
 //! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
-//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
+//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.10; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
 //!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
@@ -81,6 +81,10 @@ pub enum Double {
     ShortBatch,
     /// After a failed verb, the next verb on the session dials anew without the fence read.
     RedialUnfenced,
+    /// `disconnect` forgets the session but leaves its connection open.
+    LeakOnDisconnect,
+    /// `connect` of a connected session leaves the old connection open.
+    LeakOnReconnect,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
     /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
@@ -240,6 +244,14 @@ impl Double {
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
             Self::RedialUnfenced => Box::new(reference().with_quirks(Quirks {
                 redial_unfenced: true,
+                ..Quirks::default()
+            })),
+            Self::LeakOnDisconnect => Box::new(reference().with_quirks(Quirks {
+                leak_on_disconnect: true,
+                ..Quirks::default()
+            })),
+            Self::LeakOnReconnect => Box::new(reference().with_quirks(Quirks {
+                leak_on_reconnect: true,
                 ..Quirks::default()
             })),
             Self::RetryIgnoresMaxAttempts => {

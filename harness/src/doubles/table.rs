@@ -118,10 +118,22 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
-        double: Double::ZombieSession,
-        breaks: "R5.10: after disconnect the session is unknown",
+        double: Double::LeakOnDisconnect,
+        breaks: "R5.13: disconnect closes the session's connections, not only forgets the session",
         also: &[],
         why_also: "",
+    },
+    Entry {
+        double: Double::LeakOnReconnect,
+        breaks: "R5.13: connect of a connected session closes the old connections",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ZombieSession,
+        breaks: "R5.10: after disconnect the session is unknown",
+        also: &[GateId::G1],
+        why_also: "G1: the session it keeps keeps its connection, which disconnect must close (R5.13)",
     },
     Entry {
         double: Double::EngineAsInternal,

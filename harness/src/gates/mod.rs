@@ -2,6 +2,7 @@
 //! The checks live in `gates/`; this module holds what they share and the order they run in.
 
 pub mod g1_fence;
+pub mod g1_release;
 pub mod g2_sha1;
 pub mod g3_evalsha;
 pub mod g4_keys;

@@ -46,6 +46,8 @@ pub struct Reference {
     urls: HashMap<String, String>,
     /// Sessions whose last verb failed with kind `engine`, for [`Quirks::redial_unfenced`] only.
     failed: std::collections::HashSet<String>,
+    /// Connections kept open after their session let go of them, for the leak doubles only.
+    leaked: Vec<Link>,
     /// Builds a queue's job root (`ARGV[1]`): always [`job_root`] except in a double.
     root: fn(&str) -> String,
     /// What a cluster double does differently; always the default except in a double.
@@ -104,6 +106,7 @@ impl Reference {
             sessions: HashMap::new(),
             urls: HashMap::new(),
             failed: Default::default(),
+            leaked: Vec::new(),
             root: job_root,
             quirks: Quirks::default(),
             log: Vec::new(),
@@ -144,7 +147,11 @@ impl Reference {
         let mut link = Self::open(url, cluster)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
-        self.sessions.insert(session.to_string(), link);
+        if let Some(old) = self.sessions.insert(session.to_string(), link)
+            && self.quirks.leak_on_reconnect
+        {
+            self.leaked.push(old);
+        }
         if self.quirks.silent_reconnect || self.quirks.redial_unfenced {
             self.urls.insert(session.to_string(), url.to_string());
         }

@@ -39,4 +39,8 @@ pub struct Quirks {
     /// sends on it without reading the fence, as redigo's `Pool.Get` does (breaks R3.5; one
     /// engine only).
     pub redial_unfenced: bool,
+    /// `disconnect` forgets the session but keeps its connection open (breaks R5.13).
+    pub leak_on_disconnect: bool,
+    /// `connect` of a connected session keeps the old connection open (breaks R5.13).
+    pub leak_on_reconnect: bool,
 }

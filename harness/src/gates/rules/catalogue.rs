@@ -534,6 +534,17 @@ pub const SINGLE: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: RuleId::new(5, 13),
+        summary: "a session's connections are closed when it ends (disconnect) or is replaced (connect of a connected session)",
+        checks: &[
+            "G1: CLIENT LIST (every primary): the connections a connect opened are gone after a second connect of the session, and all its connections after disconnect",
+        ],
+        cases: &[],
+        gates: &[GateId::G1],
+        doubles: &[Double::LeakOnDisconnect, Double::LeakOnReconnect],
+        unbreakable: "",
+    },
+    Rule {
         id: RuleId::new(5, 12),
         summary: "a session works in the database its url names",
         checks: &["G8: 300 acknowledged enqueues are found in the url's database"],
