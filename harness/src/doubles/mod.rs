@@ -126,6 +126,12 @@ pub enum Double {
     LenientCount,
     /// Sends an empty or `emq:` probe key to the engine.
     LenientProbeKey,
+    /// Refuses probe keys that only look reserved (`EMQ:x`, `emqx`): stricter than R4.7.
+    StrictProbeKey,
+    /// Refuses session names outside `[A-Za-z0-9_-]{1,64}`: stricter than SPEC §7.
+    StrictSessionName,
+    /// Refuses the well-formed id `j0000000000000000`: stricter than R4.5.
+    StrictIdZero,
     /// `browse` in reverse claim order.
     BrowseReversed,
     /// `pending_size` counts the active set too.
@@ -233,6 +239,12 @@ impl Double {
                 check,
             })
         };
+        let strict = |what| -> Box<dyn Connector + Send> {
+            Box::new(broken::Strict {
+                inner: reference(),
+                what,
+            })
+        };
         match self {
             Self::SkipFence => Box::new(wire::SkipFence(reference())),
             Self::ForeignScripts => Box::new(Reference::new(&wire::patched(bundle))),
@@ -287,6 +299,9 @@ impl Double {
             Self::DollarAnchored => Box::new(broken::DollarAnchored(reference())),
             Self::LenientCount => lenient(Check::Count),
             Self::LenientProbeKey => lenient(Check::ProbeKey),
+            Self::StrictProbeKey => strict(broken::Strictness::ProbeKey),
+            Self::StrictSessionName => strict(broken::Strictness::SessionName),
+            Self::StrictIdZero => strict(broken::Strictness::IdZero),
             Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
             Self::PendingSizeCountsActive => Box::new(broken::PendingSizeCountsActive(reference())),
             Self::FenceHset => Box::new(broken::FenceHset {

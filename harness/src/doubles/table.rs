@@ -196,6 +196,24 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::StrictProbeKey,
+        breaks: "R4.7: only emq: (case-sensitive) is reserved; EMQ:x, emqx and emq are valid probe keys",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictSessionName,
+        breaks: "R5.10: a session name is any non-empty string",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictIdZero,
+        breaks: "R4.5: an id is j and any 16 digits, j0000000000000000 included",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::BrowseReversed,
         breaks: "R2.5: browse lists ids in claim order",
         also: &[],

@@ -260,9 +260,14 @@ pub const SINGLE: &[Rule] = &[
             "invalid-complete-args",
             "invalid-retry-args",
             "invalid-id-newline",
+            "accept-job-id-edges",
         ],
         gates: &[GateId::G6],
-        doubles: &[Double::LenientId, Double::DollarAnchored],
+        doubles: &[
+            Double::LenientId,
+            Double::DollarAnchored,
+            Double::StrictIdZero,
+        ],
         unbreakable: "",
     },
     Rule {
@@ -285,9 +290,10 @@ pub const SINGLE: &[Rule] = &[
         cases: &[
             "invalid-pipeline-probe-emq-key",
             "invalid-pipeline-probe-args",
+            "accept-probe-key-looks-reserved",
         ],
         gates: &[GateId::G6],
-        doubles: &[Double::LenientProbeKey],
+        doubles: &[Double::LenientProbeKey, Double::StrictProbeKey],
         unbreakable: "",
     },
     Rule {
@@ -345,6 +351,7 @@ pub const SINGLE: &[Rule] = &[
             "batch-large",
             "batch-over-queues",
             "invalid-batch-queues",
+            "accept-batch-sixty-four-queues",
         ],
         gates: &[GateId::G5],
         doubles: &[
@@ -528,9 +535,9 @@ pub const SINGLE: &[Rule] = &[
         id: RuleId::new(5, 10),
         summary: "after disconnect the session is unknown (every verb invalid, nothing sent); connect makes it afresh",
         checks: &[INVALID_SENDS_NOTHING],
-        cases: &["session-disconnect-then-invalid"],
+        cases: &["session-disconnect-then-invalid", "accept-session-names"],
         gates: &[GateId::G6],
-        doubles: &[Double::ZombieSession],
+        doubles: &[Double::ZombieSession, Double::StrictSessionName],
         unbreakable: "",
     },
     Rule {
