@@ -89,6 +89,13 @@ pub fn check(common: &Common, dirs: &Dirs, progress: &Progress) -> Result<ExitCo
     opts.seed = committed.header.seed;
     opts.histories = committed.header.histories;
     opts.batch = committed.header.batch;
+    let since = crate::gates::contract::since(committed.header.contract());
+    if let Some(line) = since.line(
+        &path.display().to_string(),
+        committed.header.contract_version.is_some(),
+    ) {
+        output::note(&line);
+    }
     let fresh = run(&opts, progress)?;
     let diffs = fresh.stable_differences(&committed);
     if diffs.is_empty() {

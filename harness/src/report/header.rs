@@ -10,6 +10,15 @@ use serde::{Deserialize, Serialize};
 pub struct Header {
     pub schema: String,
     pub harness_version: String,
+    /// The contract judged by (SPEC §9: the rules, checks and cases, versioned apart from the
+    /// bundle and the harness). Absent in a record made before the contract had a version, which
+    /// is taken as contract 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_version: Option<u32>,
+    /// The rule catalogue's digest (`emq::gates::contract::catalogue_digest`): which catalogue,
+    /// exactly, the verdicts were judged by. Absent where `contract_version` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalogue_digest: Option<String>,
     pub bundle_version: String,
     pub bundle_protocol: u32,
     pub bundle_digest: String,
@@ -116,6 +125,12 @@ fn valkey() -> String {
 }
 
 impl Header {
+    /// The contract the record was judged under; one without a version is taken as contract 1.
+    pub fn contract(&self) -> u32 {
+        self.contract_version
+            .unwrap_or(crate::gates::contract::UNVERSIONED)
+    }
+
     /// `valkey 9.1.2`, `redis 7.0.15`.
     pub fn engine_label(&self) -> String {
         format!("{} {}", self.engine_product, self.engine_version)

@@ -303,6 +303,20 @@ fn header_differences(a: &Header, b: &Header) -> Vec<String> {
             out.push(format!("{name}: committed {want:?}, now {got:?}"));
         }
     }
+    // A record made before the contract had a version names none: that alone is no difference
+    // (`check` says in a line which contract it is taken as, and what it was never judged on).
+    if a.contract_version.is_some() && a.contract_version != b.contract_version {
+        out.push(format!(
+            "contract_version: committed {:?}, now {:?}",
+            a.contract_version, b.contract_version
+        ));
+    }
+    if a.catalogue_digest.is_some() && a.catalogue_digest != b.catalogue_digest {
+        out.push(format!(
+            "catalogue_digest: committed {:?}, now {:?}",
+            a.catalogue_digest, b.catalogue_digest
+        ));
+    }
     if a.scripts != b.scripts {
         out.push(format!(
             "scripts: committed {:?}, now {:?}",
@@ -366,6 +380,8 @@ mod tests {
         let header = Header {
             schema: SCHEMA.into(),
             harness_version: "0.1.0".into(),
+            contract_version: Some(2),
+            catalogue_digest: Some("c".into()),
             bundle_version: "1.0.0".into(),
             bundle_protocol: 1,
             bundle_digest: "d".into(),
@@ -458,6 +474,31 @@ mod tests {
             "something",
         ));
         assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
+    }
+
+    #[test]
+    fn a_record_without_a_contract_holds_and_one_of_another_contract_does_not() {
+        let fresh = sample();
+        let mut unversioned = sample();
+        unversioned.header.contract_version = None;
+        unversioned.header.catalogue_digest = None;
+        assert_eq!(fresh.stable_differences(&unversioned), Vec::<String>::new());
+        assert_eq!(unversioned.header.contract(), 1);
+        let mut older = sample();
+        older.header.contract_version = Some(1);
+        older.header.catalogue_digest = Some("old".into());
+        let d = fresh.stable_differences(&older);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].starts_with("contract_version: committed Some(1), now Some(2)"),
+            "{d:?}"
+        );
+        // A record of today's records without the fields loads (the committed ones predate them).
+        let mut v = serde_json::to_value(&unversioned).unwrap();
+        assert!(v["header"].get("contract_version").is_none());
+        v["header"]["contract_version"] = 2.into();
+        let r: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(r.header.contract(), 2);
     }
 
     #[test]
