@@ -150,8 +150,15 @@ fn run(common: &Common, dirs: &Dirs, out: Option<PathBuf>, progress: &Progress) 
         Err(e) => return fail(&e),
     };
     if let Some(dir) = out {
-        let written = emq::cmd::record::stem_after(common, &options.subject, &record)
-            .and_then(|stem| record.write(&dir, &stem));
+        let written =
+            emq::cmd::record::stem_after(common, &options.subject, &record).and_then(|stem| {
+                record.write(&dir, &stem)?;
+                emq::report::badge::write_if_changed(
+                    &dir,
+                    &stem,
+                    &emq::report::badge::for_record(&record),
+                )
+            });
         if let Err(e) = written {
             return fail(&e);
         }

@@ -74,6 +74,17 @@ pub fn record(
             dir.display()
         )
     });
+    if crate::report::badge::write_if_changed(
+        &dir,
+        &stem,
+        &crate::report::badge::for_record(&record),
+    )? {
+        output::note(&format!(
+            "wrote {}/{}/{stem}.svg",
+            dir.display(),
+            crate::report::badge::DIR
+        ));
+    }
     if let Ok(true) = crate::cmd::matrix::write_schema(&dir) {
         output::note(&format!("wrote {}/record.schema.json", dir.display()));
     }

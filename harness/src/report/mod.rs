@@ -2,6 +2,7 @@
 //! Verdicts and evidence are stable; times and rates live apart, in `volatile`, so `check` can
 //! compare a fresh run with the committed record.
 
+pub mod badge;
 pub mod grid;
 pub mod header;
 pub mod html;
