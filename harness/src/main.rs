@@ -88,6 +88,7 @@ fn dispatch() -> ExitCode {
             )),
             None => exit(emq::cmd::matrix::matrix(&args.options(dirs), &progress)),
         },
+        Command::Diff { old, new } => exit(emq::cmd::diff::run(&old, &new)),
         Command::Summary { files, format } => exit(emq::cmd::summary::summary(&files, format)),
         Command::Smoke {
             engine,

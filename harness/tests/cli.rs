@@ -67,6 +67,7 @@ fn help_reads_like_a_manual() {
         "check",
         "smoke",
         "bench",
+        "diff",
         "EXIT CODES",
         "EMQ_ENGINE",
     ] {
@@ -181,4 +182,106 @@ fn matrix_shares_merge_into_the_whole_and_a_missing_share_is_named() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("judged by no share"), "{text}");
     assert_eq!(text.lines().count(), 1, "one line: {text}");
+}
+
+fn reports() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports")
+}
+
+/// `diff OLD NEW`: 0 when no verdict changed (figures may move), 1 when one did, 2 for a file
+/// that is neither a record nor a matrix, or is not there.
+#[test]
+fn diff_exits_by_whether_a_verdict_changed() {
+    let t = tempfile::tempdir().unwrap();
+    let python = reports().join("python.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&python).unwrap()).unwrap();
+    r["header"]["contract_version"] = 2.into();
+    let fig = &mut r["volatile"]["figures"]["G5"]["batch_ops_per_s"];
+    *fig = (fig.as_f64().unwrap() * 3.0).into();
+    let moved = t.path().join("moved.json");
+    std::fs::write(&moved, r.to_string()).unwrap();
+    let (code, text) = gate(&[
+        "diff",
+        &python.display().to_string(),
+        &moved.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "a figure alone is not a verdict: {text}");
+    assert!(text.contains("  figure G5.batch_ops_per_s: "), "{text}");
+    assert!(text.contains("contract 1 → 2: rules added since"), "{text}");
+
+    let g8 = r["gates"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|g| g["id"] == "G8")
+        .unwrap();
+    g8["verdict"] = "FAIL".into();
+    r["footer"]["summary"] = "FAIL 7/8".into();
+    let failed = t.path().join("failed.json");
+    std::fs::write(&failed, r.to_string()).unwrap();
+    let (code, text) = gate(&[
+        "diff",
+        &python.display().to_string(),
+        &failed.display().to_string(),
+    ]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("  gate G8 atomicity: PASS → FAIL\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("python×valkey-9.1: PASS 8/8 → FAIL 7/8\n"),
+        "{text}"
+    );
+
+    let matrix = reports().join("matrix.json").display().to_string();
+    let (code, text) = gate(&["diff", &matrix, &matrix]);
+    assert_eq!(code, Some(0), "{text}");
+    let schema = reports().join("record.schema.json").display().to_string();
+    let (code, text) = gate(&["diff", &schema, &matrix]);
+    assert_eq!(code, Some(2), "{text}");
+    let (code, text) = gate(&["diff", "/nonexistent.json", &matrix]);
+    assert_eq!(code, Some(2), "{text}");
+    let (_, help) = gate(&["diff", "--help"]);
+    assert!(
+        help.contains("Exit 0: no verdict changed; 1: one did"),
+        "{help}"
+    );
+}
+
+/// `matrix --render` draws every cell's badge and each record's from the committed matrix.json,
+/// with verdict words only: rendering again changes no byte.
+#[test]
+fn matrix_render_draws_the_badges_from_the_matrix() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::copy(reports().join("matrix.json"), t.path().join("matrix.json")).unwrap();
+    let dir = t.path().display().to_string();
+    let (code, text) = gate(&["matrix", "--render", "--reports", &dir]);
+    assert_eq!(code, Some(0), "{text}");
+    let python = std::fs::read_to_string(t.path().join("badges/python.svg")).unwrap();
+    assert!(
+        python.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{python}"
+    );
+    assert!(python.contains(">PASS 8/8</text>"), "{python}");
+    assert!(!python.contains("2026-"), "no date in a badge: {python}");
+    assert!(
+        t.path()
+            .join("badges/python-valkey-9.1-cluster.svg")
+            .is_file()
+    );
+    let first = std::fs::read(t.path().join("badges/python.svg")).unwrap();
+    let (code, text) = gate(&["matrix", "--render", "--reports", &dir]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("and 0 changed badges"), "{text}");
+    assert_eq!(
+        std::fs::read(t.path().join("badges/python.svg")).unwrap(),
+        first
+    );
+    let page = std::fs::read_to_string(t.path().join("index.html")).unwrap();
+    assert!(
+        page.contains("<img src=\"badges/python.svg\""),
+        "the page embeds it"
+    );
 }

@@ -12,8 +12,10 @@ use crate::settings;
 const EXIT_CODES: &str = concat!(
     "\
 EXIT CODES:
-    0  every judged gate passed (run), the record still holds (check), the smoke test passed
-    1  a gate failed, the record no longer holds, or the smoke test found a problem
+    0  every judged gate passed (run), the record still holds (check), the smoke test passed,
+       no verdict changed (diff)
+    1  a gate failed, the record no longer holds, the smoke test found a problem, or a gate's,
+       rule's, case's or cell's verdict changed (diff; figures alone never make it 1)
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
     4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
@@ -87,6 +89,16 @@ pub enum Command {
     /// Connectors × engines: a full gate run per cell, written as reports/matrix.{json,md} and
     /// reports/index.html (untouched when nothing stable changed); --check re-runs and compares.
     Matrix(MatrixArgs),
+    /// What changed between two records or two matrices (JSON): each side's contract, the gates,
+    /// rules and cases whose verdict changed, and the figures that moved beyond their noise (one
+    /// side at least twice the other, and 10 or more apart). Exit 0: no verdict changed; 1: one
+    /// did (a figure alone never makes it 1).
+    Diff {
+        /// The earlier record or matrix.json.
+        old: PathBuf,
+        /// The later one.
+        new: PathBuf,
+    },
     /// The connectors × engines grid of gate records and matrices (e.g. reports/*.json).
     Summary {
         /// Record or matrix JSON files; other JSON (the schema) is skipped.

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_spread;
 pub mod cases;
 pub mod cli;
+pub mod diff;
 pub mod matrix;
 pub mod preflight;
 pub mod record;

@@ -11,7 +11,6 @@ use std::path::Path;
 use crate::error::HarnessError;
 use crate::gates::Verdict;
 use crate::report::Record;
-use crate::report::html::esc;
 use crate::report::matrix::{Matrix, MatrixCell, record_stem};
 
 /// The badges' directory, under the reports directory.
@@ -34,6 +33,20 @@ fn width_tenths(s: &str) -> u32 {
             _ => 80,
         })
         .sum()
+}
+
+/// XML text and attribute escaping (the page's `esc` lives above this module, which it imports).
+fn esc(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .map(|c| match c {
+            '&' => "&amp;".into(),
+            '<' => "&lt;".into(),
+            '>' => "&gt;".into(),
+            '"' => "&quot;".into(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// The badge's colour for a verdict: shields' brightgreen, red, and lightgrey (ERROR judged

@@ -136,6 +136,16 @@ impl Header {
         format!("{} {}", self.engine_product, self.engine_version)
     }
 
+    /// The record's row among matrix cells: the matrix's label for the connector's language when
+    /// it has one (`rust` → `reference`), so records and matrix cells share rows.
+    pub fn row_label(&self) -> String {
+        match self.connector_language.as_str() {
+            "rust" if self.connector_name.contains("reference") => "reference".into(),
+            "" => self.connector_name.to_string(),
+            lang => lang.to_string(),
+        }
+    }
+
     /// The engine's name: `valkey-9.1`, `redis-7.0`.
     pub fn engine_name(&self) -> String {
         crate::engine::named::name_of(&self.engine_product, &self.engine_version)

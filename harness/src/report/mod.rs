@@ -3,6 +3,7 @@
 //! compare a fresh run with the committed record.
 
 pub mod badge;
+pub mod diff;
 pub mod grid;
 pub mod header;
 pub mod html;
