@@ -41,7 +41,11 @@ fn dispatch() -> ExitCode {
     let dirs = &sources.dirs;
     let progress = Progress::new();
     match cli.command {
-        Command::Run { common, out } => run(&common, dirs, out, &progress),
+        Command::Run {
+            common,
+            out,
+            rerun_failed,
+        } => run(&common, dirs, out, rerun_failed.as_deref(), &progress),
         Command::Record { common, refresh } => {
             exit(emq::cmd::record::record(&common, dirs, refresh, &progress))
         }
@@ -143,9 +147,33 @@ fn verdict(passed: bool) -> ExitCode {
     code(if passed { Code::Pass } else { Code::GateFailed })
 }
 
-/// `run`: the gates, the record written under `out` when asked, the Markdown printed.
-fn run(common: &Common, dirs: &Dirs, out: Option<PathBuf>, progress: &Progress) -> ExitCode {
-    let options = common.options(dirs);
+/// `run`: the gates (those `rerun` did not pass, when given), the record written under `out`
+/// when asked, the Markdown printed.
+fn run(
+    common: &Common,
+    dirs: &Dirs,
+    out: Option<PathBuf>,
+    rerun: Option<&std::path::Path>,
+    progress: &Progress,
+) -> ExitCode {
+    let mut options = common.options(dirs);
+    let mut again = None;
+    if let Some(path) = rerun {
+        match emq::cmd::rerun::prepare(path, options.clone(), common.engine.engine_name.is_some()) {
+            Ok(Some(r)) => {
+                options = r.options.clone();
+                again = Some(r);
+            }
+            Ok(None) => {
+                output::note(&format!(
+                    "{}: every gate passed; nothing to rerun",
+                    path.display()
+                ));
+                return code(Code::Pass);
+            }
+            Err(e) => return fail(&e),
+        }
+    }
     let record = match emq::cmd::run::run(&options, progress) {
         Ok(r) => r,
         Err(e) => return fail(&e),
@@ -165,6 +193,10 @@ fn run(common: &Common, dirs: &Dirs, out: Option<PathBuf>, progress: &Progress) 
         }
     }
     output::result(&record.markdown());
+    if let (Some(path), Some(r)) = (rerun, &again) {
+        output::note(&emq::cmd::rerun::summary(path, r, &record));
+        return code(emq::cmd::rerun::verdict(&record, &r.gates).into());
+    }
     code(record.verdict().into())
 }
 

@@ -285,3 +285,53 @@ fn matrix_render_draws_the_badges_from_the_matrix() {
         "the page embeds it"
     );
 }
+
+/// `run --rerun-failed RECORD` judges only the gates the record did not pass, with its seed and
+/// engine (the reference record's: valkey-9.1 by name, from ci/provision's settings); exit 0
+/// when each of them passes now. A record that passed everything reruns nothing.
+#[test]
+fn rerun_failed_runs_only_what_the_record_did_not_pass() {
+    let t = tempfile::tempdir().unwrap();
+    let reference = reports().join("reference.json");
+    let (code, text) = gate(&[
+        "-q",
+        "run",
+        "--rerun-failed",
+        &reference.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("every gate passed; nothing to rerun"),
+        "{text}"
+    );
+
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&reference).unwrap()).unwrap();
+    for g in r["gates"].as_array_mut().unwrap() {
+        if g["id"] == "G1" || g["id"] == "G4" {
+            g["verdict"] = "FAIL".into();
+        }
+    }
+    r["header"]["seed"] = 5.into();
+    let failed = t.path().join("failed.json");
+    std::fs::write(&failed, r.to_string()).unwrap();
+    let (code, text) = gate(&["-q", "run", "--rerun-failed", &failed.display().to_string()]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("did not pass (seed 5, valkey-9.1): G1 PASS, G4 PASS"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| G2 | sha1 | **ERROR** |"),
+        "G2 is not rerun: {text}"
+    );
+
+    let (code, text) = gate(&[
+        "run",
+        "--rerun-failed",
+        &failed.display().to_string(),
+        "--gates",
+        "G1",
+    ]);
+    assert_eq!(code, Some(2), "--gates and --rerun-failed conflict: {text}");
+}

@@ -65,9 +65,13 @@ pub enum Command {
     Run {
         #[command(flatten)]
         common: Common,
-        /// Also write <name>.json, .md and .junit.xml into this directory.
+        /// Also write <name>.json, .md, .junit.xml and badges/<name>.svg into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Run only the gates RECORD (a record's JSON) did not pass, with its seed, histories,
+        /// batch and engine (by name, unless --engine-name); exit 0 when each of them passes.
+        #[arg(long, value_name = "RECORD", conflicts_with = "gates")]
+        rerun_failed: Option<PathBuf>,
     },
     /// Write the record <reports>/<name>.{json,md,junit.xml}: --reports, else the reports/ of the
     /// EchoMQ checkout around the current directory, else ./reports. The name is --name, else

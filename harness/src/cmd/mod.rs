@@ -8,6 +8,7 @@ pub mod diff;
 pub mod matrix;
 pub mod preflight;
 pub mod record;
+pub mod rerun;
 pub mod run;
 pub mod smoke;
 pub mod sources;

@@ -153,7 +153,7 @@ pub fn run_gates(
             o
         } else {
             let mut o = GateOutcome::new(gate.id, gate.name);
-            o.error("not selected in this run (--gates)");
+            o.error("not selected in this run (--gates, or --rerun-failed)");
             o
         };
         progress.gate(&outcome);
