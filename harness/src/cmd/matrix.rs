@@ -311,6 +311,7 @@ fn judge(fresh: &Matrix, committed: &Matrix, path: &Path, reports: &Path) -> Cod
     contract_note(committed, path);
     let mut diffs = fresh.stable_differences(&committed_part(committed, fresh));
     diffs.extend(record_differences(fresh, reports));
+    diffs.extend(crate::report::badge::differences(reports, fresh));
     let what = match &fresh.share {
         Some(s) => format!(
             "{} cells of {} ({})",

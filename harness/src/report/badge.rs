@@ -151,6 +151,31 @@ pub fn write_matrix(reports: &Path, m: &Matrix) -> Result<usize, HarnessError> {
     Ok(wrote)
 }
 
+/// Each badge of `m`'s cells that `reports` does not hold as `m` draws it (missing, or other
+/// bytes), as `matrix --check` reports a difference.
+pub fn differences(reports: &Path, m: &Matrix) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &m.cells {
+        let svg = for_cell(c);
+        let mut stems = vec![cell_stem(c)];
+        if c.record.is_some() {
+            stems.extend(record_stem(&c.connector, &c.engine));
+        }
+        for stem in stems {
+            let path = reports.join(DIR).join(format!("{stem}.svg"));
+            match std::fs::read_to_string(&path) {
+                Ok(have) if have == svg => {}
+                Ok(_) => out.push(format!(
+                    "{}: the badge does not say the cell's verdict and contract",
+                    path.display()
+                )),
+                Err(_) => out.push(format!("{}: no badge committed", path.display())),
+            }
+        }
+    }
+    out
+}
+
 /// The Markdown a connector's README embeds, from the repository's root.
 pub fn embed_line(stem: &str, alt: &str) -> String {
     format!("[![{alt}](reports/{DIR}/{stem}.svg)](reports/{stem}.md)")
@@ -222,6 +247,27 @@ mod tests {
             write_matrix(dir.path(), &m).unwrap(),
             0,
             "unchanged badges are kept"
+        );
+        assert_eq!(differences(dir.path(), &m), Vec::<String>::new());
+        std::fs::remove_file(dir.path().join("badges/python.svg")).unwrap();
+        let mut other = m.clone();
+        let cell = other
+            .cells
+            .iter_mut()
+            .find(|c| c.connector == "reference")
+            .unwrap();
+        cell.record.as_mut().unwrap().footer.summary = "FAIL 7/8".into();
+        let d = differences(dir.path(), &other);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(
+            d.iter()
+                .any(|x| x.ends_with("badges/python.svg: no badge committed")),
+            "{d:?}"
+        );
+        assert!(
+            d.iter()
+                .any(|x| x.contains("badges/reference-valkey-9.1.svg: the badge does not say")),
+            "{d:?}"
         );
     }
 
