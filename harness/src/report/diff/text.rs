@@ -54,10 +54,7 @@ impl Diff {
         if let (Some(&old), Some(&new)) = (self.old_contracts.first(), self.new_contracts.last())
             && old < new
         {
-            let since = crate::gates::contract::since_in(
-                &crate::gates::contract::parse(crate::gates::rules::SPEC).unwrap_or_default(),
-                old,
-            );
+            let since = crate::gates::contract::since(old);
             let list = |ids: &[String]| {
                 if ids.is_empty() {
                     "none".to_string()
