@@ -222,7 +222,12 @@ fn bench(
 
 /// `rules`: the catalogue printed; a rule without a check or case fails.
 fn rules() -> ExitCode {
-    output::result(&emq::gates::rules::text());
+    output::result(&format!(
+        "contract {} (catalogue {}; SPEC §9 lists what each version added and changed)\n{}",
+        emq::gates::contract::current(),
+        emq::gates::contract::catalogue_digest(),
+        emq::gates::rules::text()
+    ));
     verdict(emq::gates::rules::complete())
 }
 

@@ -79,6 +79,12 @@ fn help_reads_like_a_manual() {
 fn rules_prints_the_catalogue() {
     let (code, text) = gate(&["rules"]);
     assert_eq!(code, Some(0), "{text}");
+    let head = format!(
+        "contract {} (catalogue {};",
+        emq::gates::contract::current(),
+        emq::gates::contract::catalogue_digest()
+    );
+    assert!(text.starts_with(&head), "{text}");
     for needle in ["R1.1", "R4.11", "Unpipelined", "R5.10", "unbreakable:"] {
         assert!(text.contains(needle), "rules lacks {needle}: {text}");
     }

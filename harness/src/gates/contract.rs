@@ -154,7 +154,7 @@ pub fn since_in(entries: &[Entry], old: u32) -> Since {
     }
     Since {
         old,
-        now: entries.first().map_or(old, |e| e.version.max(old)),
+        now: entries.first().map_or(old, |e| e.version),
         added: newer
             .iter()
             .rev()
@@ -175,8 +175,15 @@ impl Since {
         self.old < self.now
     }
 
-    /// The one line `check` says of an older record (`None` when it is current).
+    /// The one line `check` says of a record of another contract (`None` when it is current).
     pub fn line(&self, what: &str, versioned: bool) -> Option<String> {
+        if self.old > self.now {
+            return Some(format!(
+                "{what} was made under contract {}, newer than this emq-gate's {}: judge it with \
+                 the emq-gate that made it, or a later one",
+                self.old, self.now
+            ));
+        }
         if !self.is_older() {
             return None;
         }
@@ -289,6 +296,11 @@ mod tests {
         assert!(!s.is_older());
         assert_eq!(s.line("x.json", true), None);
         assert_eq!(since_in(&e, 2).changed, ["R1.1"]);
+        let newer = since_in(&e, 4).line("x.json", true).unwrap();
+        assert!(
+            newer.contains("contract 4, newer than this emq-gate's 3"),
+            "{newer}"
+        );
     }
 
     #[test]
