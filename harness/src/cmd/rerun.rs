@@ -70,10 +70,7 @@ fn engine_of(r: &Record, options: &mut RunOptions, path: &Path) -> Result<(), Ha
         "cluster" => EngineChoice::Cluster,
         _ => return Ok(()),
     };
-    let mut name = r.header.engine_name();
-    if kind == EngineChoice::Cluster {
-        name.push_str(CLUSTER_SUFFIX);
-    }
+    let name = engine(&r.header);
     let named = EngineName::resolve(&name).map_err(|e| {
         HarnessError::BadInput(format!(
             "{} was judged on {name} ({}): {e}; or name another engine with --engine-name",
@@ -85,6 +82,15 @@ fn engine_of(r: &Record, options: &mut RunOptions, path: &Path) -> Result<(), Ha
     options.engine = crate::cmd::matrix::engine_options(&named, kind);
     options.engine.allow_flush = allow_flush;
     Ok(())
+}
+
+/// The engine a record was judged on, by name: `valkey-9.1`, `valkey-9.1-cluster`.
+fn engine(h: &crate::report::Header) -> String {
+    let mut name = h.engine_name();
+    if h.engine_kind == "cluster" {
+        name.push_str(CLUSTER_SUFFIX);
+    }
+    name
 }
 
 /// The rerun's one verdict: that of the gates it reran (the others were not selected, and an
@@ -112,7 +118,7 @@ pub fn summary(path: &Path, rerun: &Rerun, fresh: &Record) -> String {
         "reran what {} did not pass (seed {}, {}): {}",
         path.display(),
         rerun.record.header.seed,
-        fresh.header.engine_name(),
+        engine(&fresh.header),
         each.join(", ")
     );
     let (was, now) = (&rerun.record.header, &fresh.header);
@@ -122,11 +128,11 @@ pub fn summary(path: &Path, rerun: &Rerun, fresh: &Record) -> String {
             was.connector_name, now.connector_name
         ));
     }
-    if was.engine_name() != now.engine_name() {
+    if engine(was) != engine(now) {
         line.push_str(&format!(
             "; the record was judged on {}, this run on {}",
-            was.engine_name(),
-            now.engine_name()
+            engine(was),
+            engine(now)
         ));
     }
     line
@@ -195,6 +201,17 @@ mod tests {
         assert_eq!(verdict(&fresh, &rerun.gates), Verdict::Pass);
         let line = summary(&path, &rerun, &fresh);
         assert!(line.ends_with("(seed 77, valkey-9.1): G8 PASS"), "{line}");
+        // Another engine or connector than the record's is said, not hidden.
+        fresh.header.engine_kind = "cluster".into();
+        fresh.header.connector_name = "echomq-node".into();
+        let line = summary(&path, &rerun, &fresh);
+        assert!(
+            line.ends_with(
+                "G8 PASS; the record is of echomq-python, this run judged echomq-node; \
+                 the record was judged on valkey-9.1, this run on valkey-9.1-cluster"
+            ),
+            "{line}"
+        );
         let clean = record("echomq-python", "valkey", "9.1.2", false);
         clean.write(dir.path(), "clean").unwrap();
         assert!(
