@@ -43,6 +43,7 @@ fn side(path: &Path) -> Result<Side, HarnessError> {
                     (key, outcome)
                 })
                 .collect(),
+            from_record: false,
         });
     }
     if value.get("header").is_some() {

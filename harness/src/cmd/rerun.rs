@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::cmd::run::RunOptions;
 use crate::engine::EngineChoice;
-use crate::engine::named::{CLUSTER_SUFFIX, EngineName};
+use crate::engine::named::EngineName;
 use crate::error::HarnessError;
 use crate::gates::{GateId, Verdict};
 use crate::report::Record;
@@ -86,11 +86,7 @@ fn engine_of(r: &Record, options: &mut RunOptions, path: &Path) -> Result<(), Ha
 
 /// The engine a record was judged on, by name: `valkey-9.1`, `valkey-9.1-cluster`.
 fn engine(h: &crate::report::Header) -> String {
-    let mut name = h.engine_name();
-    if h.engine_kind == "cluster" {
-        name.push_str(CLUSTER_SUFFIX);
-    }
-    name
+    h.engine_column()
 }
 
 /// The rerun's one verdict: that of the gates it reran (the others were not selected, and an

@@ -146,6 +146,16 @@ impl Header {
         }
     }
 
+    /// The engine as a matrix column names it: `valkey-9.1`, or `valkey-9.1-cluster` for a
+    /// record judged on a cluster of that engine.
+    pub fn engine_column(&self) -> String {
+        let mut name = self.engine_name();
+        if self.engine_kind == "cluster" {
+            name.push_str(crate::engine::named::CLUSTER_SUFFIX);
+        }
+        name
+    }
+
     /// The engine's name: `valkey-9.1`, `redis-7.0`.
     pub fn engine_name(&self) -> String {
         crate::engine::named::name_of(&self.engine_product, &self.engine_version)

@@ -29,6 +29,8 @@ pub struct Side {
     /// The file, as the user named it.
     pub name: String,
     pub cells: Vec<(String, Result<Record, String>)>,
+    /// A record file (one cell), not a matrix: against a matrix, only its cell is compared.
+    pub from_record: bool,
 }
 
 impl Side {
@@ -37,6 +39,7 @@ impl Side {
         Self {
             name: name.into(),
             cells: vec![(key_of(&r), Ok(r))],
+            from_record: true,
         }
     }
 
@@ -62,7 +65,7 @@ impl Side {
 
 /// A record's cell: `<connector>×<engine>`, the connector labelled as a matrix labels it.
 pub fn key_of(r: &Record) -> String {
-    crate::report::matrix::cell_key(&r.header.row_label(), &r.header.engine_name())
+    crate::report::matrix::cell_key(&r.header.row_label(), &r.header.engine_column())
 }
 
 /// A verdict that changed: of a gate, a rule or a case. `None`: absent on that side.
@@ -127,11 +130,18 @@ impl Diff {
     }
 }
 
-/// `old` against `new`, cell by cell (by key; two single records are compared whatever their
-/// keys). Cells in the order they first appear, old side first.
+/// `old` against `new`, cell by cell (by key; two records are compared whatever their cells, and
+/// a record against a matrix on its own cell only). Cells in the order they first appear, old
+/// side first.
 pub fn diff(old: &Side, new: &Side) -> Diff {
     let mut cells = Vec::new();
-    if old.cells.len() == 1 && new.cells.len() == 1 {
+    // A record against a matrix: the record's cell is the only one both sides speak of.
+    let only: Option<&str> = match (old.from_record, new.from_record) {
+        (true, false) => old.cells.first().map(|(k, _)| k.as_str()),
+        (false, true) => new.cells.first().map(|(k, _)| k.as_str()),
+        _ => None,
+    };
+    if old.from_record && new.from_record && old.cells.len() == 1 && new.cells.len() == 1 {
         let ((ka, a), (kb, b)) = (&old.cells[0], &new.cells[0]);
         let key = if ka == kb {
             ka.clone()
@@ -146,7 +156,7 @@ pub fn diff(old: &Side, new: &Side) -> Diff {
             new.cells.iter().map(|(k, r)| (k.as_str(), r)).collect();
         let mut seen = BTreeSet::new();
         for (k, _) in old.cells.iter().chain(&new.cells) {
-            if seen.insert(k.as_str()) {
+            if only.is_none_or(|o| o == k) && seen.insert(k.as_str()) {
                 cells.push(cell(
                     k.clone(),
                     olds.get(k.as_str()).copied(),
@@ -188,6 +198,12 @@ fn cell(key: String, old: CellSide<'_>, new: CellSide<'_>) -> CellDiff {
         ..CellDiff::default()
     };
     let (a, b) = (ok(old), ok(new));
+    // A cell with no record on one side changed as a whole: its line says so, and listing every
+    // gate, rule and case as absent would bury it.
+    let (Some(rec_a), Some(rec_b)) = (a, b) else {
+        return d;
+    };
+    let (a, b) = (Some(rec_a), Some(rec_b));
     let gates = |r: Option<&Record>| -> BTreeMap<String, Verdict> {
         r.map(|r| {
             r.gates
@@ -208,9 +224,7 @@ fn cell(key: String, old: CellSide<'_>, new: CellSide<'_>) -> CellDiff {
     };
     d.rules = changes(&plain(&ra), &plain(&rb), &via);
     d.cases = changes(&cases(a), &cases(b), &BTreeMap::new());
-    if let (Some(a), Some(b)) = (a, b) {
-        d.figures = moved(&figures(a), &figures(b));
-    }
+    d.figures = moved(&figures(rec_a), &figures(rec_b));
     d
 }
 

@@ -14,7 +14,7 @@ fn the_same_record_twice_changes_nothing() {
     assert!(d.cells[0].figures.is_empty());
     let t = d.text();
     assert!(
-        t.ends_with("1 cell compared: 0 with a verdict changed, 0 figures moved (noise: a figure moved when one side is at least twice the other and they differ by 10 or more)\n"),
+        t.ends_with("1 cell (rust×valkey-9.1) compared: 0 with a verdict changed, 0 figures moved (noise: a figure moved when one side is at least twice the other and they differ by 10 or more)\n"),
         "{t}"
     );
 }
@@ -145,6 +145,7 @@ fn matrices_are_compared_cell_by_cell_and_a_missing_cell_is_a_change() {
     let old = Side {
         name: "old/matrix.json".into(),
         cells: cells(&m),
+        from_record: false,
     };
     let mut newer = m.clone();
     newer
@@ -160,6 +161,7 @@ fn matrices_are_compared_cell_by_cell_and_a_missing_cell_is_a_change() {
     let new = Side {
         name: "new/matrix.json".into(),
         cells: cells(&newer),
+        from_record: false,
     };
     let d = diff(&old, &new);
     assert!(d.verdict_changed());
@@ -184,5 +186,55 @@ fn matrices_are_compared_cell_by_cell_and_a_missing_cell_is_a_change() {
         !d.cells
             .iter()
             .any(|c| c.key == "python×redis-7.0" && c.verdict_changed())
+    );
+    // A cell gone or without a record is one line, not every gate, rule and case.
+    let gone = d
+        .cells
+        .iter()
+        .find(|c| c.key == "reference×redis-7.0")
+        .unwrap();
+    assert!(gone.gates.is_empty() && gone.rules.is_empty() && gone.cases.is_empty());
+    let t = d.text();
+    assert!(
+        t.contains(
+            "reference×redis-7.0: PASS 8/8 → absent\n\
+             python×valkey-9.1: PASS 8/8 → ERROR (no record: the connector did not start)\n"
+        ),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_record_against_a_matrix_is_compared_on_its_own_cell() {
+    let m = crate::report::matrix::tests::sample();
+    let matrix = Side {
+        name: "matrix.json".into(),
+        cells: m
+            .cells
+            .iter()
+            .map(|c| {
+                (
+                    crate::report::matrix::cell_key(&c.connector, &c.engine),
+                    Ok(c.record.clone().unwrap()),
+                )
+            })
+            .collect(),
+        from_record: false,
+    };
+    // The sample's python cells are records of connector `echomq-python` in language rust:
+    // relabel this record so that it is the python×redis-7.0 cell, which FAILs in the matrix.
+    let mut r = record("echomq-python", "redis", "7.0.15", false);
+    r.header.connector_language = "python".into();
+    let d = diff(&side("python.json", r), &matrix);
+    assert_eq!(
+        d.cells.len(),
+        1,
+        "{:?}",
+        d.cells.iter().map(|c| &c.key).collect::<Vec<_>>()
+    );
+    assert_eq!(d.cells[0].key, "python×redis-7.0");
+    assert_eq!(
+        (d.cells[0].old.as_str(), d.cells[0].new.as_str()),
+        ("PASS 8/8", "FAIL 7/8")
     );
 }

@@ -100,9 +100,13 @@ impl Diff {
             verdicts += usize::from(c.verdict_changed());
             figures += c.figures.len();
         }
+        let which = match self.cells.as_slice() {
+            [one] => format!(" ({})", one.key),
+            _ => String::new(),
+        };
         let _ = writeln!(
             s,
-            "{} compared: {verdicts} with a verdict changed, {} moved (noise: {NOISE})",
+            "{}{which} compared: {verdicts} with a verdict changed, {} moved (noise: {NOISE})",
             plural(self.cells.len(), "cell"),
             plural(figures, "figure")
         );
