@@ -341,3 +341,44 @@ fn rerun_failed_runs_only_what_the_record_did_not_pass() {
     ]);
     assert_eq!(code, Some(2), "--gates and --rerun-failed conflict: {text}");
 }
+
+/// `check` on a record of an older contract says so in one line, before it runs, naming what the
+/// record was never judged on (here the run then stops: the engine is unreachable, exit 3).
+#[test]
+fn check_says_when_a_record_is_of_an_older_contract() {
+    let t = tempfile::tempdir().unwrap();
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports().join("reference.json")).unwrap())
+            .unwrap();
+    r["header"]
+        .as_object_mut()
+        .unwrap()
+        .remove("contract_version");
+    std::fs::write(t.path().join("reference.json"), r.to_string()).unwrap();
+    let dir = t.path().display().to_string();
+    let unreachable = ["--engine", "url", "--url", "redis://127.0.0.1:1/0"];
+    let mut args = vec!["-q", "check", "--reports", &dir];
+    args.extend(unreachable);
+    let (code, text) = gate(&args);
+    assert_eq!(code, Some(3), "{text}");
+    let now = emq::gates::contract::current();
+    let line = text
+        .lines()
+        .find(|l| l.contains("was made under contract"))
+        .unwrap_or_else(|| panic!("no contract line: {text}"));
+    assert!(
+        line.contains(&format!(
+            "reference.json was made under contract 1 (it names none), this emq-gate judges \
+             contract {now}: never judged on the rules added since ("
+        )),
+        "{line}"
+    );
+    assert!(line.contains("judged on an older text of R3.1"), "{line}");
+
+    // A record of today's contract says nothing of it.
+    r["header"]["contract_version"] = now.into();
+    std::fs::write(t.path().join("reference.json"), r.to_string()).unwrap();
+    let (code, text) = gate(&args);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(!text.contains("was made under contract"), "{text}");
+}

@@ -228,6 +228,13 @@ impl Record {
         out
     }
 
+    /// True when this record names its contract and `old` names none: the same verdicts, but
+    /// `check` does not fail `old` for it, so only a rewrite gives the committed record its
+    /// contract.
+    pub fn names_more_than(&self, old: &Record) -> bool {
+        old.header.contract_version.is_none() && self.header.contract_version.is_some()
+    }
+
     /// Writes the record unless `dir` already holds one with the same stable fields (then the
     /// committed files, figures and dates included, stay as they are); `refresh` writes anyway.
     /// True when it wrote.
@@ -240,7 +247,9 @@ impl Record {
         let existing = dir.join(format!("{stem}.json"));
         let same = !refresh
             && existing.is_file()
-            && Record::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
+            && Record::load(&existing).is_ok_and(|old| {
+                self.stable_differences(&old).is_empty() && !self.names_more_than(&old)
+            });
         if same {
             return Ok(false);
         }
@@ -470,6 +479,12 @@ mod tests {
         let kept = std::fs::read_to_string(dir.path().join("x.json")).unwrap();
         assert_eq!(kept, written, "figures alone must not rewrite the record");
         assert!(again.write_if_changed(dir.path(), "x", true).unwrap());
+        // A committed record without a contract is rewritten to name it, though it still holds.
+        let mut unversioned = sample();
+        unversioned.header.contract_version = None;
+        assert!(unversioned.write_if_changed(dir.path(), "x", true).unwrap());
+        assert!(sample().write_if_changed(dir.path(), "x", false).unwrap());
+        assert!(!sample().write_if_changed(dir.path(), "x", false).unwrap());
         let mut changed = sample();
         changed.gates[0].evidence.push(crate::gates::Evidence::new(
             crate::gates::Severity::Fail,

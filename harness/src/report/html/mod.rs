@@ -453,7 +453,9 @@ impl Matrix {
         let existing = dir.join("matrix.json");
         let same = !refresh
             && existing.is_file()
-            && Matrix::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
+            && Matrix::load(&existing).is_ok_and(|old| {
+                self.stable_differences(&old).is_empty() && !self.names_more_than(&old)
+            });
         if same {
             return Ok(false);
         }
