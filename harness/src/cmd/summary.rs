@@ -46,7 +46,7 @@ pub fn summary(files: &[PathBuf], format: Format) -> Result<Code, HarnessError> 
     for r in &records {
         entries.push(Entry {
             row: r.header.row_label(),
-            col: r.header.engine_name(),
+            col: r.header.engine_column(),
             outcome: Ok(r),
         });
     }

@@ -532,6 +532,15 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_record_is_the_cluster_column() {
+        let mut r = sample();
+        assert_eq!(r.header.engine_column(), "valkey-9.1");
+        r.header.engine_kind = "cluster".into();
+        assert_eq!(r.header.engine_column(), "valkey-9.1-cluster");
+        assert_eq!(r.header.engine_name(), "valkey-9.1");
+    }
+
+    #[test]
     fn dates_are_civil() {
         let s = now_rfc3339();
         assert_eq!(s.len(), 20, "{s}");
