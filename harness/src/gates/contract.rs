@@ -225,6 +225,37 @@ pub fn catalogue_digest() -> String {
     crate::protocol::bundle::sha1_hex(text.as_bytes())
 }
 
+/// The digest of SPEC's rule texts: SHA-1 of every unit of §1–§8 that declares a rule
+/// (`**R<n>.<m>**`: a bullet with its continuation lines, a table row, or a paragraph), its
+/// whitespace collapsed, in SPEC's order. It is pinned beside the catalogue's, so a rule's words
+/// in SPEC cannot change either without someone deciding whether the contract did. Pure.
+pub fn spec_rules_digest(spec: &str) -> String {
+    let start = spec.find("## 1.").unwrap_or(0);
+    let end = spec.find(SECTION).unwrap_or(spec.len()).max(start);
+    let mut units: Vec<String> = Vec::new();
+    for block in spec[start..end].split("\n\n") {
+        let mut cur: Vec<&str> = Vec::new();
+        for line in block.lines() {
+            let t = line.trim_start();
+            if (t.starts_with("- ") || t.starts_with('|') || t.starts_with('#')) && !cur.is_empty()
+            {
+                units.push(cur.join(" "));
+                cur.clear();
+            }
+            cur.push(t);
+        }
+        if !cur.is_empty() {
+            units.push(cur.join(" "));
+        }
+    }
+    let declaring: Vec<String> = units
+        .into_iter()
+        .filter(|u| !crate::gates::rules::spec_ids(u).is_empty())
+        .map(|u| u.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    crate::protocol::bundle::sha1_hex(declaring.join("\n").as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,14 +265,41 @@ mod tests {
     /// is judged on, something new (add a `### Contract <n+1>` entry to SPEC §9) or only reads
     /// better (keep the version), and pin the new digest here. Either way the committed records
     /// name the old digest and `check` asks for them to be regenerated.
-    const PINNED: (u32, &str) = (2, "f68e7143f21efb237375d71cf10ecd055203b4cf");
+    /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
+    const PINNED: (u32, &str, &str) = (
+        2,
+        "f68e7143f21efb237375d71cf10ecd055203b4cf",
+        "3e73fe948c64721911f1b51cd6b192b00ff7c758",
+    );
 
     #[test]
     fn the_catalogue_has_not_changed_without_a_decision_on_the_contract() {
         assert_eq!(
-            (current(), catalogue_digest().as_str()),
+            (
+                current(),
+                catalogue_digest().as_str(),
+                spec_rules_digest(SPEC).as_str()
+            ),
             PINNED,
-            "the rule catalogue or SPEC §9 changed: see PINNED's comment"
+            "the rule catalogue, a rule's text in SPEC, or SPEC §9 changed: see PINNED's comment"
+        );
+    }
+
+    #[test]
+    fn a_rule_text_changes_the_spec_digest_and_other_prose_does_not() {
+        let spec = "## 1. A\n\n- **R1.1** a name is short,\n  over two lines\n- **R1.2** ids\n\n\
+                    Prose that names no rule.\n\n| **R5.1** | row |\n\n## 9. The contract's versions\n";
+        let d = spec_rules_digest(spec);
+        assert_ne!(d, spec_rules_digest(&spec.replace("short", "long")));
+        assert_ne!(d, spec_rules_digest(&spec.replace("| row |", "| rows |")));
+        assert_eq!(
+            d,
+            spec_rules_digest(&spec.replace("Prose that", "Other prose that"))
+        );
+        assert_eq!(
+            d,
+            spec_rules_digest(&spec.replace(",\n  over", ", over")),
+            "rewrapped"
         );
     }
 
