@@ -321,8 +321,19 @@ fn rerun_failed_runs_only_what_the_record_did_not_pass() {
     r["header"]["seed"] = 5.into();
     let failed = t.path().join("failed.json");
     std::fs::write(&failed, r.to_string()).unwrap();
-    let (code, text) = gate(&["-q", "run", "--rerun-failed", &failed.display().to_string()]);
+    let out = t.path().join("out").display().to_string();
+    let (code, text) = gate(&[
+        "-q",
+        "run",
+        "--rerun-failed",
+        &failed.display().to_string(),
+        "--out",
+        &out,
+    ]);
     assert_eq!(code, Some(0), "{text}");
+    // The rerun's own record says ERROR 2/8 (six gates not selected), and so does its badge.
+    let badge = std::fs::read_to_string(t.path().join("out/badges/reference.svg")).unwrap();
+    assert!(badge.contains(">ERROR 2/8</text>"), "{badge}");
     assert!(
         text.contains("did not pass (seed 5, valkey-9.1): G1 PASS, G4 PASS"),
         "{text}"
