@@ -1,6 +1,7 @@
 //! `bundle/transcripts/*.jsonl`: recorded wire sessions, one per verb and per error kind, beside
-//! `bundle/wire-v1.schema.json`. Every line must validate against the schema (requests against
-//! `$defs/Request`, replies against `$defs/reply.<cmd>` of the request with the same seq).
+//! `bundle/wire-v1.schema.json`. Every line must read as the types that schema is generated from
+//! read it (requests as a `Request`, replies as `reply.<cmd>` of the request with the same seq:
+//! `emq::connector::schema::{check_request, check_reply}`).
 //!
 //! `EMQ_BLESS=1 cargo test -p emq-harness --test transcripts` records them again from the
 //! reference connector on a binary engine (urls and passwords are replaced by placeholders).

@@ -1,5 +1,6 @@
-//! L3 under test: the [`Connector`] trait, the requests and replies it carries (mirroring the wire
-//! protocol of SPEC §5), and the typed [`Verbs`] every caller in the harness uses.
+//! L3 under test: the [`Connector`] trait, the values its replies carry (mirroring the wire
+//! protocol of SPEC §5); the requests, the [`Reply`] shapes and the typed [`Verbs`] every caller
+//! in the harness uses are declared with the verbs (see [`verbs`]).
 //!
 //! One trait serves the in-process reference connector and a child process in any language, so both
 //! are judged by one code path.
@@ -40,6 +41,7 @@
 pub mod args;
 pub mod child;
 pub mod reference;
+pub mod replies;
 pub mod schema;
 pub mod starts;
 pub mod verbs;
@@ -48,10 +50,9 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::error::ConnectorError;
-pub use verbs::{Cmd, Request};
+pub use verbs::{Cmd, Reply, Request, Verbs};
 
 /// The connector's identity, as `hello` returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -69,6 +70,7 @@ pub struct Identity {
 pub struct BrowsedJob {
     /// A job id, exactly 17 characters: no dialect's `$` lets a trailing newline in (SPEC R4.5).
     #[schemars(pattern(r"^j[0-9]{16}"), length(equal = 17))]
+    #[serde(deserialize_with = "replies::job_id")]
     pub id: String,
     pub payload: String,
 }
@@ -78,6 +80,7 @@ pub struct BrowsedJob {
 pub struct Claimed {
     /// A job id, exactly 17 characters: no dialect's `$` lets a trailing newline in (SPEC R4.5).
     #[schemars(pattern(r"^j[0-9]{16}"), length(equal = 17))]
+    #[serde(deserialize_with = "replies::job_id")]
     pub id: String,
     pub payload: String,
     pub attempts: i64,
@@ -90,20 +93,6 @@ pub enum RetryOutcome {
     Delayed,
     Dead,
     Stale,
-}
-
-/// A successful reply; which variant depends on the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    Hello(Identity),
-    Unit,
-    Id(String),
-    Jobs(Vec<BrowsedJob>),
-    Count(i64),
-    Claim(Option<Claimed>),
-    Done(bool),
-    Retry(RetryOutcome),
-    Probe(Vec<i64>),
 }
 
 /// A connector of EchoMQ under test. One method: answer one request.
@@ -182,143 +171,10 @@ impl<C: Connector + ?Sized> Connector for Box<C> {
     }
 }
 
-impl Reply {
-    /// The wire `ok` value of this reply.
-    pub fn to_json(&self) -> Value {
-        let v = match self {
-            Self::Hello(i) => serde_json::to_value(i),
-            Self::Unit => Ok(Value::Object(Default::default())),
-            Self::Id(s) => Ok(Value::String(s.clone())),
-            Self::Jobs(j) => serde_json::to_value(j),
-            Self::Count(n) => Ok(Value::from(*n)),
-            Self::Claim(c) => serde_json::to_value(c),
-            Self::Done(b) => Ok(Value::Bool(*b)),
-            Self::Retry(r) => serde_json::to_value(r),
-            Self::Probe(v) => serde_json::to_value(v),
-        };
-        v.expect("replies always serialize")
-    }
-}
-
-fn mismatch(req: &str, got: &Reply) -> ConnectorError {
-    ConnectorError::internal(format!("{req} answered with the wrong shape: {got:?}"))
-}
-
-macro_rules! typed {
-    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $out:ty, $variant:ident { $($field:ident: $conv:expr),* }, $pat:pat => $val:expr) => {
-        $(#[$doc])*
-        fn $name(&mut self, $($arg: $ty),*) -> Result<$out, ConnectorError> {
-            let req = Request::$variant { $($field: $conv),* };
-            match self.call(&req)? {
-                $pat => Ok($val),
-                other => Err(mismatch(req.cmd(), &other)),
-            }
-        }
-    };
-}
-
-/// Typed verbs over any [`Connector`]: what gates, cases and the model call.
-pub trait Verbs: Connector {
-    typed!(
-        /// `hello` with protocol 1.
-        hello() -> Identity, Hello { protocol: 1 }, Reply::Hello(i) => i);
-    /// Opens `session` on `target` (the connector reads the fence first): a url for a single
-    /// engine, or an [`crate::engine::Target`] that may name a cluster.
-    fn connect(
-        &mut self,
-        session: &str,
-        target: impl Into<crate::engine::Target>,
-    ) -> Result<(), ConnectorError> {
-        let t = target.into();
-        let req = Request::Connect {
-            session: session.into(),
-            url: t.url,
-            cluster: t.cluster,
-        };
-        match self.call(&req)? {
-            Reply::Unit => Ok(()),
-            other => Err(mismatch(req.cmd(), &other)),
-        }
-    }
-    typed!(
-        /// Closes `session`.
-        disconnect(session: &str) -> (), Disconnect { session: session.into() }, Reply::Unit => ());
-    typed!(
-        /// Enqueues one job; returns its id.
-        enqueue(session: &str, queue: &str, payload: &str, delay_ms: i64) -> String,
-        Enqueue { session: session.into(), queue: queue.into(), payload: payload.into(), delay_ms: delay_ms },
-        Reply::Id(s) => s);
-    typed!(
-        /// Pending ids in claim order with payloads.
-        browse(session: &str, queue: &str, offset: i64, limit: i64) -> Vec<BrowsedJob>,
-        Browse { session: session.into(), queue: queue.into(), offset: offset, limit: limit },
-        Reply::Jobs(j) => j);
-    typed!(
-        /// `ZCARD` of pending.
-        pending_size(session: &str, queue: &str) -> i64,
-        PendingSize { session: session.into(), queue: queue.into() }, Reply::Count(n) => n);
-    typed!(
-        /// Claims the oldest pending job.
-        claim(session: &str, queue: &str, lease_ms: i64) -> Option<Claimed>,
-        Claim { session: session.into(), queue: queue.into(), lease_ms: lease_ms }, Reply::Claim(c) => c);
-    typed!(
-        /// Completes a claimed job if the token still holds.
-        complete(session: &str, queue: &str, id: &str, attempts: i64) -> bool,
-        Complete { session: session.into(), queue: queue.into(), id: id.into(), attempts: attempts },
-        Reply::Done(b) => b);
-    typed!(
-        /// Retries (or buries) a claimed job.
-        retry(session: &str, queue: &str, id: &str, attempts: i64, backoff_ms: i64, max_attempts: i64) -> RetryOutcome,
-        Retry { session: session.into(), queue: queue.into(), id: id.into(), attempts: attempts,
-                backoff_ms: backoff_ms, max_attempts: max_attempts },
-        Reply::Retry(r) => r);
-    typed!(
-        /// Moves due delayed jobs to pending.
-        promote(session: &str, queue: &str, limit: i64) -> i64,
-        Promote { session: session.into(), queue: queue.into(), limit: limit }, Reply::Count(n) => n);
-    typed!(
-        /// Moves expired leases back to pending, or to dead.
-        reap(session: &str, queue: &str, max_attempts: i64, limit: i64) -> i64,
-        Reap { session: session.into(), queue: queue.into(), max_attempts: max_attempts, limit: limit },
-        Reply::Count(n) => n);
-    typed!(
-        /// `n` pipelined `INCR key` replies.
-        pipeline_probe(session: &str, key: &str, n: i64) -> Vec<i64>,
-        PipelineProbe { session: session.into(), key: key.into(), n: n }, Reply::Probe(v) => v);
-    typed!(
-        /// `n` enqueues in pipelines of `depth`.
-        batch(session: &str, queue: &str, n: i64, depth: i64, payload: &str) -> i64,
-        Batch { session: session.into(), queue: queue.into(), n: n, depth: depth, payload: payload.into(), queues: None },
-        Reply::Count(n) => n);
-    /// `n` enqueues spread over `queues` (enqueue `i` to `queues[i % len]`), in pipelines of `depth`.
-    fn batch_over(
-        &mut self,
-        session: &str,
-        queues: &[String],
-        n: i64,
-        depth: i64,
-        payload: &str,
-    ) -> Result<i64, ConnectorError> {
-        let req = Request::Batch {
-            session: session.into(),
-            queue: queues.first().cloned().unwrap_or_default(),
-            n,
-            depth,
-            payload: payload.into(),
-            queues: Some(queues.to_vec()),
-        };
-        match self.call(&req)? {
-            Reply::Count(n) => Ok(n),
-            other => Err(mismatch(req.cmd(), &other)),
-        }
-    }
-}
-
-impl<C: Connector + ?Sized> Verbs for C {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn requests_use_wire_spelling() {

@@ -176,6 +176,61 @@ impl Connector for Lenient {
     }
 }
 
+/// What a [`Strict`] double refuses beyond SPEC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strictness {
+    /// A probe key starting with `emq` in any case, colon or not (R4.7 is `emq:`, case-sensitive).
+    ProbeKey,
+    /// A session name outside `[A-Za-z0-9_-]{1,64}` (SPEC §7: any non-empty string).
+    SessionName,
+    /// A job id numbered 0 (R4.5: `j` and any 16 digits).
+    IdZero,
+}
+
+/// A refusal rule stricter than SPEC: valid requests that a real connector's extra check
+/// refuses with kind `invalid`; everything else goes to the reference.
+pub struct Strict {
+    pub inner: Reference,
+    pub what: Strictness,
+}
+
+impl Strict {
+    fn refuses(&self, request: &Request) -> Option<String> {
+        match (self.what, request) {
+            (Strictness::ProbeKey, Request::PipelineProbe { key, .. })
+                if key.to_ascii_lowercase().starts_with("emq") =>
+            {
+                Some(format!("probe key {key:?} is reserved"))
+            }
+            (Strictness::IdZero, Request::Complete { id, .. } | Request::Retry { id, .. })
+                if id == "j0000000000000000" =>
+            {
+                Some(format!("job id {id:?} is not a minted id"))
+            }
+            (Strictness::SessionName, r) => r
+                .session()
+                .filter(|s| {
+                    s.is_empty()
+                        || s.len() > 64
+                        || !s
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                })
+                .map(|s| format!("session name {s:?} is not [A-Za-z0-9_-]{{1,64}}")),
+            _ => None,
+        }
+    }
+}
+
+impl Connector for Strict {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        match self.refuses(request) {
+            Some(why) => Err(ConnectorError::invalid(why)),
+            None => self.inner.call(request),
+        }
+    }
+}
+
 /// R2.5 broken: `browse` lists the window in reverse claim order.
 pub struct BrowseReversed(pub Reference);
 

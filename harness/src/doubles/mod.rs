@@ -22,7 +22,7 @@
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
 //! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
-//!   (two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
+//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.10; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
 //!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
@@ -79,6 +79,12 @@ pub enum Double {
     UntaggedRoot,
     /// `batch` sends one enqueue fewer than asked and reports the count asked.
     ShortBatch,
+    /// After a failed verb, the next verb on the session dials anew without the fence read.
+    RedialUnfenced,
+    /// `disconnect` forgets the session but leaves its connection open.
+    LeakOnDisconnect,
+    /// `connect` of a connected session leaves the old connection open.
+    LeakOnReconnect,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
     /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
@@ -120,6 +126,12 @@ pub enum Double {
     LenientCount,
     /// Sends an empty or `emq:` probe key to the engine.
     LenientProbeKey,
+    /// Refuses probe keys that only look reserved (`EMQ:x`, `emqx`): stricter than R4.7.
+    StrictProbeKey,
+    /// Refuses session names outside `[A-Za-z0-9_-]{1,64}`: stricter than SPEC §7.
+    StrictSessionName,
+    /// Refuses the well-formed id `j0000000000000000`: stricter than R4.5.
+    StrictIdZero,
     /// `browse` in reverse claim order.
     BrowseReversed,
     /// `pending_size` counts the active set too.
@@ -227,6 +239,12 @@ impl Double {
                 check,
             })
         };
+        let strict = |what| -> Box<dyn Connector + Send> {
+            Box::new(broken::Strict {
+                inner: reference(),
+                what,
+            })
+        };
         match self {
             Self::SkipFence => Box::new(wire::SkipFence(reference())),
             Self::ForeignScripts => Box::new(Reference::new(&wire::patched(bundle))),
@@ -236,6 +254,18 @@ impl Double {
             Self::RawComplete => Box::new(wire::RawComplete(reference())),
             Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
+            Self::RedialUnfenced => Box::new(reference().with_quirks(Quirks {
+                redial_unfenced: true,
+                ..Quirks::default()
+            })),
+            Self::LeakOnDisconnect => Box::new(reference().with_quirks(Quirks {
+                leak_on_disconnect: true,
+                ..Quirks::default()
+            })),
+            Self::LeakOnReconnect => Box::new(reference().with_quirks(Quirks {
+                leak_on_reconnect: true,
+                ..Quirks::default()
+            })),
             Self::RetryIgnoresMaxAttempts => {
                 Box::new(Rewriter::new(reference(), Rewrite::RetryIgnoresMaxAttempts))
             }
@@ -269,6 +299,9 @@ impl Double {
             Self::DollarAnchored => Box::new(broken::DollarAnchored(reference())),
             Self::LenientCount => lenient(Check::Count),
             Self::LenientProbeKey => lenient(Check::ProbeKey),
+            Self::StrictProbeKey => strict(broken::Strictness::ProbeKey),
+            Self::StrictSessionName => strict(broken::Strictness::SessionName),
+            Self::StrictIdZero => strict(broken::Strictness::IdZero),
             Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
             Self::PendingSizeCountsActive => Box::new(broken::PendingSizeCountsActive(reference())),
             Self::FenceHset => Box::new(broken::FenceHset {

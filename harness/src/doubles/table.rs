@@ -118,10 +118,22 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
-        double: Double::ZombieSession,
-        breaks: "R5.10: after disconnect the session is unknown",
+        double: Double::LeakOnDisconnect,
+        breaks: "R5.13: disconnect closes the session's connections, not only forgets the session",
         also: &[],
         why_also: "",
+    },
+    Entry {
+        double: Double::LeakOnReconnect,
+        breaks: "R5.13: connect of a connected session closes the old connections",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ZombieSession,
+        breaks: "R5.10: after disconnect the session is unknown",
+        also: &[GateId::G1],
+        why_also: "G1: the session it keeps keeps its connection, which disconnect must close (R5.13)",
     },
     Entry {
         double: Double::EngineAsInternal,
@@ -180,6 +192,24 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::LenientProbeKey,
         breaks: "R4.7: the probe key is non-empty and outside emq:",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictProbeKey,
+        breaks: "R4.7: only emq: (case-sensitive) is reserved; EMQ:x, emqx and emq are valid probe keys",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictSessionName,
+        breaks: "R5.10: a session name is any non-empty string",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictIdZero,
+        breaks: "R4.5: an id is j and any 16 digits, j0000000000000000 included",
         also: &[],
         why_also: "",
     },
@@ -246,6 +276,12 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::SilentReconnect,
         breaks: "R3.5: a connection the connector opens by itself reads the fence before its first script",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::RedialUnfenced,
+        breaks: "R3.5: the connection a session dials on its next verb after a failed call reads the fence before its first script (redigo's Pool.Get dials one)",
         also: &[],
         why_also: "",
     },

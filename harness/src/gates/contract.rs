@@ -268,8 +268,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         2,
-        "f68e7143f21efb237375d71cf10ecd055203b4cf",
-        "3e73fe948c64721911f1b51cd6b192b00ff7c758",
+        "6548c2da4db4fa71ec8b30872c9556248f3e1848",
+        "6e2fae50bdbae174e0383ff06a3e782c1643d118",
     );
 
     #[test]

@@ -1,6 +1,7 @@
 //! G1 fence (SPEC §3, §6): a connect on a fresh database installs the fence (`HSETNX` inside
 //! `MULTI`/`EXEC`); every connect reads it before its first script, as `MONITOR` sees it; a fence
-//! of another protocol is refused with kind `fence`, naming both versions, and no script is sent.
+//! of another protocol is refused with kind `fence`, naming both versions, and no script is sent;
+//! the connections a session opened are closed when it is replaced or ends ([`super::g1_release`]).
 
 use std::collections::BTreeMap;
 
@@ -119,9 +120,11 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     if ctx.engine.is_cluster() {
         judge_order_on_cluster(&obs, out);
         cluster_urls(ctx, out, &url)?;
+        super::g1_release::check(ctx, out, &mut admin, db, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
     judge_first_actions(&obs, out);
+    super::g1_release::check(ctx, out, &mut admin, db, &url)?;
 
     refusal(ctx, out, &mut admin, db, &url)
 }

@@ -495,7 +495,7 @@ impl ChildConnector {
         Ok(reply)
     }
 
-    /// Exactly one of "ok" (schema-checked, then decoded) and "error".
+    /// Exactly one of "ok" (decoded as the verb's reply) and "error".
     fn decode_reply(
         &mut self,
         request: &Request,
@@ -506,15 +506,11 @@ impl ChildConnector {
         match (reply.remove("ok"), reply.remove("error")) {
             (Some(ok), None) => {
                 let shown = quote(&ok.to_string());
-                // The schema first (it names the field and the rule), then the typed decode.
-                if let Err(e) = crate::connector::schema::check_ok(request.cmd(), &ok) {
-                    return Err(ConnectorError::internal(format!(
-                        "connector answered {what} with a value of the wrong shape: {shown} ({e})"
-                    )));
-                }
+                // Decoded once, into the verb's reply: the error names the field and the rule.
                 request.decode_ok(ok).map_err(|e| {
                     ConnectorError::internal(format!(
-                        "connector answered {what} with a value of the wrong shape: {shown} ({e})"
+                        "connector answered {what} with a value of the wrong shape: {shown} ({} reply: {e})",
+                        request.cmd()
                     ))
                 })
             }

@@ -53,7 +53,11 @@ impl Handler for Reference {
 
     fn disconnect(&mut self, a: fields::Disconnect<'_>) -> Answer {
         self.session(a.session)?;
-        self.sessions.remove(a.session);
+        if let Some(link) = self.sessions.remove(a.session)
+            && self.quirks.leak_on_disconnect
+        {
+            self.leaked.push(link);
+        }
         Ok(Reply::Unit)
     }
 

@@ -42,8 +42,12 @@ pub struct Reference {
     protocol: u32,
     digest: String,
     sessions: HashMap<String, Link>,
-    /// Each session's url, for [`Quirks::silent_reconnect`] only.
+    /// Each session's url, for [`Quirks::silent_reconnect`] and [`Quirks::redial_unfenced`] only.
     urls: HashMap<String, String>,
+    /// Sessions whose last verb failed with kind `engine`, for [`Quirks::redial_unfenced`] only.
+    failed: std::collections::HashSet<String>,
+    /// Connections kept open after their session let go of them, for the leak doubles only.
+    leaked: Vec<Link>,
     /// Builds a queue's job root (`ARGV[1]`): always [`job_root`] except in a double.
     root: fn(&str) -> String,
     /// What a cluster double does differently; always the default except in a double.
@@ -101,6 +105,8 @@ impl Reference {
             digest: bundle.manifest.digest.clone(),
             sessions: HashMap::new(),
             urls: HashMap::new(),
+            failed: Default::default(),
+            leaked: Vec::new(),
             root: job_root,
             quirks: Quirks::default(),
             log: Vec::new(),
@@ -141,10 +147,15 @@ impl Reference {
         let mut link = Self::open(url, cluster)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
-        self.sessions.insert(session.to_string(), link);
-        if self.quirks.silent_reconnect {
+        if let Some(old) = self.sessions.insert(session.to_string(), link)
+            && self.quirks.leak_on_reconnect
+        {
+            self.leaked.push(old);
+        }
+        if self.quirks.silent_reconnect || self.quirks.redial_unfenced {
             self.urls.insert(session.to_string(), url.to_string());
         }
+        self.failed.remove(session);
         Ok(())
     }
 
@@ -233,6 +244,14 @@ impl Reference {
         if self.quirks.silent_reconnect
             && !link.is_cluster()
             && link.send(&redis::cmd("PING")).is_err()
+            && let Some(url) = self.urls.get(session)
+            && let Ok(new) = Self::open(url, false)
+        {
+            link = new;
+        }
+        if self.quirks.redial_unfenced
+            && !link.is_cluster()
+            && self.failed.remove(session)
             && let Some(url) = self.urls.get(session)
             && let Ok(new) = Self::open(url, false)
         {
@@ -386,7 +405,14 @@ impl Reference {
 impl Connector for Reference {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         validate(request)?;
-        self.dispatch(request)
+        let r = self.dispatch(request);
+        if self.quirks.redial_unfenced
+            && let (Err(e), Some(s)) = (&r, request.session())
+            && e.kind == crate::error::ErrorKind::Engine
+        {
+            self.failed.insert(s.to_string());
+        }
+        r
     }
 
     fn log_tail(&self) -> String {

@@ -35,4 +35,12 @@ pub struct Quirks {
     /// 1.2, whose parser returns an error reply split across two socket reads as a value: the
     /// call is never sent again (breaks R4.12).
     pub noscript_lands: bool,
+    /// After a verb failed with kind `engine`, the session's next verb dials a new connection and
+    /// sends on it without reading the fence, as redigo's `Pool.Get` does (breaks R3.5; one
+    /// engine only).
+    pub redial_unfenced: bool,
+    /// `disconnect` forgets the session but keeps its connection open (breaks R5.13).
+    pub leak_on_disconnect: bool,
+    /// `connect` of a connected session keeps the old connection open (breaks R5.13).
+    pub leak_on_reconnect: bool,
 }

@@ -270,20 +270,32 @@ fn fill(
     Ok(true)
 }
 
-/// After a failed call: alternately the connector's own recovery (disconnect, connect again on
-/// the same instance) and a fresh instance from the factory, so both paths get crashed into and
-/// a child connector is not respawned for every crash.
+/// After a failed call, in turn: nothing (the next verb goes on the same session, as a caller's
+/// would: SPEC §7 lets the connector reconnect by itself there, and R3.5 says how, so that path
+/// is crashed into too), the connector's own recovery (disconnect, connect again on the same
+/// instance), and a fresh instance from the factory (a child connector is not respawned for
+/// every crash). A session that keeps failing moves on to the next way at its next error.
 fn recover(
     ctx: &GateContext<'_>,
     url: &crate::engine::Target,
     mut c: Box<dyn Connector + Send>,
     errors: u64,
+    marker: &mut Marker,
 ) -> Result<Box<dyn Connector + Send>, GateError> {
-    let reused = errors % 2 == 1 && {
-        let _ = c.disconnect(SESSION);
-        c.connect(SESSION, url).is_ok()
-    };
-    if reused { Ok(c) } else { fresh(ctx, url) }
+    if errors % 3 == 1 {
+        return Ok(c);
+    }
+    marker.mark("connect");
+    match errors % 3 {
+        2 if {
+            let _ = c.disconnect(SESSION);
+            c.connect(SESSION, url).is_ok()
+        } =>
+        {
+            Ok(c)
+        }
+        _ => fresh(ctx, url),
+    }
 }
 
 /// The seeded worker loop while the killer thread kills connections (and the process) at the
@@ -356,8 +368,7 @@ fn crash_loop(
                 if e.kind != ErrorKind::Engine {
                     ledger.odd_kinds.insert(e.kind.as_str());
                 }
-                marker.mark("connect");
-                c = recover(ctx, url, c, n.errors)?;
+                c = recover(ctx, url, c, n.errors, marker)?;
             }
         }
         drop(tx);

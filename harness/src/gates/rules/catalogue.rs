@@ -201,10 +201,15 @@ pub const SINGLE: &[Rule] = &[
         summary: "a connection the connector opens by itself (a client library's reconnect) reads the fence before its first script",
         checks: &[
             "G8: MONITOR through the crash phase: every connection's first EchoMQ command is the fence read (one engine)",
+            "G8: after one failed call in three the next verb goes on the same session, as a caller's would, so a redial the connector makes there is watched too",
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[Double::SilentReconnect, Double::PythonSilentReconnect],
+        doubles: &[
+            Double::SilentReconnect,
+            Double::PythonSilentReconnect,
+            Double::RedialUnfenced,
+        ],
         unbreakable: "",
     },
     Rule {
@@ -255,9 +260,14 @@ pub const SINGLE: &[Rule] = &[
             "invalid-complete-args",
             "invalid-retry-args",
             "invalid-id-newline",
+            "accept-job-id-edges",
         ],
         gates: &[GateId::G6],
-        doubles: &[Double::LenientId, Double::DollarAnchored],
+        doubles: &[
+            Double::LenientId,
+            Double::DollarAnchored,
+            Double::StrictIdZero,
+        ],
         unbreakable: "",
     },
     Rule {
@@ -280,9 +290,10 @@ pub const SINGLE: &[Rule] = &[
         cases: &[
             "invalid-pipeline-probe-emq-key",
             "invalid-pipeline-probe-args",
+            "accept-probe-key-looks-reserved",
         ],
         gates: &[GateId::G6],
-        doubles: &[Double::LenientProbeKey],
+        doubles: &[Double::LenientProbeKey, Double::StrictProbeKey],
         unbreakable: "",
     },
     Rule {
@@ -340,6 +351,7 @@ pub const SINGLE: &[Rule] = &[
             "batch-large",
             "batch-over-queues",
             "invalid-batch-queues",
+            "accept-batch-sixty-four-queues",
         ],
         gates: &[GateId::G5],
         doubles: &[
@@ -523,9 +535,20 @@ pub const SINGLE: &[Rule] = &[
         id: RuleId::new(5, 10),
         summary: "after disconnect the session is unknown (every verb invalid, nothing sent); connect makes it afresh",
         checks: &[INVALID_SENDS_NOTHING],
-        cases: &["session-disconnect-then-invalid"],
+        cases: &["session-disconnect-then-invalid", "accept-session-names"],
         gates: &[GateId::G6],
-        doubles: &[Double::ZombieSession],
+        doubles: &[Double::ZombieSession, Double::StrictSessionName],
+        unbreakable: "",
+    },
+    Rule {
+        id: RuleId::new(5, 13),
+        summary: "a session's connections are closed when it ends (disconnect) or is replaced (connect of a connected session)",
+        checks: &[
+            "G1: CLIENT LIST (every primary): the connections a connect opened are gone after a second connect of the session, and all its connections after disconnect",
+        ],
+        cases: &[],
+        gates: &[GateId::G1],
+        doubles: &[Double::LeakOnDisconnect, Double::LeakOnReconnect],
         unbreakable: "",
     },
     Rule {

@@ -119,7 +119,7 @@ fn each_side_says_its_contract_and_an_older_one_what_came_since() {
         t.starts_with(
             "old: old.json (contract 1; unversioned: made before the contract had a version, taken as 1)\n\
              new: new.json (contract 2)\n\
-             contract 1 → 2: rules added since (the old side was never judged on them): none; \
+             contract 1 → 2: rules added since (the old side was never judged on them): R5.13; \
              changed since: R3.1,"
         ),
         "{t}"
