@@ -41,7 +41,11 @@ fn dispatch() -> ExitCode {
     let dirs = &sources.dirs;
     let progress = Progress::new();
     match cli.command {
-        Command::Run { common, out } => run(&common, dirs, out, &progress),
+        Command::Run {
+            common,
+            out,
+            rerun_failed,
+        } => run(&common, dirs, out, rerun_failed.as_deref(), &progress),
         Command::Record { common, refresh } => {
             exit(emq::cmd::record::record(&common, dirs, refresh, &progress))
         }
@@ -88,6 +92,7 @@ fn dispatch() -> ExitCode {
             )),
             None => exit(emq::cmd::matrix::matrix(&args.options(dirs), &progress)),
         },
+        Command::Diff { old, new } => exit(emq::cmd::diff::run(&old, &new)),
         Command::Summary { files, format } => exit(emq::cmd::summary::summary(&files, format)),
         Command::Smoke {
             engine,
@@ -142,21 +147,56 @@ fn verdict(passed: bool) -> ExitCode {
     code(if passed { Code::Pass } else { Code::GateFailed })
 }
 
-/// `run`: the gates, the record written under `out` when asked, the Markdown printed.
-fn run(common: &Common, dirs: &Dirs, out: Option<PathBuf>, progress: &Progress) -> ExitCode {
-    let options = common.options(dirs);
+/// `run`: the gates (those `rerun` did not pass, when given), the record written under `out`
+/// when asked, the Markdown printed.
+fn run(
+    common: &Common,
+    dirs: &Dirs,
+    out: Option<PathBuf>,
+    rerun: Option<&std::path::Path>,
+    progress: &Progress,
+) -> ExitCode {
+    let mut options = common.options(dirs);
+    let mut again = None;
+    if let Some(path) = rerun {
+        match emq::cmd::rerun::prepare(path, options.clone(), common.engine.engine_name.is_some()) {
+            Ok(Some(r)) => {
+                options = r.options.clone();
+                again = Some(r);
+            }
+            Ok(None) => {
+                output::note(&format!(
+                    "{}: every gate passed; nothing to rerun",
+                    path.display()
+                ));
+                return code(Code::Pass);
+            }
+            Err(e) => return fail(&e),
+        }
+    }
     let record = match emq::cmd::run::run(&options, progress) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
     if let Some(dir) = out {
-        let written = emq::cmd::record::stem_after(common, &options.subject, &record)
-            .and_then(|stem| record.write(&dir, &stem));
+        let written =
+            emq::cmd::record::stem_after(common, &options.subject, &record).and_then(|stem| {
+                record.write(&dir, &stem)?;
+                emq::report::badge::write_if_changed(
+                    &dir,
+                    &stem,
+                    &emq::report::badge::for_record(&record),
+                )
+            });
         if let Err(e) = written {
             return fail(&e);
         }
     }
     output::result(&record.markdown());
+    if let (Some(path), Some(r)) = (rerun, &again) {
+        output::note(&emq::cmd::rerun::summary(path, r, &record));
+        return code(emq::cmd::rerun::verdict(&record, &r.gates).into());
+    }
     code(record.verdict().into())
 }
 
@@ -182,7 +222,12 @@ fn bench(
 
 /// `rules`: the catalogue printed; a rule without a check or case fails.
 fn rules() -> ExitCode {
-    output::result(&emq::gates::rules::text());
+    output::result(&format!(
+        "contract {} (catalogue {}; SPEC §9 lists what each version added and changed)\n{}",
+        emq::gates::contract::current(),
+        emq::gates::contract::catalogue_digest(),
+        emq::gates::rules::text()
+    ));
     verdict(emq::gates::rules::complete())
 }
 

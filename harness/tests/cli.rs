@@ -67,6 +67,7 @@ fn help_reads_like_a_manual() {
         "check",
         "smoke",
         "bench",
+        "diff",
         "EXIT CODES",
         "EMQ_ENGINE",
     ] {
@@ -78,6 +79,12 @@ fn help_reads_like_a_manual() {
 fn rules_prints_the_catalogue() {
     let (code, text) = gate(&["rules"]);
     assert_eq!(code, Some(0), "{text}");
+    let head = format!(
+        "contract {} (catalogue {};",
+        emq::gates::contract::current(),
+        emq::gates::contract::catalogue_digest()
+    );
+    assert!(text.starts_with(&head), "{text}");
     for needle in ["R1.1", "R4.11", "Unpipelined", "R5.10", "unbreakable:"] {
         assert!(text.contains(needle), "rules lacks {needle}: {text}");
     }
@@ -181,4 +188,208 @@ fn matrix_shares_merge_into_the_whole_and_a_missing_share_is_named() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("judged by no share"), "{text}");
     assert_eq!(text.lines().count(), 1, "one line: {text}");
+}
+
+fn reports() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports")
+}
+
+/// `diff OLD NEW`: 0 when no verdict changed (figures may move), 1 when one did, 2 for a file
+/// that is neither a record nor a matrix, or is not there.
+#[test]
+fn diff_exits_by_whether_a_verdict_changed() {
+    let t = tempfile::tempdir().unwrap();
+    let python = reports().join("python.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&python).unwrap()).unwrap();
+    r["header"]["contract_version"] = 2.into();
+    let fig = &mut r["volatile"]["figures"]["G5"]["batch_ops_per_s"];
+    *fig = (fig.as_f64().unwrap() * 3.0).into();
+    let moved = t.path().join("moved.json");
+    std::fs::write(&moved, r.to_string()).unwrap();
+    let (code, text) = gate(&[
+        "diff",
+        &python.display().to_string(),
+        &moved.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "a figure alone is not a verdict: {text}");
+    assert!(text.contains("  figure G5.batch_ops_per_s: "), "{text}");
+    assert!(text.contains("contract 1 → 2: rules added since"), "{text}");
+
+    let g8 = r["gates"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|g| g["id"] == "G8")
+        .unwrap();
+    g8["verdict"] = "FAIL".into();
+    r["footer"]["summary"] = "FAIL 7/8".into();
+    let failed = t.path().join("failed.json");
+    std::fs::write(&failed, r.to_string()).unwrap();
+    let (code, text) = gate(&[
+        "diff",
+        &python.display().to_string(),
+        &failed.display().to_string(),
+    ]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("  gate G8 atomicity: PASS → FAIL\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("python×valkey-9.1: PASS 8/8 → FAIL 7/8\n"),
+        "{text}"
+    );
+
+    let matrix = reports().join("matrix.json").display().to_string();
+    let (code, text) = gate(&["diff", &matrix, &matrix]);
+    assert_eq!(code, Some(0), "{text}");
+    let schema = reports().join("record.schema.json").display().to_string();
+    let (code, text) = gate(&["diff", &schema, &matrix]);
+    assert_eq!(code, Some(2), "{text}");
+    let (code, text) = gate(&["diff", "/nonexistent.json", &matrix]);
+    assert_eq!(code, Some(2), "{text}");
+    let (_, help) = gate(&["diff", "--help"]);
+    assert!(
+        help.contains("Exit 0: no verdict changed; 1: one did"),
+        "{help}"
+    );
+}
+
+/// `matrix --render` draws every cell's badge and each record's from the committed matrix.json,
+/// with verdict words only: rendering again changes no byte.
+#[test]
+fn matrix_render_draws_the_badges_from_the_matrix() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::copy(reports().join("matrix.json"), t.path().join("matrix.json")).unwrap();
+    let dir = t.path().display().to_string();
+    let (code, text) = gate(&["matrix", "--render", "--reports", &dir]);
+    assert_eq!(code, Some(0), "{text}");
+    let python = std::fs::read_to_string(t.path().join("badges/python.svg")).unwrap();
+    assert!(
+        python.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{python}"
+    );
+    assert!(python.contains(">PASS 8/8</text>"), "{python}");
+    assert!(!python.contains("2026-"), "no date in a badge: {python}");
+    assert!(
+        t.path()
+            .join("badges/python-valkey-9.1-cluster.svg")
+            .is_file()
+    );
+    let first = std::fs::read(t.path().join("badges/python.svg")).unwrap();
+    let (code, text) = gate(&["matrix", "--render", "--reports", &dir]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("and 0 changed badges"), "{text}");
+    assert_eq!(
+        std::fs::read(t.path().join("badges/python.svg")).unwrap(),
+        first
+    );
+    let page = std::fs::read_to_string(t.path().join("index.html")).unwrap();
+    assert!(
+        page.contains("<img src=\"badges/python.svg\""),
+        "the page embeds it"
+    );
+}
+
+/// `run --rerun-failed RECORD` judges only the gates the record did not pass, with its seed and
+/// engine (the reference record's: valkey-9.1 by name, from ci/provision's settings); exit 0
+/// when each of them passes now. A record that passed everything reruns nothing.
+#[test]
+fn rerun_failed_runs_only_what_the_record_did_not_pass() {
+    let t = tempfile::tempdir().unwrap();
+    let reference = reports().join("reference.json");
+    let (code, text) = gate(&[
+        "-q",
+        "run",
+        "--rerun-failed",
+        &reference.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("every gate passed; nothing to rerun"),
+        "{text}"
+    );
+
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&reference).unwrap()).unwrap();
+    for g in r["gates"].as_array_mut().unwrap() {
+        if g["id"] == "G1" || g["id"] == "G4" {
+            g["verdict"] = "FAIL".into();
+        }
+    }
+    r["header"]["seed"] = 5.into();
+    let failed = t.path().join("failed.json");
+    std::fs::write(&failed, r.to_string()).unwrap();
+    let out = t.path().join("out").display().to_string();
+    let (code, text) = gate(&[
+        "-q",
+        "run",
+        "--rerun-failed",
+        &failed.display().to_string(),
+        "--out",
+        &out,
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    // The rerun's own record says ERROR 2/8 (six gates not selected), and so does its badge.
+    let badge = std::fs::read_to_string(t.path().join("out/badges/reference.svg")).unwrap();
+    assert!(badge.contains(">ERROR 2/8</text>"), "{badge}");
+    assert!(
+        text.contains("did not pass (seed 5, valkey-9.1): G1 PASS, G4 PASS"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| G2 | sha1 | **ERROR** |"),
+        "G2 is not rerun: {text}"
+    );
+
+    let (code, text) = gate(&[
+        "run",
+        "--rerun-failed",
+        &failed.display().to_string(),
+        "--gates",
+        "G1",
+    ]);
+    assert_eq!(code, Some(2), "--gates and --rerun-failed conflict: {text}");
+}
+
+/// `check` on a record of an older contract says so in one line, before it runs, naming what the
+/// record was never judged on (here the run then stops: the engine is unreachable, exit 3).
+#[test]
+fn check_says_when_a_record_is_of_an_older_contract() {
+    let t = tempfile::tempdir().unwrap();
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports().join("reference.json")).unwrap())
+            .unwrap();
+    r["header"]
+        .as_object_mut()
+        .unwrap()
+        .remove("contract_version");
+    std::fs::write(t.path().join("reference.json"), r.to_string()).unwrap();
+    let dir = t.path().display().to_string();
+    let unreachable = ["--engine", "url", "--url", "redis://127.0.0.1:1/0"];
+    let mut args = vec!["-q", "check", "--reports", &dir];
+    args.extend(unreachable);
+    let (code, text) = gate(&args);
+    assert_eq!(code, Some(3), "{text}");
+    let now = emq::gates::contract::current();
+    let line = text
+        .lines()
+        .find(|l| l.contains("was made under contract"))
+        .unwrap_or_else(|| panic!("no contract line: {text}"));
+    assert!(
+        line.contains(&format!(
+            "reference.json was made under contract 1 (it names none), this emq-gate judges \
+             contract {now}: never judged on the rules added since ("
+        )),
+        "{line}"
+    );
+    assert!(line.contains("judged on an older text of R3.1"), "{line}");
+
+    // A record of today's contract says nothing of it.
+    r["header"]["contract_version"] = now.into();
+    std::fs::write(t.path().join("reference.json"), r.to_string()).unwrap();
+    let (code, text) = gate(&args);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(!text.contains("was made under contract"), "{text}");
 }

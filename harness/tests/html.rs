@@ -133,3 +133,24 @@ fn chromium_shows_every_cell_and_its_verdict() {
     }
     assert!(dom.contains("<svg"), "the chart is in the DOM");
 }
+
+/// The committed badges are what `reports/matrix.json` draws, one per cell and one per record
+/// (`emq-gate matrix` and `matrix --render` write them). Until they are first committed the test
+/// is skipped with a line outside CI and fails in CI.
+#[test]
+fn the_badges_are_what_the_matrix_draws() {
+    let m = Matrix::load(&reports().join("matrix.json")).expect("reports/matrix.json");
+    if !reports().join(emq::report::badge::DIR).is_dir() {
+        assert!(
+            !emq::settings::in_ci(),
+            "CI is set but reports/badges/ is not committed: run `emq-gate matrix --render`"
+        );
+        println!("skipped: reports/badges/ is not committed yet (emq-gate matrix --render)");
+        return;
+    }
+    let drift = emq::report::badge::differences(&reports(), &m);
+    assert!(
+        drift.is_empty(),
+        "{drift:#?}: run `emq-gate matrix --render` and commit reports/badges/"
+    );
+}

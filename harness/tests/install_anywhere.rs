@@ -70,6 +70,9 @@ fn an_installed_gate_records_other_connectors_from_anywhere() {
             let f = out.join(format!("{stem}.{ext}"));
             assert!(f.is_file(), "{} missing; {stderr}", f.display());
         }
+        let badge = std::fs::read_to_string(out.join(format!("badges/{stem}.svg")))
+            .unwrap_or_else(|e| panic!("{stem}'s badge: {e}; {stderr}"));
+        assert!(badge.contains(">PASS 8/8</text>"), "{badge}");
     }
     // Nothing was written beside the temp directory's out/.
     let entries: Vec<String> = std::fs::read_dir(tmp.path())

@@ -12,8 +12,10 @@ use crate::settings;
 const EXIT_CODES: &str = concat!(
     "\
 EXIT CODES:
-    0  every judged gate passed (run), the record still holds (check), the smoke test passed
-    1  a gate failed, the record no longer holds, or the smoke test found a problem
+    0  every judged gate passed (run; with --rerun-failed, every gate it reran), the record
+       still holds (check), the smoke test passed, no verdict changed (diff)
+    1  a gate failed, the record no longer holds, the smoke test found a problem, or a gate's,
+       rule's, case's or cell's verdict changed (diff; figures alone never make it 1)
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
     4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
@@ -63,11 +65,16 @@ pub enum Command {
     Run {
         #[command(flatten)]
         common: Common,
-        /// Also write <name>.json, .md and .junit.xml into this directory.
+        /// Also write <name>.json, .md, .junit.xml and badges/<name>.svg into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Run only the gates RECORD (a record's JSON) did not pass, with its seed, histories,
+        /// batch and engine (by name, unless --engine-name); exit 0 when each of them passes.
+        #[arg(long, value_name = "RECORD", conflicts_with = "gates")]
+        rerun_failed: Option<PathBuf>,
     },
-    /// Write the record <reports>/<name>.{json,md,junit.xml}: --reports, else the reports/ of the
+    /// Write the record <reports>/<name>.{json,md,junit.xml} and its badge
+    /// <reports>/badges/<name>.svg: --reports, else the reports/ of the
     /// EchoMQ checkout around the current directory, else ./reports. The name is --name, else
     /// `reference`, else the connector's hello name; another connector's record needs --force.
     /// The files stay untouched when no verdict, evidence, SHA or version changed (--refresh).
@@ -84,9 +91,20 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Connectors × engines: a full gate run per cell, written as reports/matrix.{json,md} and
-    /// reports/index.html (untouched when nothing stable changed); --check re-runs and compares.
+    /// Connectors × engines: a full gate run per cell, written as reports/matrix.{json,md},
+    /// reports/index.html (untouched when nothing stable changed) and a badge per cell and per
+    /// record in reports/badges/; --check re-runs and compares (the badges too).
     Matrix(MatrixArgs),
+    /// What changed between two records or two matrices (JSON): each side's contract, the gates,
+    /// rules and cases whose verdict changed, and the figures that moved beyond their noise (one
+    /// side at least twice the other, and 10 or more apart). Exit 0: no verdict changed; 1: one
+    /// did (a figure alone never makes it 1).
+    Diff {
+        /// The earlier record or matrix.json.
+        old: PathBuf,
+        /// The later one.
+        new: PathBuf,
+    },
     /// The connectors × engines grid of gate records and matrices (e.g. reports/*.json).
     Summary {
         /// Record or matrix JSON files; other JSON (the schema) is skipped.
@@ -210,8 +228,8 @@ pub struct MatrixArgs {
     /// Rewrite the files even when only times and rates changed.
     #[arg(long)]
     pub refresh: bool,
-    /// Run nothing: render matrix.md and index.html again from the committed matrix.json
-    /// (after a change to the page's renderer).
+    /// Run nothing: render matrix.md, index.html and the badges again from the committed
+    /// matrix.json (after a change to the page's renderer).
     #[arg(long, conflicts_with = "check")]
     pub render: bool,
     /// Where matrix.json, matrix.md and index.html live [default: this repository's reports/].

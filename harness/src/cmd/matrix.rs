@@ -264,8 +264,9 @@ pub fn matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Code, Harness
 fn render(opts: &MatrixOptions, path: &Path) -> Result<Code, HarnessError> {
     let m = Matrix::load(path)?;
     m.write_if_changed(&opts.reports, true)?;
+    let badges = crate::report::badge::write_matrix(&opts.reports, &m)?;
     output::note(&format!(
-        "rendered {}/{{matrix.md,index.html}} from matrix.json",
+        "rendered {}/{{matrix.md,index.html}} and {badges} changed badges from matrix.json",
         opts.reports.display()
     ));
     Ok(Code::Pass)
@@ -307,8 +308,10 @@ fn check(opts: &MatrixOptions, path: &Path, progress: &Progress) -> Result<Code,
 /// `fresh` (a whole matrix or a share) against the committed matrix and records: exit 0 when
 /// every cell it judged holds, else each difference printed and exit 1.
 fn judge(fresh: &Matrix, committed: &Matrix, path: &Path, reports: &Path) -> Code {
+    contract_note(committed, path);
     let mut diffs = fresh.stable_differences(&committed_part(committed, fresh));
     diffs.extend(record_differences(fresh, reports));
+    diffs.extend(crate::report::badge::differences(reports, fresh));
     let what = match &fresh.share {
         Some(s) => format!(
             "{} cells of {} ({})",
@@ -334,6 +337,25 @@ fn judge(fresh: &Matrix, committed: &Matrix, path: &Path, reports: &Path) -> Cod
         path.display()
     ));
     Code::GateFailed
+}
+
+/// One line when the committed matrix's oldest record is of an older contract than this
+/// emq-gate's: which, and the rules its cells were never judged on.
+fn contract_note(committed: &Matrix, path: &Path) {
+    let oldest = committed
+        .cells
+        .iter()
+        .filter_map(|c| c.record.as_ref())
+        .min_by_key(|r| r.header.contract());
+    if let Some(r) = oldest {
+        let since = crate::gates::contract::since(r.header.contract());
+        if let Some(line) = since.line(
+            &path.display().to_string(),
+            r.header.contract_version.is_some(),
+        ) {
+            output::note(&line);
+        }
+    }
 }
 
 /// The committed cells a share is compared with: its own (the whole matrix for a whole run).
@@ -391,6 +413,7 @@ fn record_differences(fresh: &Matrix, reports: &Path) -> Vec<String> {
 fn write_out(m: &Matrix, dir: &Path) -> Result<(), HarnessError> {
     std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
     m.write_if_changed(dir, true)?;
+    crate::report::badge::write_matrix(dir, m)?;
     for c in &m.cells {
         if let Some(r) = &c.record {
             r.write(dir, &format!("{}-{}", c.connector, c.engine))?;
@@ -467,6 +490,14 @@ fn write_reports(
                 reports.display()
             ));
         }
+    }
+    let badges = crate::report::badge::write_matrix(reports, m)?;
+    if badges > 0 {
+        output::note(&format!(
+            "wrote {badges} badges in {}/{}",
+            reports.display(),
+            crate::report::badge::DIR
+        ));
     }
     if write_schema(reports)? {
         output::note(&format!("wrote {}/record.schema.json", reports.display()));

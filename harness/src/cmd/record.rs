@@ -74,6 +74,17 @@ pub fn record(
             dir.display()
         )
     });
+    if crate::report::badge::write_if_changed(
+        &dir,
+        &stem,
+        &crate::report::badge::for_record(&record),
+    )? {
+        output::note(&format!(
+            "wrote {}/{}/{stem}.svg",
+            dir.display(),
+            crate::report::badge::DIR
+        ));
+    }
     if let Ok(true) = crate::cmd::matrix::write_schema(&dir) {
         output::note(&format!("wrote {}/record.schema.json", dir.display()));
     }
@@ -89,6 +100,13 @@ pub fn check(common: &Common, dirs: &Dirs, progress: &Progress) -> Result<ExitCo
     opts.seed = committed.header.seed;
     opts.histories = committed.header.histories;
     opts.batch = committed.header.batch;
+    let since = crate::gates::contract::since(committed.header.contract());
+    if let Some(line) = since.line(
+        &path.display().to_string(),
+        committed.header.contract_version.is_some(),
+    ) {
+        output::note(&line);
+    }
     let fresh = run(&opts, progress)?;
     let diffs = fresh.stable_differences(&committed);
     if diffs.is_empty() {

@@ -75,6 +75,8 @@ fn header(
     Ok(Header {
         schema: SCHEMA.into(),
         harness_version: env!("CARGO_PKG_VERSION").into(),
+        contract_version: Some(crate::gates::contract::current()),
+        catalogue_digest: Some(crate::gates::contract::catalogue_digest()),
         bundle_version: bundle.manifest.bundle.clone(),
         bundle_protocol: bundle.manifest.protocol,
         bundle_digest: bundle.computed_digest(),
@@ -151,7 +153,7 @@ pub fn run_gates(
             o
         } else {
             let mut o = GateOutcome::new(gate.id, gate.name);
-            o.error("not selected in this run (--gates)");
+            o.error("not selected in this run (--gates, or --rerun-failed)");
             o
         };
         progress.gate(&outcome);

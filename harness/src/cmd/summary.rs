@@ -45,8 +45,8 @@ pub fn summary(files: &[PathBuf], format: Format) -> Result<Code, HarnessError> 
     }
     for r in &records {
         entries.push(Entry {
-            row: row_label(r),
-            col: r.header.engine_name(),
+            row: r.header.row_label(),
+            col: r.header.engine_column(),
             outcome: Ok(r),
         });
     }
@@ -62,14 +62,4 @@ pub fn summary(files: &[PathBuf], format: Format) -> Result<Code, HarnessError> 
         crate::report::summary::text(&grid, output::stdout_color())
     });
     Ok(grid.verdict().into())
-}
-
-/// A record's row: the matrix's label for the connector's language when it has one
-/// (`rust` → `reference`), so records and matrix cells share rows.
-fn row_label(r: &Record) -> String {
-    match r.header.connector_language.as_str() {
-        "rust" if r.header.connector_name.contains("reference") => "reference".into(),
-        "" => r.header.connector_name.to_string(),
-        lang => lang.to_string(),
-    }
 }

@@ -1,6 +1,7 @@
 //! The gate: eight checks, each a [`Verdict`] with evidence, run against one connector on one engine.
 //! The checks live in `gates/`; this module holds what they share and the order they run in.
 
+pub mod contract;
 pub mod g1_fence;
 pub mod g1_release;
 pub mod g2_sha1;

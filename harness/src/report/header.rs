@@ -10,6 +10,15 @@ use serde::{Deserialize, Serialize};
 pub struct Header {
     pub schema: String,
     pub harness_version: String,
+    /// The contract judged by (SPEC §9: the rules, checks and cases, versioned apart from the
+    /// bundle and the harness). Absent in a record made before the contract had a version, which
+    /// is taken as contract 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_version: Option<u32>,
+    /// The rule catalogue's digest (`emq::gates::contract::catalogue_digest`): which catalogue,
+    /// exactly, the verdicts were judged by. Absent where `contract_version` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalogue_digest: Option<String>,
     pub bundle_version: String,
     pub bundle_protocol: u32,
     pub bundle_digest: String,
@@ -116,9 +125,35 @@ fn valkey() -> String {
 }
 
 impl Header {
+    /// The contract the record was judged under; one without a version is taken as contract 1.
+    pub fn contract(&self) -> u32 {
+        self.contract_version
+            .unwrap_or(crate::gates::contract::UNVERSIONED)
+    }
+
     /// `valkey 9.1.2`, `redis 7.0.15`.
     pub fn engine_label(&self) -> String {
         format!("{} {}", self.engine_product, self.engine_version)
+    }
+
+    /// The record's row among matrix cells: the matrix's label for the connector's language when
+    /// it has one (`rust` → `reference`), so records and matrix cells share rows.
+    pub fn row_label(&self) -> String {
+        match self.connector_language.as_str() {
+            "rust" if self.connector_name.contains("reference") => "reference".into(),
+            "" => self.connector_name.to_string(),
+            lang => lang.to_string(),
+        }
+    }
+
+    /// The engine as a matrix column names it: `valkey-9.1`, or `valkey-9.1-cluster` for a
+    /// record judged on a cluster of that engine.
+    pub fn engine_column(&self) -> String {
+        let mut name = self.engine_name();
+        if self.engine_kind == "cluster" {
+            name.push_str(crate::engine::named::CLUSTER_SUFFIX);
+        }
+        name
     }
 
     /// The engine's name: `valkey-9.1`, `redis-7.0`.

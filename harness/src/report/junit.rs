@@ -45,6 +45,11 @@ impl Record {
             ("connector_version", h.connector_version.clone()),
             ("connector_language", h.connector_language.clone()),
             ("harness_version", h.harness_version.clone()),
+            ("contract_version", h.contract().to_string()),
+            (
+                "catalogue_digest",
+                h.catalogue_digest.clone().unwrap_or_default(),
+            ),
             ("bundle_version", h.bundle_version.clone()),
             ("bundle_digest", h.bundle_digest.clone()),
             ("summary", self.footer.summary.clone()),
@@ -105,6 +110,7 @@ mod tests {
     #[test]
     fn a_failure_carries_its_first_violation_and_no_control_characters() {
         let mut r = record();
+        r.header.contract_version = Some(2);
         r.gates[2].verdict = Verdict::Fail;
         r.gates[2].evidence = vec![
             "a fact".into(),
@@ -139,7 +145,8 @@ mod tests {
         assert!(xml.contains("name=\"G6 cases::claim-empty\""), "{xml}");
         assert!(xml.contains("message=\"step 2: reply differs\""), "{xml}");
         assert!(
-            xml.contains("<property name=\"seed\" value=\"1\"/>"),
+            xml.contains("<property name=\"seed\" value=\"1\"/>")
+                && xml.contains("<property name=\"contract_version\" value=\"2\"/>"),
             "{xml}"
         );
         assert!(xml.contains("tests=\"10\""), "8 gates and 2 cases:\n{xml}");

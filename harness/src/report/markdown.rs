@@ -48,12 +48,25 @@ impl Record {
     }
 }
 
+/// `2 (catalogue `f68e7143…`)`, or what an unversioned record is taken as.
+pub fn contract_label(h: &Header) -> String {
+    match (&h.contract_version, &h.catalogue_digest) {
+        (Some(v), Some(d)) => format!("{v} (catalogue `{}`)", d.get(..8).unwrap_or(d)),
+        (Some(v), None) => v.to_string(),
+        (None, _) => format!(
+            "{} (the record names none: made before the contract had a version)",
+            crate::gates::contract::UNVERSIONED
+        ),
+    }
+}
+
 /// The header as a two-column table: schema, harness, bundle, engine, connector, seed, start.
 fn facts_table(s: &mut String, h: &Header) {
     s.push_str("| | |\n|---|---|\n");
     let rows = [
         ("record schema", h.schema.clone()),
         ("harness", h.harness_version.clone()),
+        ("contract", contract_label(h)),
         (
             "bundle",
             format!(

@@ -127,6 +127,17 @@ impl Matrix {
         self.grid().all_pass()
     }
 
+    /// True when a cell's record names its contract and `old`'s same cell names none (see
+    /// [`Record::names_more_than`]): the committed matrix is rewritten to name it.
+    pub fn names_more_than(&self, old: &Matrix) -> bool {
+        self.cells.iter().any(|c| {
+            let was = old
+                .cell(&c.connector, &c.engine)
+                .and_then(|o| o.record.as_ref());
+            matches!((&c.record, was), (Some(n), Some(o)) if n.names_more_than(o))
+        })
+    }
+
     /// Reads a committed matrix.
     pub fn load(path: &Path) -> Result<Self, HarnessError> {
         let text = std::fs::read_to_string(path)
@@ -396,6 +407,28 @@ pub(crate) mod tests {
                 cell_wall_ms: BTreeMap::from([("reference×valkey-9.1".into(), 8_000)]),
             },
         }
+    }
+
+    #[test]
+    fn a_matrix_whose_records_name_no_contract_is_rewritten_to_name_it() {
+        let mut old = sample();
+        for c in &mut old.cells {
+            c.record.as_mut().unwrap().header.contract_version = None;
+        }
+        let mut now = old.clone();
+        assert!(!now.names_more_than(&old));
+        now.cells[1]
+            .record
+            .as_mut()
+            .unwrap()
+            .header
+            .contract_version = Some(2);
+        assert!(now.names_more_than(&old));
+        assert!(
+            now.stable_differences(&old).is_empty(),
+            "and it still holds"
+        );
+        assert!(!old.names_more_than(&now));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! Verdicts and evidence are stable; times and rates live apart, in `volatile`, so `check` can
 //! compare a fresh run with the committed record.
 
+pub mod badge;
+pub mod diff;
 pub mod grid;
 pub mod header;
 pub mod html;
@@ -226,6 +228,13 @@ impl Record {
         out
     }
 
+    /// True when this record names its contract and `old` names none: the same verdicts, but
+    /// `check` does not fail `old` for it, so only a rewrite gives the committed record its
+    /// contract.
+    pub fn names_more_than(&self, old: &Record) -> bool {
+        old.header.contract_version.is_none() && self.header.contract_version.is_some()
+    }
+
     /// Writes the record unless `dir` already holds one with the same stable fields (then the
     /// committed files, figures and dates included, stay as they are); `refresh` writes anyway.
     /// True when it wrote.
@@ -238,7 +247,9 @@ impl Record {
         let existing = dir.join(format!("{stem}.json"));
         let same = !refresh
             && existing.is_file()
-            && Record::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
+            && Record::load(&existing).is_ok_and(|old| {
+                self.stable_differences(&old).is_empty() && !self.names_more_than(&old)
+            });
         if same {
             return Ok(false);
         }
@@ -303,6 +314,20 @@ fn header_differences(a: &Header, b: &Header) -> Vec<String> {
             out.push(format!("{name}: committed {want:?}, now {got:?}"));
         }
     }
+    // A record made before the contract had a version names none: that alone is no difference
+    // (`check` says in a line which contract it is taken as, and what it was never judged on).
+    if a.contract_version.is_some() && a.contract_version != b.contract_version {
+        out.push(format!(
+            "contract_version: committed {:?}, now {:?}",
+            a.contract_version, b.contract_version
+        ));
+    }
+    if a.catalogue_digest.is_some() && a.catalogue_digest != b.catalogue_digest {
+        out.push(format!(
+            "catalogue_digest: committed {:?}, now {:?}",
+            a.catalogue_digest, b.catalogue_digest
+        ));
+    }
     if a.scripts != b.scripts {
         out.push(format!(
             "scripts: committed {:?}, now {:?}",
@@ -366,6 +391,8 @@ mod tests {
         let header = Header {
             schema: SCHEMA.into(),
             harness_version: "0.1.0".into(),
+            contract_version: Some(2),
+            catalogue_digest: Some("c".into()),
             bundle_version: "1.0.0".into(),
             bundle_protocol: 1,
             bundle_digest: "d".into(),
@@ -452,12 +479,43 @@ mod tests {
         let kept = std::fs::read_to_string(dir.path().join("x.json")).unwrap();
         assert_eq!(kept, written, "figures alone must not rewrite the record");
         assert!(again.write_if_changed(dir.path(), "x", true).unwrap());
+        // A committed record without a contract is rewritten to name it, though it still holds.
+        let mut unversioned = sample();
+        unversioned.header.contract_version = None;
+        assert!(unversioned.write_if_changed(dir.path(), "x", true).unwrap());
+        assert!(sample().write_if_changed(dir.path(), "x", false).unwrap());
+        assert!(!sample().write_if_changed(dir.path(), "x", false).unwrap());
         let mut changed = sample();
         changed.gates[0].evidence.push(crate::gates::Evidence::new(
             crate::gates::Severity::Fail,
             "something",
         ));
         assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
+    }
+
+    #[test]
+    fn a_record_without_a_contract_holds_and_one_of_another_contract_does_not() {
+        let fresh = sample();
+        let mut unversioned = sample();
+        unversioned.header.contract_version = None;
+        unversioned.header.catalogue_digest = None;
+        assert_eq!(fresh.stable_differences(&unversioned), Vec::<String>::new());
+        assert_eq!(unversioned.header.contract(), 1);
+        let mut older = sample();
+        older.header.contract_version = Some(1);
+        older.header.catalogue_digest = Some("old".into());
+        let d = fresh.stable_differences(&older);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].starts_with("contract_version: committed Some(1), now Some(2)"),
+            "{d:?}"
+        );
+        // A record of today's records without the fields loads (the committed ones predate them).
+        let mut v = serde_json::to_value(&unversioned).unwrap();
+        assert!(v["header"].get("contract_version").is_none());
+        v["header"]["contract_version"] = 2.into();
+        let r: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(r.header.contract(), 2);
     }
 
     #[test]
@@ -471,6 +529,15 @@ mod tests {
         h.insert("valkey_version".into(), version);
         let r: Record = serde_json::from_value(v).unwrap();
         assert_eq!(r.header.engine_label(), "valkey 9.1.2");
+    }
+
+    #[test]
+    fn a_cluster_record_is_the_cluster_column() {
+        let mut r = sample();
+        assert_eq!(r.header.engine_column(), "valkey-9.1");
+        r.header.engine_kind = "cluster".into();
+        assert_eq!(r.header.engine_column(), "valkey-9.1-cluster");
+        assert_eq!(r.header.engine_name(), "valkey-9.1");
     }
 
     #[test]

@@ -146,21 +146,29 @@ pub fn page(m: &Matrix) -> String {
             )
         })
         .unwrap_or_default();
+    let contract = m
+        .cells
+        .iter()
+        .find_map(|c| c.record.as_ref())
+        .map(|r| crate::report::markdown::contract_label(&r.header).replace('`', ""))
+        .unwrap_or_default();
     let _ = writeln!(
         h,
         "<ul class=\"facts\"><li>seed <b>{}</b></li><li>histories <b>{}</b></li><li>batch <b>{}</b></li>\
-         <li>engines <b>{}</b></li><li>bundle <b>{}</b></li><li>harness <b>{}</b></li>\
+         <li>engines <b>{}</b></li><li>contract <b>{}</b></li><li>bundle <b>{}</b></li><li>harness <b>{}</b></li>\
          <li>ran <b>{}</b> in <b>{}</b></li></ul>",
         m.seed,
         m.histories,
         m.batch,
         esc(&m.engine_kind),
+        esc(&contract),
         esc(&bundle),
         esc(&m.harness_version),
         esc(&m.volatile.started),
         secs(m.volatile.wall_ms)
     );
     grid_table(&mut h, m, &grid);
+    badges(&mut h, m);
     chart::chart(&mut h, m, &grid);
     h.push_str("<h2>Records</h2>\n");
     for c in &grid.cells {
@@ -175,6 +183,35 @@ pub fn page(m: &Matrix) -> String {
         esc(&m.schema)
     );
     h
+}
+
+/// Each connector's badge (its record on the pinned engine, and its cluster's) with the line its
+/// README embeds; every cell's badge is beside them in `badges/<connector>-<engine>.svg`.
+fn badges(h: &mut String, m: &Matrix) {
+    use crate::report::badge;
+    h.push_str(
+        "<h2>Badges</h2>\n<p class=\"sub\">A connector's README embeds its badge with the line \
+         beside it (from the repository's root); each cell's is <code>badges/&lt;connector&gt;-&lt;engine&gt;.svg</code>.</p>\n\
+         <table class=\"badges\">\n",
+    );
+    for c in &m.cells {
+        let Some(stem) = crate::report::matrix::record_stem(&c.connector, &c.engine) else {
+            continue;
+        };
+        if c.record.is_none() {
+            continue;
+        }
+        let _ = writeln!(
+            h,
+            "<tr><td><img src=\"{dir}/{s}.svg\" alt=\"{alt}\" height=\"20\"></td>\
+             <td><code>{line}</code></td></tr>",
+            dir = badge::DIR,
+            s = esc(&stem),
+            alt = esc(&format!("EchoMQ: {stem}")),
+            line = esc(&badge::embed_line(&stem, "EchoMQ conformance")),
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 fn grid_table(h: &mut String, m: &Matrix, grid: &Grid) {
@@ -416,7 +453,9 @@ impl Matrix {
         let existing = dir.join("matrix.json");
         let same = !refresh
             && existing.is_file()
-            && Matrix::load(&existing).is_ok_and(|old| self.stable_differences(&old).is_empty());
+            && Matrix::load(&existing).is_ok_and(|old| {
+                self.stable_differences(&old).is_empty() && !self.names_more_than(&old)
+            });
         if same {
             return Ok(false);
         }
@@ -471,5 +510,14 @@ mod tests {
         );
         assert!(!page.contains("https://"));
         assert_eq!(page.matches("<details class=\"cell-detail\"").count(), 4);
+        // Each record that is a cell shows its badge and the line a README embeds.
+        assert!(
+            page.contains("<img src=\"badges/python.svg\""),
+            "python's badge"
+        );
+        assert!(
+            page.contains("[![EchoMQ conformance](reports/badges/python.svg)](reports/python.md)"),
+            "python's embed line"
+        );
     }
 }
