@@ -182,6 +182,13 @@ test('a connector session on a Valkey Cluster', { skip, timeout: 120_000 }, asyn
         if (r.role === 'slave' && Number(r.master_port) === old) replica = p;
       }
       assert.ok(replica, `a replica of ${old}`);
+      // The premise of "nothing lost": the replica holds every write first. On a loaded machine its
+      // link may still be syncing, and a failover then promotes an empty node.
+      await waitFor('the replica in sync', async () => {
+        const r = await info(replica, 'replication');
+        const m = await info(old, 'replication');
+        return r.master_link_status === 'up' && Number(r.slave_repl_offset) >= Number(m.master_repl_offset);
+      }, 60_000);
       // A manual failover gives up after cluster-node-timeout on a busy machine: ask up to 3 times.
       let done = false;
       for (let attempt = 0; attempt < 3 && !done; attempt++) {
