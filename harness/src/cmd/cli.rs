@@ -428,11 +428,16 @@ impl EngineArgs {
             image: self.image.clone(),
             valkey_server: self.valkey_server.clone(),
             allow_flush: self.allow_flush,
+            tls: false,
         };
         if let Some(name) = &self.engine_name {
             let named = crate::cmd::matrix::engine_options(name, self.engine);
             o.image = named.image;
             o.valkey_server = named.valkey_server;
+            o.tls = named.tls;
+            if named.choice == EngineChoice::Cluster {
+                o.choice = EngineChoice::Cluster;
+            }
         }
         o
     }

@@ -19,7 +19,7 @@ mod quirks;
 mod resp;
 
 pub use link::Ask;
-use link::Link;
+use link::{Dial, Link};
 pub use quirks::Quirks;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
@@ -42,8 +42,8 @@ pub struct Reference {
     protocol: u32,
     digest: String,
     sessions: HashMap<String, Link>,
-    /// Each session's url, for [`Quirks::silent_reconnect`] and [`Quirks::redial_unfenced`] only.
-    urls: HashMap<String, String>,
+    /// Each session's dial, for [`Quirks::silent_reconnect`] and [`Quirks::redial_unfenced`] only.
+    urls: HashMap<String, Dial>,
     /// Sessions whose last verb failed with kind `engine`, for [`Quirks::redial_unfenced`] only.
     failed: std::collections::HashSet<String>,
     /// Connections kept open after their session let go of them, for the leak doubles only.
@@ -128,11 +128,37 @@ impl Reference {
         (self.root)(q)
     }
 
-    /// Opens a link to `url` (a cluster's seed with `cluster`) with the connector's timeouts.
-    fn open(url: &str, cluster: bool) -> Result<Link, ConnectorError> {
-        Link::open(url, cluster, IO_TIMEOUT).map_err(|e| match e.kind() {
-            RedisKind::InvalidClientConfig => ConnectorError::invalid(format!("url {url:?}: {e}")),
+    /// Opens a link as `dial` says, with the connector's timeouts.
+    fn open(dial: &Dial) -> Result<Link, ConnectorError> {
+        Link::open(dial, IO_TIMEOUT).map_err(|e| match e.kind() {
+            RedisKind::InvalidClientConfig => {
+                ConnectorError::invalid(format!("url {:?}: {e}", dial.url))
+            }
             _ => engine_err(e),
+        })
+    }
+
+    /// How `connect` dials: its url, and on `rediss://` the CAs of `ca_file`, read now: a file
+    /// that cannot be read or holds no certificate is `invalid`, nothing sent (SPEC R10.1).
+    fn dial(url: &str, cluster: bool, ca_file: Option<&str>) -> Result<Dial, ConnectorError> {
+        let ca = match ca_file {
+            None => None,
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    ConnectorError::invalid(format!("ca_file {path:?} cannot be read: {e}"))
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(ConnectorError::invalid(format!(
+                        "ca_file {path:?} holds no PEM certificate"
+                    )));
+                }
+                Some(pem)
+            }
+        };
+        Ok(Dial {
+            url: url.to_string(),
+            cluster,
+            ca,
         })
     }
 
@@ -143,8 +169,10 @@ impl Reference {
         session: &str,
         url: &str,
         cluster: bool,
+        ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
-        let mut link = Self::open(url, cluster)?;
+        let dial = Self::dial(url, cluster, ca_file)?;
+        let mut link = Self::open(&dial)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
         if let Some(old) = self.sessions.insert(session.to_string(), link)
@@ -153,7 +181,7 @@ impl Reference {
             self.leaked.push(old);
         }
         if self.quirks.silent_reconnect || self.quirks.redial_unfenced {
-            self.urls.insert(session.to_string(), url.to_string());
+            self.urls.insert(session.to_string(), dial);
         }
         self.failed.remove(session);
         Ok(())
@@ -244,16 +272,16 @@ impl Reference {
         if self.quirks.silent_reconnect
             && !link.is_cluster()
             && link.send(&redis::cmd("PING")).is_err()
-            && let Some(url) = self.urls.get(session)
-            && let Ok(new) = Self::open(url, false)
+            && let Some(dial) = self.urls.get(session)
+            && let Ok(new) = Self::open(dial)
         {
             link = new;
         }
         if self.quirks.redial_unfenced
             && !link.is_cluster()
             && self.failed.remove(session)
-            && let Some(url) = self.urls.get(session)
-            && let Ok(new) = Self::open(url, false)
+            && let Some(dial) = self.urls.get(session)
+            && let Ok(new) = Self::open(dial)
         {
             link = new;
         }
@@ -353,8 +381,9 @@ impl Reference {
         session: &str,
         url: &str,
         cluster: bool,
+        ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
-        let link = Self::open(url, cluster)?;
+        let link = Self::open(&Self::dial(url, cluster, ca_file)?)?;
         self.sessions.insert(session.to_string(), link);
         Ok(())
     }
