@@ -16,6 +16,9 @@ pub const REGRESSIONS: &str = include_str!("../../tests/interleavings-regression
 /// The env var naming a directory a counterexample case is written to.
 pub const CASE_OUT_ENV: &str = crate::settings::G7_CASE_OUT;
 
+/// The figure naming the file a failure's original history is kept in.
+pub const HISTORY_FILE: &str = "failure_history_file";
+
 /// Shrinking is bounded in time and steps.
 pub const MAX_SHRINK_TIME: Duration = Duration::from_secs(60);
 pub const MAX_SHRINK_ITERS: u32 = 2048;
@@ -29,8 +32,39 @@ pub fn regressions() -> Vec<History> {
     parse_regressions(REGRESSIONS).expect("the committed G7 regressions parse")
 }
 
-/// Draws and judges `ctx.histories` histories (after the regressions).
+/// The history `EMQ_G7_REPLAY` names, when set: a file [`keep`] wrote (its `history`), or one
+/// history as JSON.
+fn replayed() -> Result<Option<History>, crate::error::HarnessError> {
+    let Some(path) = crate::settings::var_os(crate::settings::G7_REPLAY) else {
+        return Ok(None);
+    };
+    let path = std::path::PathBuf::from(path);
+    let bad = |e: String| {
+        crate::error::HarnessError::BadInput(format!(
+            "{} {}: {e}",
+            crate::settings::G7_REPLAY,
+            path.display()
+        ))
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let h = v.get("history").cloned().unwrap_or(v);
+    serde_json::from_value(h)
+        .map(Some)
+        .map_err(|e| bad(format!("not a G7 history: {e}")))
+}
+
+/// Draws and judges `ctx.histories` histories (after the regressions, and before them the
+/// history `EMQ_G7_REPLAY` names).
 pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessError> {
+    let mut regressions = regressions();
+    if let Some(h) = replayed()? {
+        (ctx.progress)(&format!(
+            "G7: replaying the history in ${} first",
+            crate::settings::G7_REPLAY
+        ));
+        regressions.insert(0, h);
+    }
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
@@ -43,7 +77,7 @@ pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessE
             seed: ctx.seed,
             max_shrink_time: MAX_SHRINK_TIME,
             max_shrink_iters: MAX_SHRINK_ITERS,
-            regressions: regressions(),
+            regressions,
         },
     )
 }
@@ -198,7 +232,11 @@ fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
         )
     };
     let kept = match keep(f) {
-        Ok(p) => format!("the original history is kept in {}", p.display()),
+        Ok(p) => {
+            // The reproduce line (`cmd::reproduce`) replays this file.
+            out.figure(HISTORY_FILE, p.display().to_string());
+            format!("the original history is kept in {}", p.display())
+        }
         Err(e) => e,
     };
     out.fail(format!(
