@@ -139,8 +139,9 @@ impl Record {
                 .as_ref()
                 .and_then(|b| b.expecting(g))
                 .map_or(String::new(), |by| {
-                    let ids: Vec<&str> = by.iter().map(|e| e.id.as_str()).collect();
-                    format!(" (expected: {})", ids.join(", "))
+                    let file = self.baseline.as_ref().map_or("", |b| b.file.as_str());
+                    let at: Vec<String> = by.iter().map(|e| format!("{file}:{}", e.line)).collect();
+                    format!(" (expected by {})", at.join(", "))
                 })
         };
         for g in &self.gates {
@@ -190,8 +191,8 @@ fn baseline_section(s: &mut String, b: &crate::report::baseline::BaselineOutcome
     for e in &b.expected {
         for by in &e.by {
             s.push_str(&format!(
-                "- {} expected by {} (line {}): {}\n",
-                e.gate, by.id, by.line, by.reason
+                "- {} failed, as {}:{} ({}) expects: {}\n",
+                e.gate, b.file, by.line, by.id, by.reason
             ));
         }
     }
