@@ -32,13 +32,16 @@ pub fn regressions() -> Vec<History> {
     parse_regressions(REGRESSIONS).expect("the committed G7 regressions parse")
 }
 
-/// The history `EMQ_G7_REPLAY` names, when set: a file [`keep`] wrote (its `history`), or one
-/// history as JSON.
+/// The history `EMQ_G7_REPLAY` names, when set.
 fn replayed() -> Result<Option<History>, crate::error::HarnessError> {
-    let Some(path) = crate::settings::var_os(crate::settings::G7_REPLAY) else {
-        return Ok(None);
-    };
-    let path = std::path::PathBuf::from(path);
+    crate::settings::var_os(crate::settings::G7_REPLAY)
+        .map(|p| replay_file(std::path::Path::new(&p)))
+        .transpose()
+}
+
+/// A history file: one [`keep`] wrote (its `history`, the original that failed), or one history
+/// as JSON.
+pub fn replay_file(path: &std::path::Path) -> Result<History, crate::error::HarnessError> {
     let bad = |e: String| {
         crate::error::HarnessError::BadInput(format!(
             "{} {}: {e}",
@@ -46,12 +49,10 @@ fn replayed() -> Result<Option<History>, crate::error::HarnessError> {
             path.display()
         ))
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
     let h = v.get("history").cloned().unwrap_or(v);
-    serde_json::from_value(h)
-        .map(Some)
-        .map_err(|e| bad(format!("not a G7 history: {e}")))
+    serde_json::from_value(h).map_err(|e| bad(format!("not a G7 history: {e}")))
 }
 
 /// Draws and judges `ctx.histories` histories (after the regressions, and before them the
@@ -258,4 +259,40 @@ fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
 
 fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kept history file, as `keep` writes it, is what `EMQ_G7_REPLAY` replays; so is a bare
+    /// history; anything else names the variable and the file.
+    #[test]
+    fn a_kept_history_file_replays() {
+        let h = regressions()
+            .into_iter()
+            .next()
+            .expect("a committed regression");
+        let t = tempfile::tempdir().unwrap();
+        let kept = t.path().join("g7-1.history.json");
+        let body = serde_json::json!({"case_id": "g7-1", "history": h, "shrunk": h});
+        std::fs::write(&kept, body.to_string()).unwrap();
+        let back = replay_file(&kept).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&h).unwrap()
+        );
+        let bare = t.path().join("bare.json");
+        std::fs::write(&bare, serde_json::to_string(&h).unwrap()).unwrap();
+        assert!(replay_file(&bare).is_ok());
+        std::fs::write(&bare, "{\"history\": 3}").unwrap();
+        let e = replay_file(&bare).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "bad input: EMQ_G7_REPLAY {}: not a G7 history",
+                bare.display()
+            )),
+            "{e}"
+        );
+    }
 }

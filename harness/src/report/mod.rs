@@ -510,6 +510,17 @@ mod tests {
             "something",
         ));
         assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
+        // What a baseline made of the run rewrites; a reproduce line (a path) alone does not.
+        assert!(sample().write_if_changed(dir.path(), "x", true).unwrap());
+        let mut known = sample();
+        known.baseline = Some(baseline::BaselineOutcome {
+            file: "b.yaml".into(),
+            ..Default::default()
+        });
+        assert!(known.write_if_changed(dir.path(), "x", false).unwrap());
+        known.gates[0].reproduce = Some("emq-gate run --gates G1".into());
+        assert!(!known.write_if_changed(dir.path(), "x", false).unwrap());
+        assert!(known.stable_differences(&sample()).is_empty());
     }
 
     #[test]
