@@ -19,8 +19,9 @@ EXIT CODES:
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
     4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
-    5  only expected failures (--baseline): gates failed, every failure is one the baseline
-       names, and every gate was judged; a failure it does not name is 1
+    5  only expected failures (run or record --baseline): gates failed, every failure is one
+       the baseline names, and every gate was judged; a failure it does not name is 1
+       (check --baseline keeps check's codes: whether the record holds)
 
 EXPECTED FAILURES (run, record, check --baseline FILE), a YAML file:
     expected:
