@@ -218,7 +218,10 @@ fn keep(f: &Failure) -> Result<std::path::PathBuf, String> {
 /// Records a disagreement: the shrunk history and its case, whether the original reproduced on
 /// replay, and where the original history is kept (the JSON record holds it too).
 fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
-    let origin = if f.regression {
+    // The history a reproduce line replays runs as the first regression: say it is that one.
+    let origin = if f.regression && replayed().ok().flatten().as_ref() == Some(&f.original) {
+        "the replayed history (EMQ_G7_REPLAY) of"
+    } else if f.regression {
         "a committed regression history"
     } else {
         "a drawn history, shrunk to"

@@ -169,6 +169,17 @@ fn a_rule_expects_the_gates_that_judge_it_and_passes_when_they_pass() {
     let clean = failing(&[]);
     let o = b.account(&clean, None);
     assert_eq!(o.unexpected_passes[0].id, "R1.2");
+    // A cluster rule passes only on a cluster: on one engine its gates say nothing of it.
+    let cluster = CATALOGUE.iter().find(|r| r.on_cluster()).unwrap();
+    let b = parse(&format!(
+        "expected:\n  - id: {}\n    reason: no redirects\n",
+        cluster.id
+    ))
+    .unwrap();
+    assert!(b.account(&clean, None).unexpected_passes.is_empty());
+    let mut on_cluster = clean.clone();
+    on_cluster.header.engine_kind = "cluster".into();
+    assert_eq!(b.account(&on_cluster, None).unexpected_passes.len(), 1);
 }
 
 #[test]
