@@ -124,8 +124,9 @@ pub fn cases_dir_beside(dir: &Path, stem: &str) -> PathBuf {
 }
 
 /// Copies the file of each case G6 did not pass into `to` (emptied first, so it holds this
-/// run's failures only, and `--cases <to>` replays exactly them). `None` when none failed;
-/// else the directory and the files written.
+/// run's failures only, and `--cases <to>` replays exactly them). `None` when none failed, and
+/// then a `to` left by an earlier run is removed: it describes the record beside it, which this
+/// run replaces. Else the files written.
 pub fn write_failed_cases(
     r: &Record,
     corpus: &Corpus,
@@ -139,12 +140,12 @@ pub fn write_failed_cases(
         .filter(|c| c.verdict != Verdict::Pass)
         .map(|c| c.id.as_str())
         .collect();
-    if failing.is_empty() {
-        return Ok(None);
-    }
     let io = |e: std::io::Error| HarnessError::io(to.display().to_string(), e);
     if to.is_dir() {
         std::fs::remove_dir_all(to).map_err(io)?;
+    }
+    if failing.is_empty() {
+        return Ok(None);
     }
     std::fs::create_dir_all(to).map_err(io)?;
     let mut written = Vec::new();
@@ -317,5 +318,9 @@ mod tests {
         );
         let passed = r.gates.iter().filter(|g| g.reproduce.is_some()).count();
         assert_eq!(passed, 1, "only the gate that did not pass");
+        // A later run that failed no case leaves no stale directory beside its record.
+        let clean = record("echomq-python", "valkey", "9.1.2", false);
+        assert_eq!(write_failed_cases(&clean, &corpus, &to).unwrap(), None);
+        assert!(!to.exists());
     }
 }
