@@ -219,8 +219,15 @@ fn a_failing_case_is_written_beside_the_record_and_its_line_reproduces_it() {
     let again = Command::new("sh")
         .args(["-c", &format!("{line} -q")])
         .env_remove("EMQ_ENGINE_URL")
+        // Without --out its failing cases go under the temp dir: the test's own.
+        .env("TMPDIR", t.path())
         .output()
         .unwrap();
+    assert!(
+        t.path()
+            .join("emq-gate-failed-cases/double-LenientQueue")
+            .is_dir()
+    );
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("| G6 | cases | **FAIL** |"), "{stdout}");
