@@ -70,6 +70,22 @@ impl Rule {
             .map(|(_, file)| *file)
     }
 
+    /// The gates its checks name (`G5: …` → G5), in order, each once: the gates whose verdict
+    /// is this rule's (with its own cases in place of G6's whole verdict), for `diff` and for a
+    /// baseline's rule entries alike.
+    pub fn judged_by(&self) -> Vec<GateId> {
+        let mut out: Vec<GateId> = Vec::new();
+        for c in self.checks {
+            let id = c.split(':').next().unwrap_or("").trim();
+            if let Ok(g) = id.parse::<GateId>()
+                && !out.contains(&g)
+            {
+                out.push(g);
+            }
+        }
+        out
+    }
+
     /// What breaks it, as `emq-gate rules` names them: doubles, then `fixture:<file>`.
     pub fn breakers(&self) -> Vec<String> {
         self.doubles
