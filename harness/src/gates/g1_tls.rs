@@ -40,10 +40,13 @@ fn refused(
 ) -> Result<(), GateError> {
     let mut c = ctx.factory.make()?;
     let _ = front.take_presented();
+    let before = front.conns();
     front.present(lie);
+    let t0 = std::time::Instant::now();
     let r = c.connect("tls-refuse", url);
+    let took = t0.elapsed();
     front.present(Present::Good);
-    let seen = front.take_presented();
+    let seen = settled(front, front.conns() - before, took)?;
     let what = lie.describe();
     let accepted: Vec<_> = seen.iter().filter(|p| p.completed).collect();
     match r {
@@ -71,6 +74,29 @@ fn refused(
         session: "tls-refuse".into(),
     });
     Ok(())
+}
+
+/// What the front saw of `opened` connections: each handshake's end is recorded by the front's
+/// own task, a moment after the client gave up; waited for up to ten times the connect's own
+/// time (at least 2 s), so a slow machine stretches the wait, never the verdict.
+fn settled(
+    front: &Front,
+    opened: u64,
+    took: std::time::Duration,
+) -> Result<Vec<crate::tls::relay::Presented>, GateError> {
+    let deadline = std::time::Instant::now() + (took * 10).max(std::time::Duration::from_secs(2));
+    let mut seen = front.take_presented();
+    while (seen.len() as u64) < opened {
+        if std::time::Instant::now() > deadline {
+            return Err(GateError::instrument(format!(
+                "the TLS front recorded {} of the {opened} handshakes it was presented",
+                seen.len()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        seen.extend(front.take_presented());
+    }
+    Ok(seen)
 }
 
 /// `ca_file` naming no file: `invalid`, and no connection opened (R10.1).

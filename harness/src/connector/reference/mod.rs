@@ -140,7 +140,12 @@ impl Reference {
 
     /// How `connect` dials: its url, and on `rediss://` the CAs of `ca_file`, read now: a file
     /// that cannot be read or holds no certificate is `invalid`, nothing sent (SPEC R10.1).
-    fn dial(url: &str, cluster: bool, ca_file: Option<&str>) -> Result<Dial, ConnectorError> {
+    fn dial(
+        &self,
+        url: &str,
+        cluster: bool,
+        ca_file: Option<&str>,
+    ) -> Result<Dial, ConnectorError> {
         let ca = match ca_file {
             None => None,
             Some(path) => {
@@ -159,6 +164,8 @@ impl Reference {
             url: url.to_string(),
             cluster,
             ca,
+            accept_any: self.quirks.tls_accept_any,
+            skip_names: self.quirks.tls_skip_names,
         })
     }
 
@@ -171,7 +178,7 @@ impl Reference {
         cluster: bool,
         ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
-        let dial = Self::dial(url, cluster, ca_file)?;
+        let dial = self.dial(url, cluster, ca_file)?;
         let mut link = Self::open(&dial)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
@@ -383,7 +390,7 @@ impl Reference {
         cluster: bool,
         ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
-        let link = Self::open(&Self::dial(url, cluster, ca_file)?)?;
+        let link = Self::open(&self.dial(url, cluster, ca_file)?)?;
         self.sessions.insert(session.to_string(), link);
         Ok(())
     }

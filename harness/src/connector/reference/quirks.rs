@@ -43,4 +43,10 @@ pub struct Quirks {
     pub leak_on_disconnect: bool,
     /// `connect` of a connected session keeps the old connection open (breaks R5.13).
     pub leak_on_reconnect: bool,
+    /// On `rediss://`, no certificate is verified at all: redis-rs's `#insecure` (breaks R10.3
+    /// and R10.4).
+    pub tls_accept_any: bool,
+    /// On `rediss://`, the chain is verified and the name is not: redis-rs's
+    /// `set_danger_accept_invalid_hostnames` (breaks R10.4).
+    pub tls_skip_names: bool,
 }

@@ -62,6 +62,9 @@ impl CaseKind for i64 {
 impl CaseKind for u32 {
     const KIND: ArgKind = ArgKind::Int;
 }
+impl CaseKind for Option<String> {
+    const KIND: ArgKind = ArgKind::Str;
+}
 impl CaseKind for Option<Vec<String>> {
     const KIND: ArgKind = ArgKind::StrList;
 }
@@ -152,7 +155,7 @@ verbs! {
         cluster: bool,
         /// The PEM file of the CAs a `rediss://` session trusts (SPEC R10.1); absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        ca_file: Option<String>,
+        ca_file: Option<String> [arg = Value::Null],
     }, typed {
         /// Opens `session` on `target` (the connector reads the fence first): a url for a
         /// single engine, or an [`crate::engine::Target`] that may name a cluster or a CA.
@@ -391,7 +394,7 @@ mod tests {
     #[test]
     fn case_args_skip_what_the_runner_fills() {
         let names = |c: Cmd| c.args().iter().map(|a| a.name).collect::<Vec<_>>();
-        assert_eq!(names(Cmd::Connect), ["url"]);
+        assert_eq!(names(Cmd::Connect), ["url", "ca_file"]);
         assert_eq!(names(Cmd::Disconnect), Vec::<&str>::new());
         assert_eq!(
             names(Cmd::Batch),

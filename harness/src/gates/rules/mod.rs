@@ -31,6 +31,9 @@ impl std::fmt::Display for RuleId {
 /// SPEC's section of the cluster rules.
 pub const CLUSTER_SECTION: u8 = 8;
 
+/// SPEC's section of the TLS rules.
+pub const TLS_SECTION: u8 = 10;
+
 /// One rule of SPEC.
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
@@ -55,6 +58,12 @@ impl Rule {
     /// and each must also PASS the same gates on a single engine (it breaks only §8).
     pub fn on_cluster(&self) -> bool {
         self.id.section == CLUSTER_SECTION
+    }
+
+    /// True for the TLS rules (SPEC §10): their doubles are judged on a TLS engine, and each
+    /// must PASS every gate on an engine without TLS (no `rediss://` url reaches it there).
+    pub fn on_tls(&self) -> bool {
+        self.id.section == TLS_SECTION
     }
 
     /// True when some connector can break it (it then needs a double).
@@ -122,15 +131,24 @@ pub fn is_cluster_double(double: Double) -> bool {
     broken_by(double).any(Rule::on_cluster)
 }
 
+/// True for a double of SPEC §10 (it breaks a TLS rule): judged on a TLS engine, and on an
+/// engine without TLS it passes every gate.
+pub fn is_tls_double(double: Double) -> bool {
+    broken_by(double).any(Rule::on_tls)
+}
+
 mod catalogue;
 
 mod cluster;
 
-/// Every rule of SPEC, in SPEC's order: §1–§5, then §8 (two files, one per part of SPEC).
+mod tls;
+
+/// Every rule of SPEC, in SPEC's order: §1–§5, then §8, then §10 (a file per part of SPEC).
 pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
     catalogue::SINGLE
         .iter()
         .chain(cluster::CLUSTER)
+        .chain(tls::TLS)
         .copied()
         .collect()
 });

@@ -193,7 +193,7 @@ impl Run<'_> {
                 map.insert("cluster".into(), Value::Bool(true));
             }
             if let Some(ca) = target.ca_file
-                && !map.contains_key("ca_file")
+                && map.get("ca_file").is_none_or(Value::is_null)
             {
                 map.insert("ca_file".into(), Value::String(ca));
             }
