@@ -92,6 +92,7 @@ fn header(
             .collect(),
         engine_kind: format!("{:?}", engine.kind).to_lowercase(),
         engine_image: engine.source.clone(),
+        engine_tls: engine.tls().is_some(),
         engine_product: engine.product.clone(),
         engine_version: engine.valkey_version.clone(),
         engine_source: engine.provenance.clone(),

@@ -9,11 +9,12 @@ use std::process::{Command, Stdio};
 
 /// The engines a matrix runs by default, the pinned one first; the last is a Valkey Cluster of
 /// the pinned engine's binary (a name with [`CLUSTER_SUFFIX`]).
-pub const DEFAULT_NAMES: [&str; 4] = [
+pub const DEFAULT_NAMES: [&str; 5] = [
     "valkey-9.1",
     "valkey-8.1",
     "redis-7.0",
     "valkey-9.1-cluster",
+    "valkey-9.1-tls",
 ];
 
 /// `<name>-cluster` names a cluster booted from engine `<name>`'s binary.

@@ -97,10 +97,15 @@ fn facts_table(s: &mut String, h: &Header) {
                 )
             } else {
                 format!(
-                    "{} ({} `{}`)",
+                    "{} ({} `{}`{})",
                     h.engine_label(),
                     h.engine_kind,
-                    h.engine_image
+                    h.engine_image,
+                    if h.engine_tls {
+                        ", TLS only: every connect rediss:// with the run's CA"
+                    } else {
+                        ""
+                    }
                 )
             },
         ),

@@ -418,6 +418,7 @@ mod tests {
             scripts: BTreeMap::from([("claim".into(), "2319".into())]),
             engine_kind: "binary".into(),
             engine_image: "/bin/valkey-server".into(),
+            engine_tls: false,
             engine_product: "valkey".into(),
             engine_version: "9.1.2".into(),
             engine_source: "Debian valkey 9.1.2-1".into(),
