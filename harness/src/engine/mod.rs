@@ -149,6 +149,8 @@ pub struct Engine {
 /// through in plaintext (its `host:port`), and the TLS proxy every connector connects through.
 struct TlsEngine {
     run: std::sync::Arc<crate::tls::RunTls>,
+    /// The engine's own TLS port (the bench's, beside `valkey-benchmark --tls`).
+    port: u16,
     front: crate::faults::Proxy,
     _back: crate::tls::relay::Back,
 }
@@ -282,7 +284,8 @@ impl Engine {
         let password = random_password();
         let run = crate::tls::RunTls::new()?;
         let running = binary::start_tls(&path, &password, &run)?;
-        let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], running.port));
+        let tls_port = running.port;
+        let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
         let back = crate::tls::relay::Back::start(&run, engine_addr)
             .map_err(|e| HarnessError::io("start the TLS back", e))?;
         let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), &run)
@@ -297,6 +300,7 @@ impl Engine {
         );
         engine.tls = Some(TlsEngine {
             run,
+            port: tls_port,
             front,
             _back: back,
         });
@@ -417,6 +421,18 @@ impl Engine {
                 },
                 None => Target::single(self.url(db)),
             },
+        }
+    }
+
+    /// [`Engine::target`], but on a TLS engine straight to its TLS port, past the proxy: for
+    /// the bench, which compares the connector with `valkey-benchmark --tls` on the same path.
+    pub fn direct_target(&self, db: u32) -> Target {
+        let t = self.target(db);
+        match &self.tls {
+            Some(tls) => EngineUrl::parse(&t.url)
+                .map(|u| t.at(u.with_port(tls.port).to_string()))
+                .unwrap_or(t),
+            None => t,
         }
     }
 
