@@ -168,6 +168,46 @@ pub fn run_gates(
     outcomes
 }
 
+/// A TLS record's footer when the connector has no TLS (SPEC R10.1): no verdict, said as such.
+pub const NOT_CERTIFIED: &str = "TLS not certified";
+
+/// On a TLS engine, the connector's answer to one `rediss://` connect when it is kind
+/// `unsupported` (SPEC R10.1: a connector without TLS says so); `None` otherwise, and always on
+/// an engine without TLS. The probe session is closed again.
+fn tls_unsupported(
+    engine: &crate::engine::Engine,
+    factory: &dyn crate::gates::ConnectorFactory,
+) -> Option<String> {
+    use crate::connector::Verbs;
+    engine.tls()?;
+    let mut c = factory.make().ok()?;
+    match c.connect("tls-probe", engine.target(0)) {
+        Err(e) if e.kind == crate::error::ErrorKind::Unsupported => Some(e.message),
+        Ok(()) => {
+            let _ = c.call(&crate::connector::Request::Disconnect {
+                session: "tls-probe".into(),
+            });
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Every gate ERROR, saying why: the connector answered `rediss://` with kind `unsupported`.
+fn not_certified(why: &str, progress: &Progress) -> Vec<GateOutcome> {
+    crate::gates::ALL
+        .iter()
+        .map(|gate| {
+            let mut o = GateOutcome::new(gate.id, gate.name);
+            o.error(format!(
+                "{NOT_CERTIFIED}: the connector answers a rediss:// connect with kind unsupported (SPEC R10.1): {why}"
+            ));
+            progress.gate(&o);
+            o
+        })
+        .collect()
+}
+
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
     let bundle = Arc::new(opts.dirs.load_bundle()?);
@@ -191,8 +231,15 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         batch: opts.batch,
         progress: &say,
     };
-    let outcomes = run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress);
+    let no_tls = tls_unsupported(&engine, factory.as_ref());
+    let outcomes = match &no_tls {
+        Some(why) => not_certified(why, progress),
+        None => run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress),
+    };
     let mut record = Record::new(header, &outcomes, engine.boot_time.as_millis() as u64);
+    if no_tls.is_some() {
+        record.footer.summary = NOT_CERTIFIED.to_string();
+    }
     record.volatile.connector_starts = factory.starts();
     if let Some(s) = &record.volatile.connector_starts {
         progress.line(&format!("connector processes started: {}", s.describe()));

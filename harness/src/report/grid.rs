@@ -80,7 +80,12 @@ impl Cell {
                     row,
                     col,
                     verdict,
-                    summary: format!("{verdict} {}/{}", r.footer.passed, r.footer.total),
+                    // A footer that is no count (`TLS not certified`) is said as it is.
+                    summary: if r.footer.summary.contains('/') {
+                        format!("{verdict} {}/{}", r.footer.passed, r.footer.total)
+                    } else {
+                        r.footer.summary.clone()
+                    },
                     passed: r.footer.passed,
                     total: r.footer.total,
                     gates: r.gates.iter().map(|g| (g.id, g.verdict)).collect(),
