@@ -7,16 +7,9 @@
 
 use std::process::Command;
 
-fn gate(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
-        .args(args)
-        .env_remove("EMQ_ENGINE_URL")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
-}
+mod common;
+
+use common::gate;
 
 fn reports() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports")

@@ -1,17 +1,9 @@
 //! `emq-gate`'s documented exit codes for bad input, and a manual in `--help`.
 
-use std::process::Command;
 
-fn gate(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
-        .args(args)
-        .env_remove("EMQ_ENGINE_URL")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
-}
+mod common;
+
+use common::gate;
 
 #[test]
 fn a_connector_that_cannot_start_is_bad_input() {

@@ -42,6 +42,25 @@ pub fn tls_engine() -> Engine {
     Engine::start(&opts).unwrap_or_else(|e| panic!("TLS engine: {e} (run ci/provision)"))
 }
 
+/// The built `emq-gate` with `args` (and `env` set, `EMQ_ENGINE_URL` removed): its exit code and
+/// everything it printed, stdout then stderr.
+pub fn gate_with(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("EMQ_ENGINE_URL")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// [`gate_with`] in the test's own environment.
+pub fn gate(args: &[&str]) -> (Option<i32>, String) {
+    gate_with(args, &[])
+}
+
 pub fn bundle() -> Arc<Bundle> {
     Arc::new(Bundle::load_default().expect("the repository's bundle"))
 }
