@@ -8,21 +8,36 @@ defmodule EchoMQ.Engine do
   (its process stops), is never reopened behind our back, and nothing queued on it is re-sent;
   see README.md for the eredis source lines. AUTH and SELECT are sent here, as RESP commands,
   not through eredis's own inline `AUTH "<password>"`.
+
+  TLS (SPEC §10). eredis 1.2.0 has none: its `connect/1` calls `gen_tcp:connect` and every send is
+  `gen_tcp:send`, with no transport option. A `rediss://` session's connections are therefore
+  `EchoMQ.Engine.TLSConn` processes (below, in this file: still the seam), each an `:ssl` socket
+  that answers eredis's own `{pipeline, ...}` call and parses replies with eredis's parser, so
+  `:eredis.qp/3` and everything above it work unchanged. Every connection of such a session is one
+  (the seed, cluster nodes, replacements): `Router` hands the session's `tls` settings to
+  `open_conn/5` for each. Verification is never off: `verify: :verify_peer`, the CAs of
+  `ca_file` only (else the system store), the host name checked, no session reuse, and a failed
+  handshake is kind `engine`, never a plaintext retry.
   """
 
   alias EchoMQ.{Router, Slot}
+  alias EchoMQ.Engine.TLSConn
 
   @fence_key "emq:fence"
   @connect_timeout 5_000
 
   # ------------------------------------------------------------------ the raw client
 
-  @doc "Opens one connection (no fence read here: the caller does it before any verb)."
-  def open_conn({host, port} = node, auth, db, dl) do
+  @doc """
+  Opens one connection (no fence read here: the caller does it before any verb). `tls` is nil
+  (plaintext) or the session's settings from `tls_settings/1`: then the connection speaks TLS
+  from its first byte (R10.2).
+  """
+  def open_conn({host, port} = node, auth, db, tls, dl) do
     t = min(@connect_timeout, max(dl - System.monotonic_time(:millisecond), 1))
 
     with {:ok, ip} <- resolve(host),
-         {:ok, pid} <- start(ip, port, t, node) do
+         {:ok, pid} <- start(ip, port, t, node, tls) do
       setup = if(auth, do: [auth], else: []) ++ if(db != 0, do: [["SELECT", db]], else: [])
 
       case setup == [] or raw_pipeline(pid, setup, t) do
@@ -45,7 +60,7 @@ defmodule EchoMQ.Engine do
     end
   end
 
-  defp start(ip, port, t, node) do
+  defp start(ip, port, t, node, nil) do
     # eredis links its client to the caller and exits through that link when it fails or its
     # socket closes: the owner must trap exits to outlive its connections.
     Process.flag(:trap_exit, true)
@@ -61,6 +76,71 @@ defmodule EchoMQ.Engine do
   catch
     :exit, reason -> {:error, "cannot connect to #{Router.addr(node)}: #{describe_reason(reason)}"}
   end
+
+  defp start(ip, port, t, {host, _} = node, {:tls, base}) do
+    Process.flag(:trap_exit, true)
+    {:ok, addr} = :inet.parse_address(ip)
+
+    # R10.4: the name checked is the host the connection was opened to (the url's, or the one the
+    # slot map or a redirect gave). It goes out as SNI and is what OTP's ssl verifies the
+    # certificate against; an IP literal is checked as an address (no SNI can carry one).
+    sni =
+      case :inet.parse_address(String.to_charlist(host)) do
+        {:ok, _} -> []
+        {:error, _} -> [server_name_indication: String.to_charlist(host)]
+      end
+
+    case TLSConn.start_link(addr, port, sni ++ base, t) do
+      {:ok, pid} ->
+        {:ok, pid}
+
+      {:error, reason} ->
+        flush_exit()
+        {:error, "cannot connect to #{Router.addr(node)} over TLS: #{describe_reason(reason)}"}
+    end
+  catch
+    :exit, reason -> {:error, "cannot connect to #{Router.addr(node)} over TLS: #{describe_reason(reason)}"}
+  end
+
+  @doc """
+  The TLS settings of a `rediss://` session (R10.1, R10.3, R10.4): verify the peer's chain against
+  `cacerts` only (the DER certificates of `ca_file`), or the system store when there is no
+  `ca_file`; check the host name (OTP's ssl checks it under `verify_peer` unless SNI is
+  `:disable`; `customize_hostname_check` adds the https rules for wildcards); never resume a
+  session (a resumed handshake shows no certificate, and sessions of another CA must not be reused).
+  Returns `{:ok, settings}` or `{:error, message}`.
+  """
+  def tls_settings(cacerts) do
+    with {:ok, cas} <- trusted(cacerts),
+         {:ok, _} <- Application.ensure_all_started(:ssl) do
+      {:ok,
+       {:tls,
+        [
+          verify: :verify_peer,
+          cacerts: cas,
+          customize_hostname_check: [match_fun: :public_key.pkix_verify_hostname_match_fun(:https)],
+          reuse_sessions: false,
+          depth: 10,
+          log_level: :error
+        ]}}
+    else
+      {:error, m} when is_binary(m) -> {:error, m}
+      {:error, r} -> {:error, "cannot start TLS (the ssl application): #{inspect(r)}"}
+    end
+  end
+
+  defp trusted(nil) do
+    case :public_key.cacerts_get() do
+      [_ | _] = cas -> {:ok, cas}
+      _ -> {:error, "no ca_file and the system trust store holds no certificate"}
+    end
+  rescue
+    e -> {:error, "no ca_file and the system trust store cannot be read: #{Exception.message(e)}"}
+  catch
+    _, r -> {:error, "no ca_file and the system trust store cannot be read: #{inspect(r)}"}
+  end
+
+  defp trusted([_ | _] = ders), do: {:ok, ders}
 
   defp flush_exit do
     receive do
@@ -143,7 +223,20 @@ defmodule EchoMQ.Engine do
   defp norm(v), do: v
 
   def describe_reason({:timeout, _}), do: "timed out"
+  def describe_reason(:timeout), do: "timed out"
   def describe_reason(:tcp_closed), do: "connection closed"
+  def describe_reason(:ssl_closed), do: "connection closed"
+  def describe_reason({:shutdown, r}), do: describe_reason(r)
+  # OTP's ssl: {tls_alert, {unknown_ca | handshake_failure | certificate_expired | ..., text}}
+  def describe_reason({:tls_alert, {alert, text}}) do
+    text = text |> to_string() |> String.replace(~r/\s+/, " ") |> String.trim()
+
+    if text =~ "CLIENT ALERT",
+      do: "TLS handshake failed: the server's certificate was refused (#{alert}): #{text}",
+      else: "TLS handshake failed: the server refused it (#{alert}): #{text}"
+  end
+
+  def describe_reason({:tls_alert, alert}), do: "TLS handshake failed (#{inspect(alert)})"
   def describe_reason(:no_connection), do: "no connection"
   def describe_reason({:noproc, _}), do: "connection closed"
   def describe_reason({:normal, _}), do: "connection closed"
@@ -168,8 +261,22 @@ defmodule EchoMQ.Engine do
 
   # ------------------------------------------------------------------ sessions and the fence
 
-  @doc "connect (R3.1-R3.4, R8.1): open, learn the slot map on a cluster, read the fence."
-  def connect(bundle, name, url, cluster, dl) do
+  @doc """
+  connect (R3.1-R3.4, R8.1, R10.1): open, learn the slot map on a cluster, read the fence.
+  `cacerts` is nil or the DER certificates of `ca_file` (checked by `Validate.ca_file/2`).
+  """
+  def connect(bundle, name, url, cluster, cacerts, dl) do
+    if url.tls do
+      case tls_settings(cacerts) do
+        {:ok, tls} -> do_connect(bundle, name, url, cluster, tls, dl)
+        {:error, m} -> {:error, :engine, m}
+      end
+    else
+      do_connect(bundle, name, url, cluster, nil, dl)
+    end
+  end
+
+  defp do_connect(bundle, name, url, cluster, tls, dl) do
     auth =
       case {url.user, url.password} do
         {nil, nil} -> nil
@@ -177,7 +284,7 @@ defmodule EchoMQ.Engine do
         {u, p} -> ["AUTH", u, p || ""]
       end
 
-    s = %Router{name: name, cluster: cluster, seed: {url.host, url.port}, auth: auth, db: url.db, bundle: bundle}
+    s = %Router{name: name, cluster: cluster, seed: {url.host, url.port}, auth: auth, db: url.db, tls: tls, bundle: bundle}
 
     result =
       if cluster do
@@ -412,4 +519,92 @@ defmodule EchoMQ.Engine do
 
   defp int(v) when is_integer(v), do: v
   defp int(v) when is_binary(v), do: String.to_integer(v)
+end
+
+defmodule EchoMQ.Engine.TLSConn do
+  @moduledoc """
+  Part of the seam (R4.15): one Redis connection over OTP's `:ssl`, for `rediss://` sessions
+  (SPEC §10), since eredis 1.2.0 speaks `gen_tcp` only. It mirrors eredis 1.2.0's client with
+  `reconnect_sleep = :no_reconnect` (`eredis_client`): `init` connects synchronously (the TLS
+  handshake included, so a refused certificate fails `start_link`), requests arrive as eredis's
+  own `gen_server` call `{pipeline, [encoded command]}` (made by `:eredis.qp/3`), replies are
+  parsed by `eredis_parser` and answered in order as `[{ok, V} | {error, E}]`, and a closed or
+  failed socket answers every queued caller `{error, Reason}` and stops the process: it never
+  reconnects and never re-sends. The socket is owned by this process, so killing it (the seam's
+  `close_conn/1`) closes the connection.
+  """
+  use GenServer
+
+  def start_link(addr, port, ssl_opts, timeout) do
+    GenServer.start_link(__MODULE__, {addr, port, ssl_opts, timeout}, timeout: timeout + 1_000)
+  end
+
+  @impl true
+  def init({addr, port, ssl_opts, timeout}) do
+    opts = [:binary, active: :once, packet: :raw, send_timeout: 5_000] ++ ssl_opts
+
+    case :ssl.connect(addr, port, opts, timeout) do
+      {:ok, sock} -> {:ok, %{sock: sock, parser: :eredis_parser.init(), queue: :queue.new()}}
+      {:error, reason} -> {:stop, reason}
+    end
+  end
+
+  @impl true
+  def handle_call({:pipeline, pipeline}, from, st) do
+    case :ssl.send(st.sock, pipeline) do
+      :ok -> {:noreply, %{st | queue: :queue.in({length(pipeline), from, []}, st.queue)}}
+      {:error, reason} -> {:reply, {:error, reason}, st}
+    end
+  end
+
+  def handle_call(_other, _from, st), do: {:reply, :unknown_request, st}
+
+  @impl true
+  def handle_info({:ssl, sock, data}, %{sock: sock} = st) do
+    _ = :ssl.setopts(sock, active: :once)
+    {:noreply, response(data, st)}
+  end
+
+  def handle_info({:ssl_closed, sock}, %{sock: sock} = st), do: fail(:ssl_closed, st)
+  def handle_info({:ssl_error, sock, reason}, %{sock: sock} = st), do: fail(reason, st)
+  def handle_info(_other, st), do: {:noreply, st}
+
+  @impl true
+  def terminate(_reason, st) do
+    _ = :ssl.close(st.sock)
+    :ok
+  end
+
+  defp fail(reason, st) do
+    st.queue |> :queue.to_list() |> Enum.each(fn {_, from, _} -> GenServer.reply(from, {:error, reason}) end)
+    {:stop, :normal, %{st | queue: :queue.new()}}
+  end
+
+  defp response(data, st) do
+    case :eredis_parser.parse(st.parser, data) do
+      {code, value, parser} ->
+        %{st | parser: parser, queue: reply({code, value}, st.queue)}
+
+      {code, value, rest, parser} ->
+        response(rest, %{st | parser: parser, queue: reply({code, value}, st.queue)})
+
+      {:continue, parser} ->
+        %{st | parser: parser}
+    end
+  end
+
+  defp reply(value, queue) do
+    case :queue.out(queue) do
+      {{:value, {1, from, replies}}, queue} ->
+        GenServer.reply(from, Enum.reverse([value | replies]))
+        queue
+
+      {{:value, {n, from, replies}}, queue} ->
+        :queue.in_r({n - 1, from, [value | replies]}, queue)
+
+      {:empty, _} ->
+        # a reply nobody asked for: the connection is out of step, so it must not be used
+        exit(:unexpected_reply)
+    end
+  end
 end

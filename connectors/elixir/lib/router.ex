@@ -25,6 +25,8 @@ defmodule EchoMQ.Router do
             seed: nil,
             auth: nil,
             db: 0,
+            # nil (plaintext), or the seam's TLS settings for every connection of the session (R10.2)
+            tls: nil,
             bundle: nil,
             conns: %{},
             slots: nil
@@ -48,7 +50,7 @@ defmodule EchoMQ.Router do
   end
 
   defp open(s, node, dl) do
-    case Engine.open_conn(node, s.auth, if(s.cluster, do: 0, else: s.db), dl) do
+    case Engine.open_conn(node, s.auth, if(s.cluster, do: 0, else: s.db), s.tls, dl) do
       {:ok, pid} -> {:ok, pid, %{s | conns: Map.put(s.conns, node, %{pid: pid, fenced: false})}}
       {:error, msg} -> {:error, :engine, msg, s}
     end

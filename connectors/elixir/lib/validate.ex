@@ -122,16 +122,23 @@ defmodule EchoMQ.Validate do
   end
 
   @doc """
-  A connect url: `redis://[[user]:password@]host[:port][/db]` (SPEC §5). Every other scheme is
-  refused. Returns %{host, port, user, password, db}.
+  A connect url: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` with the same rest
+  over TLS (SPEC §5, §10 R10.1). Every other scheme is refused. Returns
+  %{host, port, user, password, db, tls}.
   """
   def url(u) when is_binary(u) do
-    bad = fn why -> fail("url #{inspect(redact(u))} #{why}; expected redis://[:password@]host:port[/db]") end
+    bad = fn why ->
+      fail("url #{inspect(redact(u))} #{why}; expected redis://[:password@]host:port[/db] or rediss://...")
+    end
 
-    rest =
-      case u do
-        <<scheme::binary-size(8), rest::binary>> ->
-          if String.downcase(scheme) == "redis://", do: rest, else: bad.("has another scheme")
+    {tls, rest} =
+      case :binary.split(u, "://") do
+        [scheme, rest] ->
+          case String.downcase(scheme) do
+            "redis" -> {false, rest}
+            "rediss" -> {true, rest}
+            _ -> bad.("has another scheme")
+          end
 
         _ ->
           bad.("has another scheme")
@@ -177,10 +184,47 @@ defmodule EchoMQ.Validate do
         d -> if d =~ ~r/\A[0-9]{1,9}\z/, do: String.to_integer(d), else: bad.("has a bad database")
       end
 
-    %{host: host, port: port, user: user, password: if(password == "", do: nil, else: password), db: db}
+    %{host: host, port: port, user: user, password: if(password == "", do: nil, else: password), db: db, tls: tls}
   end
 
   def url(v), do: fail("url must be a string, got #{describe(v)}")
+
+  @doc """
+  R10.1: `connect`'s optional `ca_file`, checked before anything is dialled. Absent (or null):
+  nil. With a `redis://` url, or a file that cannot be read or holds no PEM certificate: invalid.
+  Otherwise the DER certificates it holds, the only CAs the session will trust.
+  """
+  def ca_file(req, url) do
+    case Map.get(req, "ca_file") do
+      nil ->
+        nil
+
+      path when is_binary(path) ->
+        if not url.tls, do: fail("ca_file needs a rediss:// url (TLS); the url is redis://")
+        if path == "", do: fail("ca_file must be a non-empty path")
+
+        bin =
+          case File.read(path) do
+            {:ok, bin} -> bin
+            {:error, r} -> fail("ca_file #{inspect(path)} cannot be read: #{:file.format_error(r)}")
+          end
+
+        ders =
+          try do
+            for {:Certificate, der, :not_encrypted} <- :public_key.pem_decode(bin), do: der
+          rescue
+            _ -> []
+          catch
+            _, _ -> []
+          end
+
+        if ders == [], do: fail("ca_file #{inspect(path)} holds no PEM certificate")
+        ders
+
+      v ->
+        fail("ca_file must be a string (a path), got #{describe(v)}")
+    end
+  end
 
   defp decode(s, bad) do
     URI.decode(s)

@@ -104,6 +104,8 @@ defmodule EchoMQ.Wire do
     url = Validate.url(Map.get(req, "url") || Validate.fail("missing field url"))
     cluster = Validate.optional_bool(req, "cluster")
     if cluster and url.db != 0, do: Validate.fail("a cluster url names database 0 (or none), got #{url.db}")
+    # R10.1: read and checked here, before the old session is closed or anything is dialled
+    cacerts = Validate.ca_file(req, url)
 
     # connecting afresh closes the old connection first (SPEC §7)
     state =
@@ -116,7 +118,7 @@ defmodule EchoMQ.Wire do
           %{state | sessions: rest}
       end
 
-    case Engine.connect(state.bundle, name, url, cluster, deadline(0)) do
+    case Engine.connect(state.bundle, name, url, cluster, cacerts, deadline(0)) do
       {:ok, s} -> {{:ok, %{}}, %{state | sessions: Map.put(state.sessions, name, s)}}
       {:error, k, m} -> {{:error, k, m}, state}
     end

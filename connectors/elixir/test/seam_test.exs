@@ -22,6 +22,24 @@ defmodule EchoMQ.SeamTest do
     assert seam =~ ":eredis.start_link("
     assert seam =~ ":eredis.qp("
     assert seam =~ ~s("emq:)
+    # SPEC §10: the TLS transport and its settings live in the seam too
+    assert seam =~ ":ssl.connect("
+    assert seam =~ "verify: :verify_peer"
+  end
+
+  test "no other source file opens TLS or sockets of its own (R4.15, R10.2)" do
+    offenders =
+      for f <- sources(), f != @seam,
+          File.read!(Path.join(EchoMQ.TestHelp.here(), f)) =~ ~r/:ssl\.|:gen_tcp\.|verify_none/,
+          do: f
+
+    assert offenders == [], "files other than #{@seam} open sockets or name TLS settings: #{inspect(offenders)}"
+  end
+
+  test "verification is never switched off" do
+    seam = File.read!(Path.join(EchoMQ.TestHelp.here(), @seam))
+    refute seam =~ "verify_none"
+    refute seam =~ "server_name_indication: :disable"
   end
 
   test "no other source file names the raw client" do

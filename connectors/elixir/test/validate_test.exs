@@ -69,23 +69,39 @@ defmodule EchoMQ.ValidateTest do
     assert invalid(fn -> V.batch_queues(%{"queues" => nil}, "a") end) =~ "list"
   end
 
-  test "urls: redis:// only, password, host, port, db" do
+  test "urls: redis:// or rediss://, password, host, port, db" do
     assert V.url("redis://:pw@127.0.0.1:6379/3") ==
-             %{host: "127.0.0.1", port: 6379, user: nil, password: "pw", db: 3}
+             %{host: "127.0.0.1", port: 6379, user: nil, password: "pw", db: 3, tls: false}
 
-    assert V.url("redis://localhost:7000") == %{host: "localhost", port: 7000, user: nil, password: nil, db: 0}
-    assert V.url("redis://h:1/") == %{host: "h", port: 1, user: nil, password: nil, db: 0}
+    assert V.url("redis://localhost:7000") == %{host: "localhost", port: 7000, user: nil, password: nil, db: 0, tls: false}
+    assert V.url("redis://h:1/") == %{host: "h", port: 1, user: nil, password: nil, db: 0, tls: false}
+    assert V.url("rediss://:pw@localhost:6380/4") ==
+             %{host: "localhost", port: 6380, user: nil, password: "pw", db: 4, tls: true}
+
+    assert V.url("REDISS://h:1").tls
     assert V.url("redis://u:p%40ss@h:2/0").password == "p@ss"
     assert V.url("redis://u:p%40ss@h:2/0").user == "u"
     assert V.url("redis://:a@b@h:2").password == "a@b"
-    assert V.url("redis://[::1]:6380/1") == %{host: "::1", port: 6380, user: nil, password: nil, db: 1}
+    assert V.url("redis://[::1]:6380/1") == %{host: "::1", port: 6380, user: nil, password: nil, db: 1, tls: false}
 
-    for bad <- ["rediss://h:1", "unix:///tmp/s", "http://h:1", "h:1", "redis://", "redis://h:0", "redis://h:99999",
+    for bad <- ["redisss://h:1", "valkeys://h:1", "rediss:/h:1", "rediss://h:1/x", "unix:///tmp/s", "http://h:1", "h:1", "redis://", "redis://h:0", "redis://h:99999",
                 "redis://h:1/x", "redis://h:1/1/2", "redis://h:1?db=2", "redis://:pw@:1", "redis://h:port"] do
       assert invalid(fn -> V.url(bad) end) =~ "url", "expected #{bad} to be refused"
     end
 
     assert invalid(fn -> V.url(nil) end) =~ "string"
-    refute invalid(fn -> V.url("rediss://:secret@h:1") end) =~ "secret"
+    refute invalid(fn -> V.url("http://:secret@h:1") end) =~ "secret"
+    refute invalid(fn -> V.url("rediss://:secret@h:1/x") end) =~ "secret"
+  end
+
+  test "R10.1 ca_file: only with rediss://, readable, holding a certificate; absent is nil" do
+    tls = V.url("rediss://localhost:1")
+    plain = V.url("redis://localhost:1")
+    assert V.ca_file(%{}, tls) == nil
+    assert V.ca_file(%{"ca_file" => nil}, plain) == nil
+    assert invalid(fn -> V.ca_file(%{"ca_file" => "/etc/hostname"}, plain) end) =~ "rediss://"
+    assert invalid(fn -> V.ca_file(%{"ca_file" => "/nonexistent/ca.pem"}, tls) end) =~ "cannot be read"
+    assert invalid(fn -> V.ca_file(%{"ca_file" => "/nonexistent/ca.pem"}, plain) end) =~ "rediss://"
+    assert invalid(fn -> V.ca_file(%{"ca_file" => ["a"]}, tls) end) =~ "string"
   end
 end

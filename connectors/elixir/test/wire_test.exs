@@ -116,7 +116,10 @@ defmodule EchoMQ.WireTest do
       %{"cmd" => "batch", "queue" => "q", "n" => 1, "depth" => 100_001, "payload" => "p"},
       %{"cmd" => "batch", "queue" => "q", "n" => 1, "depth" => 1, "payload" => "p", "queues" => ["r"]},
       %{"cmd" => "batch", "queue" => "q", "n" => 1, "depth" => 1, "payload" => "p", "queues" => nil},
-      %{"cmd" => "connect", "url" => "rediss://h:1"},
+      %{"cmd" => "connect", "url" => "redisx://h:1"},
+      %{"cmd" => "connect", "url" => "redis://h:1", "ca_file" => "/etc/hostname"},
+      %{"cmd" => "connect", "url" => "rediss://h:1", "ca_file" => "/nonexistent/ca.pem"},
+      %{"cmd" => "connect", "url" => "rediss://h:1", "ca_file" => 5},
       %{"cmd" => "connect", "url" => "unix:///tmp/x"},
       %{"cmd" => "connect", "url" => "redis://h:1/2", "cluster" => true},
       %{"cmd" => "connect", "url" => "redis://h:1", "cluster" => "yes"},
@@ -131,7 +134,7 @@ defmodule EchoMQ.WireTest do
   end
 
   test "a refused connect leaves no session behind", %{state: st} do
-    {_, st2} = call(st, %{"seq" => 1, "cmd" => "connect", "session" => "w1", "url" => "rediss://h:1"})
+    {_, st2} = call(st, %{"seq" => 1, "cmd" => "connect", "session" => "w1", "url" => "unix:///tmp/x"})
     assert st2.sessions == %{}
   end
 
