@@ -32,7 +32,10 @@ defmodule EchoMQ.MainTest do
     probe = ~s{-eval 'spawn(fun() -> timer:sleep(700), logger:error("emq-logger-probe") end)'}
     hello = ~s({"seq":1,"cmd":"hello","protocol":1})
     tmp = Path.join(System.tmp_dir!(), "emq-elixir-log-#{System.unique_integer([:positive])}.err")
-    cmd = "(echo '#{hello}'; sleep 1.5; echo '{\"seq\":2,\"cmd\":\"stop\"}') | '#{@launcher}' 2> '#{tmp}'"
+    # `stop` only once the probe's line is on stderr (at most 30 s): a busy machine delays the
+    # log event, and a fixed pause would end the process before it.
+    wait = "i=0; while ! grep -q emq-logger-probe '#{tmp}' 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+    cmd = "(echo '#{hello}'; #{wait}; echo '{\"seq\":2,\"cmd\":\"stop\"}') | '#{@launcher}' 2> '#{tmp}'"
     {out, code} = System.cmd("sh", ["-c", cmd], env: [{"ERL_AFLAGS", probe}])
     err = File.read!(tmp)
     File.rm(tmp)
