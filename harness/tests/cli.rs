@@ -1,6 +1,5 @@
 //! `emq-gate`'s documented exit codes for bad input, and a manual in `--help`.
 
-
 mod common;
 
 use common::gate;

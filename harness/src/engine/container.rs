@@ -31,18 +31,49 @@ pub fn available(image: &str) -> bool {
 
 /// Starts `image` with a password and no persistence.
 pub fn start(image: &str, password: &str) -> Result<Running, HarnessError> {
+    start_with(image, password, None)
+}
+
+/// [`start`] listening on TLS only (SPEC §10): the run's certificate directory mounted
+/// read-only at `/tls`, the TLS port 6379.
+pub fn start_tls(
+    image: &str,
+    password: &str,
+    tls: &crate::tls::RunTls,
+) -> Result<Running, HarnessError> {
+    start_with(image, password, Some(tls))
+}
+
+fn start_with(
+    image: &str,
+    password: &str,
+    tls: Option<&crate::tls::RunTls>,
+) -> Result<Running, HarnessError> {
     if !available(image) {
         return Err(HarnessError::Engine(format!(
             "image {image} is not present (or Docker does not answer): run ci/provision"
         )));
     }
     let (name, tag) = image.rsplit_once(':').unwrap_or((image, "latest"));
+    let mut cmd = server_flags(password);
+    let mut mount = None;
+    if let Some(t) = tls {
+        let dir = t.shared_dir()?;
+        cmd.extend(t.server_flags_in(6379, std::path::Path::new("/tls")));
+        mount = Some(testcontainers::core::Mount::bind_mount(
+            dir.display().to_string(),
+            "/tls",
+        ));
+    }
     let mut request = GenericImage::new(name, tag)
         .with_exposed_port(6379.tcp())
         .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
-        .with_cmd(server_flags(password))
+        .with_cmd(cmd)
         .with_label("org.echomq.harness", "engine")
         .with_startup_timeout(Duration::from_secs(60));
+    if let Some(m) = mount {
+        request = request.with_mount(m);
+    }
     // Its owner, so a later run can remove it if this harness is SIGKILLed.
     for (key, value) in owner_labels() {
         request = request.with_label(key, value);

@@ -210,6 +210,7 @@ impl Engine {
             (EngineChoice::Url | EngineChoice::Auto, Some(url)) => {
                 Self::from_url(url, opts.allow_flush)?
             }
+            (EngineChoice::Container, _) if opts.tls => Self::container_tls(&opts.image)?,
             (EngineChoice::Container, _) => Self::container(&opts.image)?,
             (EngineChoice::Binary | EngineChoice::Auto, None) if opts.tls => {
                 Self::binary_tls(opts.valkey_server.as_deref())?
@@ -284,19 +285,54 @@ impl Engine {
         let password = random_password();
         let run = crate::tls::RunTls::new()?;
         let running = binary::start_tls(&path, &password, &run)?;
-        let tls_port = running.port;
+        let port = running.port;
+        Self::tls_booted(
+            EngineKind::Binary,
+            path.display().to_string(),
+            port,
+            password,
+            run,
+            Handle::Binary(running),
+        )
+    }
+
+    /// [`Engine::binary_tls`] in a container of `image` (a build with TLS).
+    fn container_tls(image: &str) -> Result<Self, HarnessError> {
+        let password = random_password();
+        let run = crate::tls::RunTls::new()?;
+        let running = container::start_tls(image, &password, &run)?;
+        let port = running.port;
+        Self::tls_booted(
+            EngineKind::Container,
+            image.to_string(),
+            port,
+            password,
+            run,
+            Handle::Container(Box::new(running)),
+        )
+    }
+
+    /// A TLS engine listening at loopback `tls_port`: its back, and the TLS proxy in front.
+    fn tls_booted(
+        kind: EngineKind,
+        source: String,
+        tls_port: u16,
+        password: String,
+        run: std::sync::Arc<crate::tls::RunTls>,
+        handle: Handle,
+    ) -> Result<Self, HarnessError> {
         let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
         let back = crate::tls::relay::Back::start(&run, engine_addr)
             .map_err(|e| HarnessError::io("start the TLS back", e))?;
         let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), &run)
             .map_err(|e| HarnessError::io("start the TLS front", e))?;
         let mut engine = Self::booted(
-            EngineKind::Binary,
-            path.display().to_string(),
+            kind,
+            source,
             "127.0.0.1".into(),
             back.addr().port(),
             password,
-            Handle::Binary(running),
+            handle,
         );
         engine.tls = Some(TlsEngine {
             run,

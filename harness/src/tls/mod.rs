@@ -183,22 +183,54 @@ impl RunTls {
     /// The server flags of a TLS engine listening on `port`: TLS only (`port 0`), the run's
     /// certificate, no client certificate asked for.
     pub fn server_flags(&self, port: u16) -> Vec<String> {
+        self.server_flags_in(port, self._dir.path())
+    }
+
+    /// [`RunTls::server_flags`] with the certificate files named under `dir` (where a
+    /// container sees the run's directory).
+    pub fn server_flags_in(&self, port: u16, dir: &Path) -> Vec<String> {
+        let name = |p: &Path| {
+            dir.join(p.file_name().unwrap_or_default())
+                .display()
+                .to_string()
+        };
         [
             "--port",
             "0",
             "--tls-port",
             &port.to_string(),
             "--tls-cert-file",
-            &self.server.cert_file.display().to_string(),
+            &name(&self.server.cert_file),
             "--tls-key-file",
-            &self.server.key_file.display().to_string(),
+            &name(&self.server.key_file),
             "--tls-ca-cert-file",
-            &self.ca.cert_file.display().to_string(),
+            &name(&self.ca.cert_file),
             "--tls-auth-clients",
             "no",
         ]
         .map(String::from)
         .to_vec()
+    }
+
+    /// The directory of the run's certificates, readable by the container's unprivileged user:
+    /// its keys are the run's own, made for this run and gone with it.
+    pub fn shared_dir(&self) -> Result<&Path, HarnessError> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self._dir.path();
+        let set = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| HarnessError::io(format!("chmod {}", p.display()), e))
+        };
+        set(dir, 0o755)?;
+        for entry in std::fs::read_dir(dir)
+            .map_err(|e| HarnessError::io("read the run's certificates", e))?
+        {
+            let path = entry
+                .map_err(|e| HarnessError::io("read the run's certificates", e))?
+                .path();
+            set(&path, 0o644)?;
+        }
+        Ok(dir)
     }
 }
 
