@@ -13,8 +13,17 @@ package main
 //     slot map (and re-reads the fence) and re-sends to the named node; ASK sends ASKING and the
 //     call to the named node; TRYAGAIN/CLUSTERDOWN are re-sent after a pause. All four say the call
 //     did not run. Never a replica, never READONLY.
+//   - TLS (SPEC §10): a rediss:// session dials every connection (the seed, every node of the slot
+//     map or of a redirect, every reconnect) through conn below with the same TLS options: the
+//     session's CAs only (ca_file; the system store without it), the host name of that connection
+//     checked against the certificate, TLS from the first byte. Verification is never switched off
+//     and nothing falls back to plaintext.
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -56,7 +65,7 @@ func CheckProbeKey(key string) *WireError {
 	return nil
 }
 
-// Target is a parsed connect url: redis://[:password@]host:port[/db].
+// Target is a parsed connect url: redis[s]://[:password@]host:port[/db], with connect's ca_file.
 type Target struct {
 	Addr     string
 	Host     string
@@ -64,20 +73,28 @@ type Target struct {
 	Password string
 	DB       int
 	Cluster  bool
+	TLS      bool           // rediss:// (SPEC §10): every connection of the session speaks TLS
+	CAFile   string         // connect's ca_file, when given
+	RootCAs  *x509.CertPool // the CAs of ca_file, and only those; nil: the system's store (R10.1)
 }
 
-// ParseTarget checks the url (scheme redis only, SPEC §5; database 0 on a cluster, R8.1).
+// ParseTarget checks the url (scheme redis or rediss, SPEC §5 and §10; database 0 on a cluster,
+// R8.1). url.Parse lower-cases the scheme.
 func ParseTarget(raw string, cluster bool) (Target, *WireError) {
 	var t Target
 	u, err := url.Parse(raw)
 	if err != nil {
 		return t, invalidf("url %q does not parse: %v", raw, err)
 	}
-	if u.Scheme != "redis" {
-		return t, invalidf("url scheme %q is not supported (only redis://host:port[/db])", u.Scheme)
+	switch u.Scheme {
+	case "redis":
+	case "rediss":
+		t.TLS = true
+	default:
+		return t, invalidf("url scheme %q is not supported (only redis:// or rediss://host:port[/db])", u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return t, invalidf("url %q must be redis://[:password@]host:port[/db]", raw)
+		return t, invalidf("url %q must be %s://[:password@]host:port[/db]", raw, u.Scheme)
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {
@@ -105,6 +122,93 @@ func ParseTarget(raw string, cluster bool) (Target, *WireError) {
 		return t, invalidf("a cluster url names database 0, got %d", t.DB)
 	}
 	return t, nil
+}
+
+// LoadCAFile applies connect's ca_file (R10.1): it needs a rediss:// url, must be readable and must
+// hold at least one PEM certificate, every one of which must parse; otherwise kind invalid, before
+// anything is dialled. The session then trusts these CAs only (tls.Config.RootCAs replaces the
+// system's store, crypto/tls common.go: "If RootCAs is nil, TLS uses the host's root CA set").
+func (t *Target) LoadCAFile(path string) *WireError {
+	if !t.TLS {
+		return invalidf("ca_file needs a rediss:// url (TLS); this url is redis://")
+	}
+	if path == "" {
+		return invalidf("ca_file must name a PEM file, got an empty string")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return invalidf("ca_file %q cannot be read: %v", path, err)
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return invalidf("ca_file %q: certificate %d does not parse: %v", path, n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return invalidf("ca_file %q holds no PEM certificate", path)
+	}
+	t.CAFile, t.RootCAs = path, pool
+	return nil
+}
+
+// tlsConfig is the TLS configuration of one connection to addr: the session's CAs and the host
+// name of addr (the url's host for the seed, the slot map's or the redirect's host for a cluster
+// node), which crypto/tls checks against the certificate. InsecureSkipVerify stays false.
+func (t *Target) tlsConfig(addr string) (*tls.Config, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" {
+		return nil, fmt.Errorf("no host name to verify the certificate against")
+	}
+	return &tls.Config{RootCAs: t.RootCAs, ServerName: host, MinVersion: tls.VersionTLS12}, nil
+}
+
+// dialError names why a dial failed; a TLS verification failure says which check refused it.
+func (t *Target) dialError(addr string, err error) *WireError {
+	if re, ok := err.(redis.Error); ok {
+		return enginef("connect to %s: %s", addr, string(re))
+	}
+	if !t.TLS {
+		return enginef("connect to %s: %v", addr, err)
+	}
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var rh tls.RecordHeaderError
+	why := "TLS failed"
+	switch {
+	case errors.As(err, &ua):
+		why = "TLS: server certificate refused, not signed by a trusted CA (" + t.trustName() + ")"
+	case errors.As(err, &he):
+		why = "TLS: server certificate refused, it does not name the host"
+	case errors.As(err, &ci):
+		why = "TLS: server certificate refused, invalid (expired, not yet valid or not for a server)"
+	case errors.As(err, &rh):
+		why = "TLS: the server did not answer with TLS"
+	}
+	return enginef("connect to %s: %s: %v", addr, why, err)
+}
+
+func (t *Target) trustName() string {
+	if t.CAFile != "" {
+		return "ca_file " + t.CAFile
+	}
+	return "the system's store"
 }
 
 // Engine is one session's connection(s): one on a single engine, one per primary on a cluster.
@@ -197,12 +301,20 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 	if !e.t.Cluster && e.t.DB != 0 {
 		opts = append(opts, redis.DialDatabase(e.t.DB))
 	}
+	if e.t.TLS {
+		// Every connection of a rediss:// session is dialled here, so each gets TLS from its
+		// first byte (R10.2). redigo wraps the TCP connection in tls.Client before AUTH
+		// (conn.go:243-276), clones this config and keeps its ServerName (:248-257).
+		cfg, err := e.t.tlsConfig(addr)
+		if err != nil {
+			return nil, enginef("connect to %s: TLS: %v", addr, err)
+		}
+		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(cfg),
+			redis.DialTLSHandshakeTimeout(dialTimeout))
+	}
 	c, err := redis.Dial("tcp", addr, opts...)
 	if err != nil {
-		if re, ok := err.(redis.Error); ok {
-			return nil, enginef("connect to %s: %s", addr, string(re))
-		}
-		return nil, enginef("connect to %s: %v", addr, err)
+		return nil, e.t.dialError(addr, err)
 	}
 	e.conns[addr] = c
 	return c, nil

@@ -75,13 +75,14 @@ func TestSeamOnlySeamSpellsTheKeySchema(t *testing.T) {
 
 // Client features that re-send, re-dial or EVAL behind the caller's back (R4.9, R4.16).
 var forbidden = map[string]string{
-	"redis.Pool":          "a pool re-dials on Get (redigo pool.go), a silent reconnect without the fence",
-	"redis.NewScript":     "redis.Script.Do falls back to EVAL on NOSCRIPT (redigo script.go:67-70)",
-	"redis.DialURL":       "DialURL accepts rediss:// and other forms SPEC refuses; ParseTarget owns the url",
-	"redisc.RetryConn":    "RetryConn closes and re-dials connections on redirects (redisc retry_conn.go)",
-	"redisc.Cluster":      "a Cluster re-dials per command and refreshes in a background goroutine (redisc cluster.go)",
-	"redisc.BindConn":     "needs a redisc.Cluster (see above)",
-	"redisc.ReadOnlyConn": "never read from a replica (R8.1)",
+	"redis.Pool":              "a pool re-dials on Get (redigo pool.go), a silent reconnect without the fence",
+	"redis.NewScript":         "redis.Script.Do falls back to EVAL on NOSCRIPT (redigo script.go:67-70)",
+	"redis.DialURL":           "DialURL accepts url forms SPEC refuses (a query, a bad /db); ParseTarget owns the url",
+	"redis.DialTLSSkipVerify": "verification is never switched off (R10.3, R10.4)",
+	"redisc.RetryConn":        "RetryConn closes and re-dials connections on redirects (redisc retry_conn.go)",
+	"redisc.Cluster":          "a Cluster re-dials per command and refreshes in a background goroutine (redisc cluster.go)",
+	"redisc.BindConn":         "needs a redisc.Cluster (see above)",
+	"redisc.ReadOnlyConn":     "never read from a replica (R8.1)",
 }
 
 func TestSeamUsesNoForbiddenClientFeature(t *testing.T) {
@@ -120,5 +121,33 @@ func TestSeamNeverSendsEVAL(t *testing.T) {
 func TestSeamFileExists(t *testing.T) {
 	if _, err := os.Stat(seamFile); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TLS options live in the seam too (R4.15, SPEC §10): only seam.go imports crypto/tls and
+// crypto/x509 (tests aside), and no source file names a way to skip verification (tls_test.go
+// reads InsecureSkipVerify only to check that it is false).
+func TestSeamOwnsTLSAndNeverSkipsVerification(t *testing.T) {
+	for _, path := range goFiles(t) {
+		f := parseFile(t, path)
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		if path != seamFile {
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); p == "crypto/tls" || p == "crypto/x509" {
+					t.Errorf("%s imports %s: TLS options belong in %s", path, p, seamFile)
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok {
+				switch id.Name {
+				case "InsecureSkipVerify", "DialTLSSkipVerify":
+					t.Errorf("%s names %s: certificate verification is never switched off", path, id.Name)
+				}
+			}
+			return true
+		})
 	}
 }

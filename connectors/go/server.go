@@ -172,9 +172,20 @@ func (s *Server) connect(req *Request) (interface{}, *WireError) {
 	if err != nil {
 		return nil, err
 	}
+	caFile, hasCA, err := req.OptString("ca_file")
+	if err != nil {
+		return nil, err
+	}
 	t, err := ParseTarget(url, cluster)
 	if err != nil {
 		return nil, err
+	}
+	// R10.1: ca_file needs rediss://; it is read (and must hold a certificate) before anything is
+	// dialled, so a bad one is invalid with nothing sent.
+	if hasCA {
+		if err := t.LoadCAFile(caFile); err != nil {
+			return nil, err
+		}
 	}
 	if old, ok := s.sessions[name]; ok {
 		old.Close()

@@ -156,6 +156,19 @@ func (r *Request) OptBool(name string) (bool, *WireError) {
 	return b, nil
 }
 
+// OptString reads an optional string (absent or null: "", false).
+func (r *Request) OptString(name string) (string, bool, *WireError) {
+	v, ok := r.raw(name)
+	if !ok {
+		return "", false, nil
+	}
+	var s string
+	if bytes.TrimSpace(v)[0] != '"' || json.Unmarshal(v, &s) != nil {
+		return "", true, invalidf("%s must be a string", name)
+	}
+	return s, true, nil
+}
+
 // OptStrings reads an optional array of strings: absent is (nil, false); null is invalid, the
 // field is absent or a list (§7).
 func (r *Request) OptStrings(name string) ([]string, bool, *WireError) {

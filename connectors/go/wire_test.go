@@ -151,7 +151,8 @@ func TestValidation(t *testing.T) {
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":["q",1]}`,
 		`{"seq":1,"cmd":"batch","session":"w","queue":"q","n":1,"depth":1,"payload":"x","queues":[` + strings.Repeat(`"q",`, 64) + `"q"]}`,
 		`{"seq":1,"cmd":"disconnect","session":"w"}`,
-		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://127.0.0.1:1/0"}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/0","ca_file":"/nonexistent/ca.pem"}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://127.0.0.1:1/0","ca_file":"/nonexistent/ca.pem"}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"unix:///tmp/x.sock"}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/x"}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/2","cluster":true}`,
@@ -215,7 +216,11 @@ func TestParseTarget(t *testing.T) {
 	if _, err := ParseTarget("redis://:pw@127.0.0.1:6390/0", true); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"http://h:1", "redis://", "redis://h:99999", "redis://h:1/-1", "redis://h:1/a", "redis://h:1/0?x=1"} {
+	tg, err = ParseTarget("rediss://:pw@localhost:6390/2", false)
+	if err != nil || !tg.TLS || tg.Addr != "localhost:6390" || tg.Host != "localhost" || tg.DB != 2 {
+		t.Fatalf("%+v %v", tg, err)
+	}
+	for _, bad := range []string{"http://h:1", "redis://", "rediss://", "unix:///tmp/x", "valkeys://h:1", "redis://h:99999", "redis://h:1/-1", "redis://h:1/a", "redis://h:1/0?x=1"} {
 		if _, err := ParseTarget(bad, false); err == nil || err.Kind != KindInvalid {
 			t.Errorf("%s accepted", bad)
 		}
