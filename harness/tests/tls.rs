@@ -59,3 +59,51 @@ fn a_connector_without_tls_is_not_certified_on_tls_and_judged_without() {
     );
     assert!(!text.contains("TLS not certified"), "{text}");
 }
+
+/// A TLS engine in a container (the run's certificates mounted) and as a binary: the reference
+/// connector works over `rediss://`, and a connection that begins in plaintext is recorded by
+/// the front with its first bytes (R10.2), never forwarded.
+#[test]
+fn both_tls_engines_take_rediss_and_see_a_plaintext_first_byte() {
+    use emq::connector::Verbs;
+    use std::io::{Read, Write};
+    let name = emq::engine::named::EngineName::resolve("valkey-9.1-tls")
+        .unwrap_or_else(|e| panic!("{e} (run ci/provision)"));
+    let mut kinds = vec![emq::engine::EngineChoice::Binary];
+    if name
+        .image
+        .as_deref()
+        .is_some_and(emq::engine::container::available)
+    {
+        kinds.push(emq::engine::EngineChoice::Container);
+    } else {
+        assert!(!emq::settings::in_ci(), "CI builds the TLS image");
+    }
+    let bundle = common::bundle();
+    for kind in kinds {
+        let opts = emq::cmd::matrix::engine_options(&name, kind);
+        let engine = emq::engine::Engine::start(&opts).expect("a TLS engine");
+        let target = engine.target(7);
+        assert!(target.url.starts_with("rediss://"), "{target:?}");
+        assert!(target.ca_file.is_some());
+        let mut c = emq::connector::reference::Reference::boxed(&bundle);
+        c.connect("s", &target)
+            .expect("rediss:// with the run's CA");
+        let id = c
+            .enqueue("s", "q", "over tls", 0)
+            .expect("an enqueue over TLS");
+        assert!(id.starts_with('j'), "{id}");
+        let port = emq::protocol::url::EngineUrl::parse(&target.url)
+            .unwrap()
+            .port
+            .unwrap();
+        let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        plain.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        let mut buf = [0u8; 16];
+        // The front closes it: end of file (or a reset), never a reply.
+        assert!(matches!(plain.read(&mut buf), Ok(0) | Err(_)), "{kind:?}");
+        let seen = engine.tls().unwrap().take_plaintext();
+        assert_eq!(seen.len(), 1, "{kind:?}: {seen:?}");
+        assert!(seen[0].describe().contains("PING"), "{:?}", seen[0]);
+    }
+}
