@@ -170,13 +170,24 @@ class _TLSConnection(redis.connection.SSLConnection):
         except ssl.SSLCertVerificationError as e:
             sock.close()
             trusted = f"the CAs of {self.emq_tls.ca_file}" if self.emq_tls.ca_file else "the system's trust store"
+            why = (e.verify_message or str(e)).rstrip(".")
+            # Two args: redis-py words it "Error <args[0]> connecting to <host:port>. <args[1]>."
+            # (format_error_message, redis/utils.py:307), and the wire carries that as kind engine.
             raise OSError(
-                f"TLS: the server's certificate was refused ({e.verify_message}; verified against "
-                f"{trusted} for host {self.host!r})"
+                "in the TLS handshake",
+                f"The server's certificate was refused: {why} (trusting {trusted} only; host name {self.host!r})",
             ) from None
         except ssl.SSLError as e:
             sock.close()
-            raise OSError(f"TLS handshake failed: {e}") from None
+            raise OSError("in the TLS handshake", f"TLS failed: {e}") from None
+        except TimeoutError:
+            # e.g. a plaintext server, which waits for a RESP line the ClientHello never ends:
+            # say so, rather than redis-py's bare "Timeout connecting to server"
+            sock.close()
+            raise OSError(
+                "in the TLS handshake",
+                f"TLS: no handshake answer within {self.socket_connect_timeout}s (is {self.port} a TLS port?)",
+            ) from None
         except BaseException:
             sock.close()
             raise
