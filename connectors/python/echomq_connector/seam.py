@@ -20,10 +20,12 @@ from __future__ import annotations
 import copy
 import inspect
 import os
+import socket
 import ssl
 import sys
 import warnings
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import redis
 import redis.connection
@@ -132,6 +134,25 @@ class TLS:
             if context.cert_store_stats().get("x509", 0) == 0:
                 raise Invalid(f"ca_file {ca_file!r} holds no certificate")
         self.context = context
+        # (address, port) -> the host name to verify there, for the names redis-py's cluster client
+        # replaces by an address: ClusterNode.__init__ turns the host "localhost" into
+        # socket.gethostbyname("localhost") (redis-py 8.1.0 redis/cluster.py:2146-2147, also
+        # NodesManager.get_node, cluster.py:2308), so a node the url, the slot map or a redirect
+        # names `localhost` is dialled as 127.0.0.1, and its certificate (SAN DNS:localhost, no IP)
+        # would be checked against an address it does not name. R10.4 wants the name the slot map
+        # gives: `note` records it, `server_name` gives it back at the handshake. A name that is
+        # not replaced (any other host) is checked as is; nothing here ever skips the check.
+        self._names: dict[tuple[str, int], str] = {}
+
+    def note(self, host: str, port: int) -> None:
+        """The url, the slot map or a redirect named `host:port`: verify that name there."""
+        if host == "localhost":
+            self._names[(socket.gethostbyname(host), int(port))] = host
+        else:
+            self._names.pop((host, int(port)), None)  # named by its address: checked as the address
+
+    def server_name(self, host: str, port: int) -> str:
+        return self._names.get((host, int(port)), host)
 
     def connection_class(self) -> type:
         """A redis-py connection class bound to this session's context (a class attribute, not a
@@ -162,9 +183,11 @@ class _TLSConnection(redis.connection.SSLConnection):
 
     def _connect(self):  # type: ignore[override]
         sock = redis.connection.Connection._connect(self)  # plain TCP: socket, connect, timeouts
+        name = self.host
         try:
             sock.settimeout(self.socket_connect_timeout)  # the handshake is part of connecting
-            tls_sock = self.emq_tls.context.wrap_socket(sock, server_hostname=self.host)
+            name = self.emq_tls.server_name(self.host, self.port)  # the host itself, but see TLS.note
+            tls_sock = self.emq_tls.context.wrap_socket(sock, server_hostname=name)
             tls_sock.settimeout(self.socket_timeout)
             return tls_sock
         except ssl.SSLCertVerificationError as e:
@@ -175,7 +198,7 @@ class _TLSConnection(redis.connection.SSLConnection):
             # (format_error_message, redis/utils.py:307), and the wire carries that as kind engine.
             raise OSError(
                 "in the TLS handshake",
-                f"The server's certificate was refused: {why} (trusting {trusted} only; host name {self.host!r})",
+                f"The server's certificate was refused: {why} (trusting {trusted} only; host name {name!r})",
             ) from None
         except ssl.SSLError as e:
             sock.close()
@@ -599,6 +622,12 @@ class ClusterSession(Session):
         self._fencing = False  # a fence read (or the slot map read before one) is under way
         self._nodes_opened: set[tuple[str, int]] = set()  # (host, port) the session opened a connection to
 
+    def _remap(self, address: tuple[str, int]) -> tuple[str, int]:
+        """address_remap: changes nothing; notes the host name the slot map gives (TLS.note)."""
+        if self.tls is not None:
+            self.tls.note(*address)
+        return address
+
     def _on_node_connection(self, conn: Any) -> None:
         """redis-py calls this for every connection the session opens, on any node, before it sends
         anything of ours. One opened once the session is open (a replacement for a connection the
@@ -638,6 +667,12 @@ class ClusterSession(Session):
             # every replacement connection.
             url = "redis://" + url[len("rediss://") :]
             knobs.update(self.tls.redis_kwargs())
+            # R10.4: the names the url and the slot map give are the names checked (TLS.note):
+            # address_remap sees every host of CLUSTER SLOTS before ClusterNode turns `localhost`
+            # into an address (NodesManager.initialize, cluster.py:2729 and 2742).
+            seed = urlsplit(url)
+            self.tls.note(seed.hostname or "", seed.port or 6379)
+            knobs["address_remap"] = self._remap
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # cluster_error_retry_attempts, lib_name: deprecated
@@ -753,6 +788,8 @@ class ClusterSession(Session):
     def _node_at(self, host: str, port: int) -> Any:
         from redis.cluster import ClusterNode
 
+        if self.tls is not None:
+            self.tls.note(host, port)  # the name the redirect gives is the name checked (R10.4)
         node = self.client.nodes_manager.get_node(host=host, port=port)
         if node is None:
             node = next((n for n in self._extra_nodes if n.host == host and n.port == port), None)
@@ -764,6 +801,8 @@ class ClusterSession(Session):
     def _moved(self, e: AskError) -> None:
         """MOVED: the slot has a new owner; patch the slot map (redis-py >= 6), else refresh it."""
         nm = self.client.nodes_manager
+        if self.tls is not None:
+            self.tls.note(e.host, e.port)  # the name the redirect gives is the name checked (R10.4)
         if isinstance(e, MovedError) and hasattr(nm, "move_slot"):
             nm.move_slot(e)
         else:

@@ -272,6 +272,23 @@ class TlsContext(unittest.TestCase):
                     with self.assertRaises(Invalid):
                         seam.TLS(path)
 
+    def test_cluster_names_are_checked_as_given(self):
+        """redis-py's ClusterNode dials `localhost` as its address; the name checked stays the name
+        the url, slot map or redirect gave (R10.4), and an address stays an address."""
+        import socket
+
+        from echomq_connector import seam
+
+        tls = seam.TLS(None)
+        ip = socket.gethostbyname("localhost")
+        self.assertEqual(tls.server_name(ip, 7000), ip)
+        tls.note("localhost", 7000)
+        self.assertEqual(tls.server_name(ip, 7000), "localhost")
+        self.assertEqual(tls.server_name(ip, 7001), ip)
+        self.assertEqual(tls.server_name("node-1.example", 7000), "node-1.example")
+        tls.note(ip, 7000)  # the slot map names the address now: the address is checked
+        self.assertEqual(tls.server_name(ip, 7000), ip)
+
     def test_no_ca_file_is_the_system_store(self):
         import ssl
 
