@@ -659,7 +659,7 @@ class ClusterSession(Session):
         url = self.url
         if self.tls is not None:
             # rediss:// (SPEC §10, R10.2): RedisCluster.__init__ does `kwargs.update(parse_url(url))`
-            # (redis/cluster.py:833-843), and parse_url says connection_class=SSLConnection for
+            # (redis/cluster.py:833, :844), and parse_url says connection_class=SSLConnection for
             # rediss:// (connection.py:2384-2385), which would replace ours. So the seed url goes in
             # as redis:// and TLS comes from `connection_class` alone: NodesManager hands it to
             # every node's pool (cleanup_kwargs keeps it, cluster.py:274; create_redis_node,
