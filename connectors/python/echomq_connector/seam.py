@@ -20,11 +20,15 @@ from __future__ import annotations
 import copy
 import inspect
 import os
+import socket
+import ssl
 import sys
 import warnings
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import redis
+import redis.connection
 from redis.backoff import NoBackoff, default_backoff
 from redis.crc import key_slot
 from redis.exceptions import AskError, MovedError, NoScriptError, RedisClusterException, RedisError, ResponseError
@@ -94,6 +98,129 @@ def _client_default_retry() -> Retry:
     return Retry(default_backoff(), 3)  # redis-py 5: Redis() had no retry default; its usual one
 
 
+# ---------------------------------------------------------------------------------------------
+# TLS (SPEC §10): a rediss:// session speaks TLS on every connection it opens, from the first byte.
+
+
+class TLS:
+    """The TLS settings of one rediss:// session: `ca_file` (None: the system's trust store) and
+    the ssl.SSLContext built from it once, at connect, before anything is dialled.
+
+    The context is ours, not redis-py's: redis-py's SSLConnection._wrap_socket_with_ssl (8.1.0,
+    redis/connection.py:2174) starts from `ssl.create_default_context()`, which loads the system's
+    trust store (`load_default_certs`) whenever it is called without a CA, and only then adds
+    `ssl_ca_certs` (connection.py:2189-2196): the session would trust every system CA as well as
+    ca_file, which R10.1 forbids. So `connection_class` below wraps the socket with this context
+    instead: PROTOCOL_TLS_CLIENT (CERT_REQUIRED and check_hostname=True, Python's own defaults for
+    that protocol), holding ca_file's certificates only (or the system's store when there is no
+    ca_file, as production does). Verification is never switched off, and there is no plaintext
+    fallback: a handshake that fails is a connection error (kind engine)."""
+
+    def __init__(self, ca_file: str | None):
+        self.ca_file = ca_file
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.verify_mode = ssl.CERT_REQUIRED  # the protocol's default, said out loud
+        context.check_hostname = True  # the url's host (or the node's host name) must be named
+        if ca_file is None:
+            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        else:
+            # R10.1: a ca_file that cannot be read or holds no certificate is invalid; nothing is
+            # dialled (this runs before any session is made or replaced).
+            try:
+                context.load_verify_locations(cafile=ca_file)
+            except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+                reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
+                raise Invalid(f"ca_file {ca_file!r} cannot be used: {reason}") from None
+            if context.cert_store_stats().get("x509", 0) == 0:
+                raise Invalid(f"ca_file {ca_file!r} holds no certificate")
+        self.context = context
+        # (address, port) -> the host name to verify there, for the names redis-py's cluster client
+        # replaces by an address: ClusterNode.__init__ turns the host "localhost" into
+        # socket.gethostbyname("localhost") (redis-py 8.1.0 redis/cluster.py:2146-2147, also
+        # NodesManager.get_node, cluster.py:2308), so a node the url, the slot map or a redirect
+        # names `localhost` is dialled as 127.0.0.1, and its certificate (SAN DNS:localhost, no IP)
+        # would be checked against an address it does not name. R10.4 wants the name the slot map
+        # gives: `note` records it, `server_name` gives it back at the handshake. A name that is
+        # not replaced (any other host) is checked as is; nothing here ever skips the check.
+        self._names: dict[tuple[str, int], str] = {}
+
+    def note(self, host: str, port: int) -> None:
+        """The url, the slot map or a redirect named `host:port`: verify that name there."""
+        if host == "localhost":
+            self._names[(socket.gethostbyname(host), int(port))] = host
+        else:
+            self._names.pop((host, int(port)), None)  # named by its address: checked as the address
+
+    def server_name(self, host: str, port: int) -> str:
+        return self._names.get((host, int(port)), host)
+
+    def connection_class(self) -> type:
+        """A redis-py connection class bound to this session's context (a class attribute, not a
+        constructor keyword: RedisCluster passes node clients only the keywords of its
+        REDIS_ALLOWED_KEYS, redis/cluster.py:274, and `connection_class` is one of them)."""
+        return type("EmqTLSConnection", (_TLSConnection,), {"emq_tls": self})
+
+    def redis_kwargs(self) -> dict:
+        """What a rediss:// client of the session is built with. `connection_class` does the TLS; the
+        ssl_* knobs say the same thing to redis-py (and are what its own SSLConnection would use):
+        verification required, the host name checked (redis-py 8.1.0 defaults ssl_check_hostname to
+        True, connection.py:2081; redis-py 5 defaulted it to False), ca_file as the CA file."""
+        return {
+            "connection_class": self.connection_class(),
+            "ssl_cert_reqs": "required",
+            "ssl_check_hostname": True,
+            "ssl_ca_certs": self.ca_file,
+        }
+
+
+class _TLSConnection(redis.connection.SSLConnection):
+    """redis-py's SSLConnection with the session's own context (see TLS). Every connection the
+    session's pool (or a cluster node's pool) opens, a reconnect included, is an instance of this
+    class and goes through `_connect`: the TCP socket, then the TLS handshake, before redis-py
+    sends a byte (AUTH/SELECT and the fence read come after, in `connect_check_health`)."""
+
+    emq_tls: TLS
+
+    def _connect(self):  # type: ignore[override]
+        sock = redis.connection.Connection._connect(self)  # plain TCP: socket, connect, timeouts
+        name = self.host
+        try:
+            sock.settimeout(self.socket_connect_timeout)  # the handshake is part of connecting
+            name = self.emq_tls.server_name(self.host, self.port)  # the host itself, but see TLS.note
+            tls_sock = self.emq_tls.context.wrap_socket(sock, server_hostname=name)
+            tls_sock.settimeout(self.socket_timeout)
+            return tls_sock
+        except ssl.SSLCertVerificationError as e:
+            sock.close()
+            trusted = f"the CAs of {self.emq_tls.ca_file}" if self.emq_tls.ca_file else "the system's trust store"
+            why = (e.verify_message or str(e)).rstrip(".")
+            # Two args: redis-py words it "Error <args[0]> connecting to <host:port>. <args[1]>."
+            # (format_error_message, redis/utils.py:307), and the wire carries that as kind engine.
+            raise OSError(
+                "in the TLS handshake",
+                f"The server's certificate was refused: {why} (trusting {trusted} only; host name {name!r})",
+            ) from None
+        except ssl.SSLError as e:
+            sock.close()
+            raise OSError("in the TLS handshake", f"TLS failed: {e}") from None
+        except TimeoutError:
+            # e.g. a plaintext server, which waits for a RESP line the ClientHello never ends:
+            # say so, rather than redis-py's bare "Timeout connecting to server"
+            sock.close()
+            raise OSError(
+                "in the TLS handshake",
+                f"TLS: no handshake answer within {self.socket_connect_timeout}s (is {self.port} a TLS port?)",
+            ) from None
+        except BaseException:
+            sock.close()
+            raise
+
+
+def tls_for(url: str, ca_file: str | None) -> TLS | None:
+    """The TLS settings of a session on `url` (validated): None for redis://."""
+    return TLS(ca_file) if url.startswith("rediss://") else None
+
+
 class _FenceRejected(RedisError):
     """Raised inside redis-py's connect path so redis-py drops the socket; mapped to FenceError."""
 
@@ -158,9 +285,10 @@ def _s(value: Any) -> str:
 class Session:
     """One engine connection (one redis-py client whose pool holds at most one connection)."""
 
-    def __init__(self, bundle: Bundle, url: str):
+    def __init__(self, bundle: Bundle, url: str, tls: TLS | None = None):
         self.bundle = bundle
         self.url = url
+        self.tls = tls  # rediss://: every connection of the session speaks TLS (SPEC §10)
         self._client: redis.Redis | None = None
 
     # ----------------------------------------------------------------------------- connect
@@ -242,6 +370,10 @@ class Session:
                     socket_timeout=SOCKET_TIMEOUT_S,
                     socket_connect_timeout=CONNECT_TIMEOUT_S,
                     redis_connect_func=self._on_new_connection,
+                    # rediss:// (SPEC §10): ConnectionPool.from_url keeps a given connection_class
+                    # over the url's SSLConnection (redis/connection.py:2961-2962) and builds every
+                    # connection of the pool, replacements included, from it.
+                    **(self.tls.redis_kwargs() if self.tls else {}),
                 )
         except (ValueError, TypeError) as e:
             raise Invalid(f"url: {e}") from None
@@ -481,14 +613,20 @@ class ClusterSession(Session):
         this a killed connection's replacement would send a script before any fence read (R3.1).
     """
 
-    def __init__(self, bundle: Bundle, url: str):
-        super().__init__(bundle, url)
+    def __init__(self, bundle: Bundle, url: str, tls: TLS | None = None):
+        super().__init__(bundle, url, tls)
         self._cluster: Any = None
         self._stale = False  # a connection of this session failed: refresh the map, re-read the fence
         self._extra_nodes: list[Any] = []  # ASK targets outside the slot map (closed with the session)
         self._open_done = False  # the connect's own fence read is done
         self._fencing = False  # a fence read (or the slot map read before one) is under way
         self._nodes_opened: set[tuple[str, int]] = set()  # (host, port) the session opened a connection to
+
+    def _remap(self, address: tuple[str, int]) -> tuple[str, int]:
+        """address_remap: changes nothing; notes the host name the slot map gives (TLS.note)."""
+        if self.tls is not None:
+            self.tls.note(*address)
+        return address
 
     def _on_node_connection(self, conn: Any) -> None:
         """redis-py calls this for every connection the session opens, on any node, before it sends
@@ -518,11 +656,28 @@ class ClusterSession(Session):
 
         # The default retry is kept only in the broken-on-purpose double (CLUSTER_RETRY).
         knobs = {} if CLUSTER_RETRY else {"cluster_error_retry_attempts": 0}  # see the class docstring
+        url = self.url
+        if self.tls is not None:
+            # rediss:// (SPEC §10, R10.2): RedisCluster.__init__ does `kwargs.update(parse_url(url))`
+            # (redis/cluster.py:833, :844), and parse_url says connection_class=SSLConnection for
+            # rediss:// (connection.py:2384-2385), which would replace ours. So the seed url goes in
+            # as redis:// and TLS comes from `connection_class` alone: NodesManager hands it to
+            # every node's pool (cleanup_kwargs keeps it, cluster.py:274; create_redis_node,
+            # cluster.py:2518-2523), the seed, the nodes of the slot map, redirect targets and
+            # every replacement connection.
+            url = "redis://" + url[len("rediss://") :]
+            knobs.update(self.tls.redis_kwargs())
+            # R10.4: the names the url and the slot map give are the names checked (TLS.note):
+            # address_remap sees every host of CLUSTER SLOTS before ClusterNode turns `localhost`
+            # into an address (NodesManager.initialize, cluster.py:2729 and 2742).
+            seed = urlsplit(url)
+            self.tls.note(seed.hostname or "", seed.port or 6379)
+            knobs["address_remap"] = self._remap
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # cluster_error_retry_attempts, lib_name: deprecated
                 client = RedisCluster.from_url(
-                    self.url,
+                    url,
                     protocol=2,
                     decode_responses=False,
                     **knobs,
@@ -633,6 +788,8 @@ class ClusterSession(Session):
     def _node_at(self, host: str, port: int) -> Any:
         from redis.cluster import ClusterNode
 
+        if self.tls is not None:
+            self.tls.note(host, port)  # the name the redirect gives is the name checked (R10.4)
         node = self.client.nodes_manager.get_node(host=host, port=port)
         if node is None:
             node = next((n for n in self._extra_nodes if n.host == host and n.port == port), None)
@@ -644,6 +801,8 @@ class ClusterSession(Session):
     def _moved(self, e: AskError) -> None:
         """MOVED: the slot has a new owner; patch the slot map (redis-py >= 6), else refresh it."""
         nm = self.client.nodes_manager
+        if self.tls is not None:
+            self.tls.note(e.host, e.port)  # the name the redirect gives is the name checked (R10.4)
         if isinstance(e, MovedError) and hasattr(nm, "move_slot"):
             nm.move_slot(e)
         else:

@@ -109,18 +109,39 @@ def session_name(req: dict) -> str:
 
 def url(req: dict) -> str:
     value = text(req, "url", allow_empty=False)
-    # SPEC §5: one url rule for every connector; rediss:// and unix:// are refused like any other scheme.
-    if not value.startswith("redis://"):
-        raise Invalid("url must be redis://[:password@]host:port[/db]")
+    # SPEC §5: one url rule for every connector: redis://, or rediss:// over TLS (§10, R10.1);
+    # unix:// and every other scheme are refused.
+    if not value.startswith(("redis://", "rediss://")):
+        raise Invalid("url must be redis://[:password@]host:port[/db] or rediss://[:password@]host:port[/db]")
     # SPEC §5: a port and a /db are decimal integers (redis-py would ignore a bad /db and connect).
     try:
         parts = urlsplit(value)
         parts.port  # raises ValueError on a non-numeric or out-of-range port
     except ValueError:
-        raise Invalid("url must be redis://[:password@]host:port[/db]: bad port") from None
+        raise Invalid("url must be redis[s]://[:password@]host:port[/db]: bad port") from None
     db = parts.path.lstrip("/")
     if db and not (db.isascii() and db.isdigit()):
         raise Invalid(f"url database must be a decimal integer, not {db!r}")
+    return value
+
+
+def is_tls(url_value: str) -> bool:
+    """SPEC §10: a rediss:// url (already validated by `url`) is a session over TLS."""
+    return url_value.startswith("rediss://")
+
+
+def ca_file(req: dict, url_value: str) -> str | None:
+    """R10.1: the optional `ca_file` of `connect`, a path (a non-empty string) that goes with a
+    rediss:// url only; absent = None (a rediss:// session then trusts the system's store). Whether
+    the file can be read and holds a certificate is checked by the seam (seam.TLS), which builds
+    the session's TLS context from it, still before anything is dialled."""
+    if "ca_file" not in req:
+        return None
+    value = text(req, "ca_file", allow_empty=False)
+    if "\0" in value:
+        raise Invalid("ca_file must not contain a NUL byte")
+    if not is_tls(url_value):
+        raise Invalid("ca_file goes with a rediss:// url only (SPEC R10.1)")
     return value
 
 

@@ -111,13 +111,18 @@ class Connector:
     def connect(self, req: dict) -> dict:
         name = v.session_name(req)
         url = v.url(req)
+        ca_file = v.ca_file(req, url)
         cluster = v.cluster_flag(req)
         if cluster:
             url = v.cluster_url(url)
+        # rediss:// (SPEC §10): the TLS context is built here, before anything is dialled and before
+        # an old session of that name is closed: an unreadable ca_file, or one with no certificate,
+        # is invalid (R10.1).
+        tls = seam.tls_for(url, ca_file)
         old = self.sessions.pop(name, None)
         if old is not None:
             old.close()
-        s = ClusterSession(self.bundle, url) if cluster else Session(self.bundle, url)
+        s = ClusterSession(self.bundle, url, tls) if cluster else Session(self.bundle, url, tls)
         s.open()  # reads (and if absent installs) the fence before anything else
         self.sessions[name] = s
         return {}

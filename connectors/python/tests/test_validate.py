@@ -110,12 +110,12 @@ class Dispatch(unittest.TestCase):
         calls = self.calls
 
         class Single(_Spy):
-            def __init__(self, bundle, url):
-                super().__init__(calls, url)
+            def __init__(self, bundle, url, tls=None):
+                super().__init__(calls, url, tls)
 
         class Cluster(_Spy):
-            def __init__(self, bundle, url):
-                super().__init__(calls, url)
+            def __init__(self, bundle, url, tls=None):
+                super().__init__(calls, url, tls)
 
         self._saved = wire.Session, wire.ClusterSession
         wire.Session, wire.ClusterSession = Single, Cluster
@@ -164,10 +164,6 @@ class Dispatch(unittest.TestCase):
         self.assertEqual(self.calls, [("batch", "a", 3, 2, "x", None), ("batch", "a", 3, 2, "x", ["a", "b"])])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 @unittest.skipIf(wire is None, "redis-py is not installed")
 class OversizeReply(unittest.TestCase):
     """R5.11 and R5.6: a reply over 16 MiB is kind internal naming its size; one that fits is kept."""
@@ -181,3 +177,183 @@ class OversizeReply(unittest.TestCase):
         self.assertEqual(over["error"]["kind"], "internal")
         self.assertIn("16777217-byte line", over["error"]["message"])
         self.assertEqual(over["seq"], 1)
+
+
+def _ca_pem(directory: str) -> str:
+    """A self-signed CA certificate in PEM (openssl, else skip): what a harness ca_file holds."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        raise unittest.SkipTest("openssl is not installed")
+    key, cert = f"{directory}/ca.key", f"{directory}/ca.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+         "-days", "1", "-subj", "/CN=emq test CA", "-addext", "basicConstraints=critical,CA:TRUE"],
+        check=True, capture_output=True,
+    )
+    return cert
+
+
+class TlsUrlAndCaFile(unittest.TestCase):
+    """SPEC §5's url rule and R10.1: rediss:// is accepted; ca_file goes with rediss:// only."""
+
+    def test_rediss_urls_are_accepted(self):
+        for good in ("rediss://:pw@localhost:6380/0", "rediss://localhost:6380", "rediss://:pw@localhost:6380/3"):
+            with self.subTest(url=good):
+                self.assertEqual(v.url({"url": good}), good)
+                self.assertTrue(v.is_tls(good))
+        self.assertFalse(v.is_tls("redis://:pw@localhost:6379/0"))
+
+    def test_other_schemes_and_bad_rediss_urls_are_invalid(self):
+        for bad in ("unix:///tmp/v.sock", "http://localhost:6379/0", "redis+tls://localhost:1/0", "valkeys://localhost:1/0",
+                    "rediss://localhost:notaport/0", "rediss://localhost:6380/x", "REDISS//localhost:1"):
+            with self.subTest(url=bad):
+                with self.assertRaises(Invalid):
+                    v.url({"url": bad})
+
+    def test_ca_file_with_rediss_is_accepted(self):
+        url = "rediss://:pw@localhost:6380/0"
+        self.assertEqual(v.ca_file({"url": url, "ca_file": "/tmp/ca.pem"}, url), "/tmp/ca.pem")
+        self.assertIsNone(v.ca_file({"url": url}, url))  # the system's store
+
+    def test_ca_file_with_redis_is_invalid(self):
+        url = "redis://:pw@127.0.0.1:6379/0"
+        with self.assertRaises(Invalid):
+            v.ca_file({"url": url, "ca_file": "/etc/ssl/certs/ca-certificates.crt"}, url)
+        self.assertIsNone(v.ca_file({"url": url}, url))
+
+    def test_ca_file_must_be_a_non_empty_string(self):
+        url = "rediss://localhost:6380/0"
+        for bad in ("", None, 5, True, ["/tmp/ca.pem"], {"path": "/tmp/ca.pem"}, "/tmp/ca\0.pem"):
+            with self.subTest(ca_file=bad):
+                with self.assertRaises(Invalid):
+                    v.ca_file({"ca_file": bad}, url)
+
+
+@unittest.skipIf(wire is None, "redis-py is not importable (run with the provisioned venv)")
+class TlsContext(unittest.TestCase):
+    """seam.TLS: the session's own TLS context, from ca_file only, verification and host name on."""
+
+    def test_a_ca_file_is_trusted_alone(self):
+        import ssl
+        import tempfile
+
+        from echomq_connector import seam
+
+        with tempfile.TemporaryDirectory() as d:
+            tls = seam.TLS(_ca_pem(d))
+        ctx = tls.context
+        self.assertEqual(ctx.verify_mode, ssl.CERT_REQUIRED)
+        self.assertTrue(ctx.check_hostname)
+        # only the CA of ca_file, not the system's store in addition (R10.1)
+        self.assertEqual(ctx.cert_store_stats()["x509_ca"], 1)
+        self.assertEqual(len(ctx.get_ca_certs()), 1)
+        kwargs = tls.redis_kwargs()
+        self.assertTrue(issubclass(kwargs["connection_class"], seam.redis.connection.SSLConnection))
+        self.assertIs(kwargs["connection_class"].emq_tls, tls)
+        self.assertEqual((kwargs["ssl_cert_reqs"], kwargs["ssl_check_hostname"]), ("required", True))
+
+    def test_unusable_ca_files_are_invalid(self):
+        import os
+        import tempfile
+
+        from echomq_connector import seam
+
+        with tempfile.TemporaryDirectory() as d:
+            empty, text, key = f"{d}/empty.pem", f"{d}/text.pem", f"{d}/only-key.pem"
+            open(empty, "w").close()
+            with open(text, "w") as f:
+                f.write("not a certificate\n")
+            _ca_pem(d)
+            os.rename(f"{d}/ca.key", key)  # a PEM file, but a private key: no certificate
+            for path in (f"{d}/missing.pem", d, empty, text, key):
+                with self.subTest(ca_file=path):
+                    with self.assertRaises(Invalid):
+                        seam.TLS(path)
+
+    def test_cluster_names_are_checked_as_given(self):
+        """redis-py's ClusterNode dials `localhost` as its address; the name checked stays the name
+        the url, slot map or redirect gave (R10.4), and an address stays an address."""
+        import socket
+
+        from echomq_connector import seam
+
+        tls = seam.TLS(None)
+        ip = socket.gethostbyname("localhost")
+        self.assertEqual(tls.server_name(ip, 7000), ip)
+        tls.note("localhost", 7000)
+        self.assertEqual(tls.server_name(ip, 7000), "localhost")
+        self.assertEqual(tls.server_name(ip, 7001), ip)
+        self.assertEqual(tls.server_name("node-1.example", 7000), "node-1.example")
+        tls.note(ip, 7000)  # the slot map names the address now: the address is checked
+        self.assertEqual(tls.server_name(ip, 7000), ip)
+
+    def test_no_ca_file_is_the_system_store(self):
+        import ssl
+
+        from echomq_connector import seam
+
+        ctx = seam.TLS(None).context
+        self.assertEqual(ctx.verify_mode, ssl.CERT_REQUIRED)
+        self.assertTrue(ctx.check_hostname)
+        self.assertIsNone(seam.tls_for("redis://localhost:6379/0", None))
+        self.assertIsNotNone(seam.tls_for("rediss://localhost:6380/0", None))
+
+
+@unittest.skipIf(wire is None, "redis-py is not importable (run with the provisioned venv)")
+class TlsDispatch(Dispatch):
+    """connect over the wire: a rediss:// url with ca_file reaches a session with its TLS; a ca_file
+    with redis://, or one that cannot be read, is invalid and no session is made (nothing dialled)."""
+
+    def test_rediss_with_ca_file_is_accepted(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            ca = _ca_pem(d)
+            url = "rediss://:pw@localhost:6380/0"
+            self.assertEqual(self.call(cmd="connect", session="a", url=url, ca_file=ca), {"seq": 1, "ok": {}})
+            self.assertEqual(self.call(cmd="connect", session="c", url="rediss://:pw@localhost:7000", ca_file=ca, cluster=True),
+                             {"seq": 1, "ok": {}})
+        news = [c for c in self.calls if c[0] == "new"]
+        self.assertEqual([c[1] for c in news], ["Single", "Cluster"])
+        for c in news:
+            self.assertEqual(c[3].ca_file, ca)  # the session got its TLS settings
+        plain = "redis://:pw@127.0.0.1:6379/0"
+        self.call(cmd="connect", session="p", url=plain)
+        self.assertIsNone(self.calls[-2][3])  # ("new", "Single", url, tls), then ("open",)
+
+    def test_ca_file_with_redis_is_invalid_and_sends_nothing(self):
+        reply = self.call(cmd="connect", session="a", url="redis://127.0.0.1:6379/0",
+                          ca_file="/etc/ssl/certs/ca-certificates.crt")
+        self.assertEqual(reply["error"]["kind"], "invalid", reply)
+        self.assertEqual(self.calls, [])
+
+    def test_unreadable_ca_file_is_invalid_without_dialling(self):
+        import tempfile
+
+        from echomq_connector import seam
+
+        dialled = []
+        saved = seam.redis.connection.Connection._connect
+        seam.redis.connection.Connection._connect = lambda conn: dialled.append(conn) or saved(conn)
+        try:
+            # an open session of that name stays as it was: the bad connect replaces nothing
+            self.call(cmd="connect", session="a", url="rediss://:pw@localhost:6380/0")
+            del self.calls[:]
+            with tempfile.TemporaryDirectory() as d:
+                open(f"{d}/empty.pem", "w").close()
+                for ca in (f"{d}/missing.pem", f"{d}/empty.pem", d):
+                    with self.subTest(ca_file=ca):
+                        reply = self.call(cmd="connect", session="a", url="rediss://:pw@localhost:6380/0", ca_file=ca)
+                        self.assertEqual(reply["error"]["kind"], "invalid", reply)
+                        self.assertIn("ca_file", reply["error"]["message"])
+        finally:
+            seam.redis.connection.Connection._connect = saved
+        self.assertEqual(self.calls, [])  # no session made, none closed
+        self.assertEqual(dialled, [])
+        self.assertIn("a", self.c.sessions)
+
+
+if __name__ == "__main__":
+    unittest.main()
