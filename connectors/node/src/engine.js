@@ -401,6 +401,23 @@ function slotOf(key) {
   return crc & 0x3fff;
 }
 
+/**
+ * CLUSTER NODES text -> [["ip:port", { host, port }]] for every node that announces a host name
+ * (its address field is "ip:port@cport,hostname[,aux=...]"); the others are left out.
+ */
+function clusterNodeHosts(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    const field = line.split(' ')[1];
+    if (!field) continue;
+    const [addr, hostname] = field.split(',');
+    const m = /^(.*):(\d+)(?:@\d+)?$/.exec(addr);
+    if (!m || !hostname || hostname.includes('=')) continue;
+    out.push([`${m[1]}:${m[2]}`, { host: hostname, port: Number(m[2]) }]);
+  }
+  return out;
+}
+
 /** The key a command is routed by: EVALSHA's first KEYS entry, else the first argument. */
 function routingKey(args) {
   return args[0] === 'EVALSHA' ? args[3] : args[1];
@@ -463,7 +480,25 @@ class ClusterEngineSession extends EngineSession {
     };
     if (parsed.username) defaults.username = decodeURIComponent(parsed.username);
     if (parsed.password) defaults.password = decodeURIComponent(parsed.password);
-    const cluster = createCluster({ rootNodes: [{ url }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS });
+    const options = { rootNodes: [{ url }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS };
+    if (parsed.protocol === 'rediss:') {
+      // R10.4: node-redis learns the nodes from CLUSTER NODES and dials each at its IP address
+      // (commands/CLUSTER_NODES transformNodeAddress drops the ",hostname" the engine announces),
+      // which no certificate names. nodeAddressMap (RedisClusterSlots #getNodeAddress, consulted
+      // for every node client it creates) gives it the host name instead, learnt here from the
+      // seed, so each node is dialled, and its certificate checked, by its announced name. A node
+      // with no name known stays at its address: its certificate check then fails (never skipped).
+      session.hosts = new Map();
+      session.tlsUrl = url;
+      session.tlsCa = ca;
+      try {
+        await session._learnHosts(null);
+      } catch (err) {
+        throw asEngineError(err?.socketError ?? err);
+      }
+      options.nodeAddressMap = (address) => session.hosts.get(address);
+    }
+    const cluster = createCluster(options);
     session.cluster = cluster;
     cluster.on('error', (err) => session._onClientError(err));
     try {
@@ -487,6 +522,38 @@ class ClusterEngineSession extends EngineSession {
   constructor(bundle, log) {
     super(bundle, log);
     this.cluster = null;
+    this.hosts = null; // rediss:// only: "ip:port" of CLUSTER NODES -> { host, port } announced
+  }
+
+  /**
+   * Reads CLUSTER NODES (from `client`, or from a connection of its own to the seed, over the
+   * session's TLS, closed before it returns) into this.hosts: each node's "ip:port" -> its
+   * announced host name ("ip:port@cport,hostname[,...]"), when it announces one.
+   */
+  async _learnHosts(client) {
+    let text;
+    if (client) {
+      text = await client.sendCommand(['CLUSTER', 'NODES']);
+    } else {
+      const { createClient } = loadRedis();
+      const seed = createClient({
+        url: this.tlsUrl,
+        disableOfflineQueue: true,
+        socket: {
+          connectTimeout: 5000,
+          reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+          ...tlsSocketOptions(this.tlsUrl, this.tlsCa),
+        },
+      });
+      seed.on('error', () => {});
+      try {
+        await seed.connect();
+        text = await seed.sendCommand(['CLUSTER', 'NODES']);
+      } finally {
+        if (seed.isOpen) await seed.disconnect().catch(() => {});
+      }
+    }
+    for (const [address, host] of clusterNodeHosts(String(text))) this.hosts.set(address, host);
   }
 
   /** Marks the session dead and closes every node client now (see the class comment). */
@@ -631,8 +698,19 @@ class ClusterEngineSession extends EngineSession {
     return results;
   }
 
-  /** One call through node-redis's cluster #execute (follows MOVED with a slot map refresh). */
-  _viaLibrary(args) {
+  /**
+   * One call through node-redis's cluster #execute (follows MOVED with a slot map refresh). Over
+   * TLS the announced host names are read again first (a MOVED or ASK may name a node not seen at
+   * connect), from the node that owns the call's slot.
+   */
+  async _viaLibrary(args) {
+    if (this.hosts) {
+      try {
+        await this._learnHosts(this._clientFor(args));
+      } catch (err) {
+        return { status: 'rejected', reason: err };
+      }
+    }
     return this.cluster.sendCommand(routingKey(args), false, args).then(
       (value) => ({ status: 'fulfilled', value }),
       (reason) => ({ status: 'rejected', reason }),
@@ -664,4 +742,4 @@ class ClusterEngineSession extends EngineSession {
 }
 
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions };
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts };

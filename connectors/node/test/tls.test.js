@@ -250,3 +250,18 @@ test('only the ca_file CAs are trusted, even with NODE_TLS_REJECT_UNAUTHORIZED=0
     await srv.close();
   }
 });
+
+test('a TLS cluster dials its nodes by the host names CLUSTER NODES announces (R10.4)', () => {
+  const { clusterNodeHosts } = require('../src/engine');
+  const text = [
+    'a1 127.0.0.1:21612@31612,localhost master - 0 1 2 connected 5461-10922',
+    'a2 127.0.0.1:21613@31613 master - 0 1 3 connected 10923-16383', // no name announced: left out
+    'a3 10.0.0.7:6380@16380,node-3.example,shard-id=ff myself,master - 0 0 1 connected 0-5460',
+    'a4 127.0.0.1:21614@31614,,shard-id=ee slave a1 0 1 2 connected',
+    '',
+  ].join('\n');
+  assert.deepEqual(clusterNodeHosts(text), [
+    ['127.0.0.1:21612', { host: 'localhost', port: 21612 }],
+    ['10.0.0.7:6380', { host: 'node-3.example', port: 6380 }],
+  ]);
+});
