@@ -11,18 +11,19 @@ const VERSION = '0.1.0';
 class Connector {
   /**
    * @param bundle the verified bundle (bundle.js)
-   * @param opts.open  (url, bundle, log, {cluster}) => Promise<engine session>; EngineSession.open,
-   *                   or ClusterEngineSession.open when cluster is true (SPEC §8), by default
+   * @param opts.open  (url, bundle, log, {cluster, ca}) => Promise<engine session>; EngineSession.open,
+   *                   or ClusterEngineSession.open when cluster is true (SPEC §8), by default; `ca`
+   *                   is the PEM certificates of connect's ca_file (R10.1), undefined without one
    * @param opts.log   (line) => void, for stderr
    */
   constructor(bundle, { open, log = () => {} } = {}) {
     this.bundle = bundle;
-    this.open = open || ((url, b, l, { cluster } = {}) => {
+    this.open = open || ((url, b, l, { cluster, ca } = {}) => {
       const engine = require('./engine');
-      return (cluster ? engine.ClusterEngineSession : engine.EngineSession).open(url, b, l);
+      return (cluster ? engine.ClusterEngineSession : engine.EngineSession).open(url, b, l, { ca });
     });
     this.log = log;
-    this.sessions = new Map(); // name -> {url, cluster, engine}
+    this.sessions = new Map(); // name -> {url, cluster, ca, engine}
   }
 
   hello(req) {
@@ -40,7 +41,7 @@ class Connector {
     if (cmd === 'hello') return this.hello(req);
     if (!Object.prototype.hasOwnProperty.call(VERBS, cmd)) throw unsupported(`unknown cmd ${JSON.stringify(cmd)}`);
     const { session, args } = validateVerb(cmd, req);
-    if (cmd === 'connect') return this.connect(session, args.url, args.cluster);
+    if (cmd === 'connect') return this.connect(session, args.url, args.cluster, args.ca);
     if (cmd === 'disconnect') return this.disconnect(session);
     const entry = this.sessions.get(session);
     if (!entry) throw invalid(`unknown session ${JSON.stringify(session)} (not connected)`);
@@ -49,12 +50,12 @@ class Connector {
     return this[cmd](engine, args);
   }
 
-  async connect(name, url, cluster = false) {
+  async connect(name, url, cluster = false, ca = undefined) {
     const old = this.sessions.get(name);
     this.sessions.delete(name);
     if (old && old.engine) old.engine.close();
-    const engine = await this.open(url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster });
-    this.sessions.set(name, { url, cluster, engine });
+    const engine = await this.open(url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster, ca });
+    this.sessions.set(name, { url, cluster, ca, engine });
     return {};
   }
 
@@ -71,7 +72,7 @@ class Connector {
     if (entry.engine && entry.engine.alive) return entry.engine;
     entry.engine = null;
     this.log(`[${name}] reconnecting`);
-    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster });
+    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster, ca: entry.ca });
     return entry.engine;
   }
 

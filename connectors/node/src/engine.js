@@ -16,9 +16,16 @@
 //     strategy (and a silent reconnect would also skip the fence check of SPEC §3).
 // A dead session is reconnected (fence read again) by the connector on its next verb, never by
 // node-redis, and the verb that saw the failure is reported as kind `engine`, not retried.
+//
+// TLS (SPEC §10, rediss://): the TLS options of every connection are made here (tlsSocketOptions),
+// see the comment there; the CA file of connect's ca_file is read here too (readCaFile).
 
+const fs = require('node:fs');
 const Module = require('node:module');
+const net = require('node:net');
 const path = require('node:path');
+const tls = require('node:tls');
+const { X509Certificate } = require('node:crypto');
 const { ConnectorError, engine: engineError, fence: fenceError } = require('./errors');
 
 const PREFIX = 'emq:';
@@ -79,6 +86,60 @@ function loadRedis() {
   return redisModule;
 }
 
+// ---- TLS (SPEC §10) ------------------------------------------------------------------------------
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/**
+ * R10.1: the CA certificates of `file` (connect's ca_file), as PEM strings, each one parsed. Throws
+ * an Error naming the file and the cause when it cannot be read, holds no certificate, or holds one
+ * that does not parse; validate.js makes that kind `invalid`, before any connection is opened.
+ */
+function readCaFile(file) {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'latin1');
+  } catch (err) {
+    throw new Error(`ca_file ${JSON.stringify(file)} cannot be read (${err.code ?? err.message})`);
+  }
+  const certs = text.match(PEM_CERTIFICATE) ?? [];
+  if (certs.length === 0) throw new Error(`ca_file ${JSON.stringify(file)} holds no PEM certificate`);
+  certs.forEach((pem, i) => {
+    try {
+      new X509Certificate(pem); // eslint-disable-line no-new
+    } catch (err) {
+      throw new Error(`ca_file ${JSON.stringify(file)}: certificate ${i + 1} does not parse (${err.message})`);
+    }
+  });
+  return certs;
+}
+
+/**
+ * node-redis socket options for `url` (SPEC §10): none for redis://; for rediss://, TLS from the
+ * first byte with the chain and the name verified, never switched off:
+ *   - tls: true makes node-redis open the socket with tls.connect(socketOptions) (its
+ *     RedisSocket #createTlsSocket) and wait for 'secureConnect' before the first command, so
+ *     nothing is written before the handshake has verified the server;
+ *   - ca: the PEM certificates of ca_file; Node's createSecureContext then trusts those only (its
+ *     default root store is replaced, not extended). Without ca_file, Node's default store;
+ *   - rejectUnauthorized: true and checkServerIdentity: tls.checkServerIdentity, explicitly, so
+ *     NODE_TLS_REJECT_UNAUTHORIZED=0 cannot switch verification off. Node checks the name
+ *     `servername || host` (_tls_wrap onConnectSecure), and node-redis always sets `host` (the
+ *     url's host; a cluster node's host);
+ *   - servername (SNI, and the name checked) = the url's host, for one node only: on a cluster the
+ *     options are the `defaults` of every node client, and each node must be checked against its
+ *     own host, so there the name checked is each client's `host` (sni: false).
+ */
+function tlsSocketOptions(url, ca, { sni = true } = {}) {
+  const u = new URL(url);
+  if (u.protocol !== 'rediss:') return {};
+  const options = { tls: true, rejectUnauthorized: true, checkServerIdentity: tls.checkServerIdentity };
+  if (ca !== undefined) options.ca = ca;
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (sni && host && !net.isIP(host)) options.servername = host;
+  return options;
+}
+
 // ---- errors ---------------------------------------------------------------------------------------
 
 const isNoScript = (err) => typeof err?.message === 'string' && err.message.startsWith('NOSCRIPT');
@@ -87,7 +148,11 @@ const isNoScript = (err) => typeof err?.message === 'string' && err.message.star
 function asEngineError(err) {
   if (err instanceof ConnectorError) return err;
   const what = err?.constructor?.name === 'ErrorReply' ? 'engine replied' : 'engine connection failed';
-  return engineError(`${what}: ${err?.message ?? String(err)}`);
+  // A refused TLS handshake says why: Node's verify code (CERT_HAS_EXPIRED,
+  // ERR_TLS_CERT_ALTNAME_INVALID, SELF_SIGNED_CERT_IN_CHAIN, UNABLE_TO_VERIFY_LEAF_SIGNATURE, ...).
+  const code = typeof err?.code === 'string' && what !== 'engine replied' ? ` [${err.code}]` : '';
+  const tlsWhy = code && /CERT|TLS|SSL|SIGNATURE|ISSUER/.test(err.code) ? ' (TLS: the server certificate was refused)' : '';
+  return engineError(`${what}${tlsWhy}: ${err?.message ?? String(err)}${code}`);
 }
 
 // ---- sessions -------------------------------------------------------------------------------------
@@ -98,7 +163,7 @@ class EngineSession {
    * or rejects with kind `fence` (the connection is closed, no script was sent) or `engine`.
    * `log(line)` receives warnings (a different digest).
    */
-  static async open(url, bundle, log = () => {}) {
+  static async open(url, bundle, log = () => {}, { ca } = {}) {
     const { createClient } = loadRedis();
     const session = new EngineSession(bundle, log);
     const client = createClient({
@@ -107,6 +172,7 @@ class EngineSession {
       socket: {
         connectTimeout: 5000,
         reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+        ...tlsSocketOptions(url, ca),
       },
     });
     session.client = client;
@@ -115,7 +181,9 @@ class EngineSession {
       await client.connect();
     } catch (err) {
       session._kill();
-      throw asEngineError(err);
+      // A failed first connection surfaces as ReconnectStrategyError (our strategy's message);
+      // its socketError names the cause (a refused certificate, say).
+      throw asEngineError(err?.socketError ?? err);
     }
     try {
       await session._checkFence();
@@ -333,6 +401,23 @@ function slotOf(key) {
   return crc & 0x3fff;
 }
 
+/**
+ * CLUSTER NODES text -> [["ip:port", { host, port }]] for every node that announces a host name
+ * (its address field is "ip:port@cport,hostname[,aux=...]"); the others are left out.
+ */
+function clusterNodeHosts(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    const field = line.split(' ')[1];
+    if (!field) continue;
+    const [addr, hostname] = field.split(',');
+    const m = /^(.*):(\d+)(?:@\d+)?$/.exec(addr);
+    if (!m || !hostname || hostname.includes('=')) continue;
+    out.push([`${m[1]}:${m[2]}`, { host: hostname, port: Number(m[2]) }]);
+  }
+  return out;
+}
+
 /** The key a command is routed by: EVALSHA's first KEYS entry, else the first argument. */
 function routingKey(args) {
   return args[0] === 'EVALSHA' ? args[3] : args[1];
@@ -379,7 +464,7 @@ const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before 
  *     session again on the next verb, fence first (§7).
  */
 class ClusterEngineSession extends EngineSession {
-  static async open(url, bundle, log = () => {}) {
+  static async open(url, bundle, log = () => {}, { ca } = {}) {
     const { createCluster } = loadRedis();
     if (typeof createCluster !== 'function') throw engineError('this node-redis has no cluster client');
     const session = new ClusterEngineSession(bundle, log);
@@ -389,11 +474,31 @@ class ClusterEngineSession extends EngineSession {
       socket: {
         connectTimeout: 5000,
         reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+        // Every node client's TLS options (node-redis takes TLS from the seed's url only, #2477).
+        ...tlsSocketOptions(url, ca, { sni: false }),
       },
     };
     if (parsed.username) defaults.username = decodeURIComponent(parsed.username);
     if (parsed.password) defaults.password = decodeURIComponent(parsed.password);
-    const cluster = createCluster({ rootNodes: [{ url }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS });
+    const options = { rootNodes: [{ url }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS };
+    if (parsed.protocol === 'rediss:') {
+      // R10.4: node-redis learns the nodes from CLUSTER NODES and dials each at its IP address
+      // (commands/CLUSTER_NODES transformNodeAddress drops the ",hostname" the engine announces),
+      // which no certificate names. nodeAddressMap (RedisClusterSlots #getNodeAddress, consulted
+      // for every node client it creates) gives it the host name instead, learnt here from the
+      // seed, so each node is dialled, and its certificate checked, by its announced name. A node
+      // with no name known stays at its address: its certificate check then fails (never skipped).
+      session.hosts = new Map();
+      session.tlsUrl = url;
+      session.tlsCa = ca;
+      try {
+        await session._learnHosts(null);
+      } catch (err) {
+        throw asEngineError(err?.socketError ?? err);
+      }
+      options.nodeAddressMap = (address) => session.hosts.get(address);
+    }
+    const cluster = createCluster(options);
     session.cluster = cluster;
     cluster.on('error', (err) => session._onClientError(err));
     try {
@@ -417,6 +522,38 @@ class ClusterEngineSession extends EngineSession {
   constructor(bundle, log) {
     super(bundle, log);
     this.cluster = null;
+    this.hosts = null; // rediss:// only: "ip:port" of CLUSTER NODES -> { host, port } announced
+  }
+
+  /**
+   * Reads CLUSTER NODES (from `client`, or from a connection of its own to the seed, over the
+   * session's TLS, closed before it returns) into this.hosts: each node's "ip:port" -> its
+   * announced host name ("ip:port@cport,hostname[,...]"), when it announces one.
+   */
+  async _learnHosts(client) {
+    let text;
+    if (client) {
+      text = await client.sendCommand(['CLUSTER', 'NODES']);
+    } else {
+      const { createClient } = loadRedis();
+      const seed = createClient({
+        url: this.tlsUrl,
+        disableOfflineQueue: true,
+        socket: {
+          connectTimeout: 5000,
+          reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+          ...tlsSocketOptions(this.tlsUrl, this.tlsCa),
+        },
+      });
+      seed.on('error', () => {});
+      try {
+        await seed.connect();
+        text = await seed.sendCommand(['CLUSTER', 'NODES']);
+      } finally {
+        if (seed.isOpen) await seed.disconnect().catch(() => {});
+      }
+    }
+    for (const [address, host] of clusterNodeHosts(String(text))) this.hosts.set(address, host);
   }
 
   /** Marks the session dead and closes every node client now (see the class comment). */
@@ -561,8 +698,19 @@ class ClusterEngineSession extends EngineSession {
     return results;
   }
 
-  /** One call through node-redis's cluster #execute (follows MOVED with a slot map refresh). */
-  _viaLibrary(args) {
+  /**
+   * One call through node-redis's cluster #execute (follows MOVED with a slot map refresh). Over
+   * TLS the announced host names are read again first (a MOVED or ASK may name a node not seen at
+   * connect), from the node that owns the call's slot.
+   */
+  async _viaLibrary(args) {
+    if (this.hosts) {
+      try {
+        await this._learnHosts(this._clientFor(args));
+      } catch (err) {
+        return { status: 'rejected', reason: err };
+      }
+    }
     return this.cluster.sendCommand(routingKey(args), false, args).then(
       (value) => ({ status: 'fulfilled', value }),
       (reason) => ({ status: 'rejected', reason }),
@@ -594,4 +742,4 @@ class ClusterEngineSession extends EngineSession {
 }
 
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf };
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts };

@@ -3,7 +3,7 @@
 // Every check here runs before a byte is sent; a failure is kind `invalid`.
 
 const { invalid } = require('./errors');
-const { isEchoMqKey, KEY_PREFIX } = require('./engine'); // the key schema lives in the seam module
+const { isEchoMqKey, KEY_PREFIX, readCaFile } = require('./engine'); // key schema and TLS material live in the seam module
 
 const MAX_MS = 1_000_000_000_000; // delay/lease/backoff cap: keeps now + ms exact in Lua
 // Caps SPEC §4 does not state but the gate's cases pin (cases/invalid-int-above-i32-max.yaml,
@@ -66,6 +66,24 @@ function cluster(req) {
   return req.cluster;
 }
 
+/**
+ * R10.1: `connect`'s optional `ca_file`, the path of a PEM file with the CA certificates to trust
+ * (only those). Only with a rediss:// url; the file must be readable and hold a certificate. It is
+ * read here, before any connection is opened, so a bad one is kind `invalid` with nothing sent;
+ * the session keeps the certificates it read (its reconnects use the same ones).
+ */
+function caFile(req, u) {
+  if (!Object.prototype.hasOwnProperty.call(req, 'ca_file')) return undefined;
+  const v = req.ca_file;
+  if (typeof v !== 'string' || v.length === 0) throw invalid('ca_file must be a non-empty string (a PEM file path)');
+  if (new URL(u).protocol !== 'rediss:') throw invalid('ca_file goes with a rediss:// url only (SPEC R10.1)');
+  try {
+    return readCaFile(v);
+  } catch (err) {
+    throw invalid(err.message);
+  }
+}
+
 /** connect: the url, and on a cluster (R8.1) the seed's database must be 0 (or absent). */
 function connectArgs(r) {
   const u = url(r);
@@ -74,7 +92,10 @@ function connectArgs(r) {
     const db = new URL(u).pathname.replace(/^\//, '');
     if (db !== '' && db !== '0') throw invalid(`a cluster url names database 0, not ${db}`);
   }
-  return { url: u, cluster: c };
+  const ca = caFile(r, u);
+  const out = { url: u, cluster: c };
+  if (ca !== undefined) out.ca = ca;
+  return out;
 }
 
 function batchArgs(r) {
@@ -103,10 +124,10 @@ function url(req) {
   try {
     parsed = new URL(u);
   } catch {
-    throw invalid('url must be redis://[:password@]host:port[/db]');
+    throw invalid('url must be redis://[:password@]host:port[/db] or rediss://...');
   }
-  // SPEC §5: one url rule for every connector; rediss:// is refused like any other scheme.
-  if (parsed.protocol !== 'redis:') throw invalid('url scheme must be redis://');
+  // SPEC §5: one url rule for every connector; rediss:// is the same url over TLS (§10).
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw invalid('url scheme must be redis:// or rediss://');
   if (!parsed.hostname) throw invalid('url must name a host');
   const db = parsed.pathname.replace(/^\//, '');
   if (db !== '' && !/^[0-9]+$/.test(db)) throw invalid('url database must be a non-negative integer');
