@@ -10,6 +10,7 @@ pub mod health;
 pub mod migration;
 pub mod named;
 mod target;
+mod tls_boot;
 pub mod version;
 
 use std::path::PathBuf;
@@ -141,18 +142,8 @@ pub struct Engine {
     /// The health a gate's events are judged against ([`Engine::mark_health`]).
     baseline: std::sync::Mutex<Option<health::Health>>,
     /// A TLS engine's certificates, front and back (SPEC §10); dropped before the server.
-    tls: Option<TlsEngine>,
+    tls: Option<tls_boot::TlsEngine>,
     handle: Handle,
-}
-
-/// What a single TLS engine adds: the run's certificates, the back the harness reaches the engine
-/// through in plaintext (its `host:port`), and the TLS proxy every connector connects through.
-struct TlsEngine {
-    run: std::sync::Arc<crate::tls::RunTls>,
-    /// The engine's own TLS port (the bench's, beside `valkey-benchmark --tls`).
-    port: u16,
-    front: crate::faults::Proxy,
-    _back: crate::tls::relay::Back,
 }
 
 /// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
@@ -276,71 +267,6 @@ impl Engine {
             password,
             Handle::Binary(running),
         ))
-    }
-
-    /// A binary engine over TLS only (SPEC §10): the run's certificates, a back in front of its
-    /// TLS port for the harness's own connections, and a TLS proxy for the connectors'.
-    fn binary_tls(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
-        let path = binary::locate(path)?;
-        let password = random_password();
-        let run = crate::tls::RunTls::new()?;
-        let running = binary::start_tls(&path, &password, &run)?;
-        let port = running.port;
-        Self::tls_booted(
-            EngineKind::Binary,
-            path.display().to_string(),
-            port,
-            password,
-            run,
-            Handle::Binary(running),
-        )
-    }
-
-    /// [`Engine::binary_tls`] in a container of `image` (a build with TLS).
-    fn container_tls(image: &str) -> Result<Self, HarnessError> {
-        let password = random_password();
-        let run = crate::tls::RunTls::new()?;
-        let running = container::start_tls(image, &password, &run)?;
-        let port = running.port;
-        Self::tls_booted(
-            EngineKind::Container,
-            image.to_string(),
-            port,
-            password,
-            run,
-            Handle::Container(Box::new(running)),
-        )
-    }
-
-    /// A TLS engine listening at loopback `tls_port`: its back, and the TLS proxy in front.
-    fn tls_booted(
-        kind: EngineKind,
-        source: String,
-        tls_port: u16,
-        password: String,
-        run: std::sync::Arc<crate::tls::RunTls>,
-        handle: Handle,
-    ) -> Result<Self, HarnessError> {
-        let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
-        let back = crate::tls::relay::Back::start(&run, engine_addr)
-            .map_err(|e| HarnessError::io("start the TLS back", e))?;
-        let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), &run)
-            .map_err(|e| HarnessError::io("start the TLS front", e))?;
-        let mut engine = Self::booted(
-            kind,
-            source,
-            "127.0.0.1".into(),
-            back.addr().port(),
-            password,
-            handle,
-        );
-        engine.tls = Some(TlsEngine {
-            run,
-            port: tls_port,
-            front,
-            _back: back,
-        });
-        Ok(engine)
     }
 
     fn cluster(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {

@@ -1,0 +1,82 @@
+//! Booting a single TLS engine (SPEC §10), binary or container: the run's certificates, the back
+//! the harness reaches the engine through, and the TLS proxy every connector connects through.
+
+use super::{Engine, EngineKind, Handle, binary, container, random_password};
+use crate::error::HarnessError;
+
+/// What a single TLS engine adds: the run's certificates, the back the harness reaches the engine
+/// through in plaintext (its `host:port`), and the TLS proxy every connector connects through.
+pub(super) struct TlsEngine {
+    pub(super) run: std::sync::Arc<crate::tls::RunTls>,
+    /// The engine's own TLS port (the bench's, beside `valkey-benchmark --tls`).
+    pub(super) port: u16,
+    pub(super) front: crate::faults::Proxy,
+    _back: crate::tls::relay::Back,
+}
+
+impl Engine {
+    /// A binary engine over TLS only (SPEC §10): the run's certificates, a back in front of its
+    /// TLS port for the harness's own connections, and a TLS proxy for the connectors'.
+    pub(super) fn binary_tls(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+        let path = binary::locate(path)?;
+        let password = random_password();
+        let run = crate::tls::RunTls::new()?;
+        let running = binary::start_tls(&path, &password, &run)?;
+        let port = running.port;
+        Self::tls_booted(
+            EngineKind::Binary,
+            path.display().to_string(),
+            port,
+            password,
+            run,
+            Handle::Binary(running),
+        )
+    }
+
+    /// [`Engine::binary_tls`] in a container of `image` (a build with TLS).
+    pub(super) fn container_tls(image: &str) -> Result<Self, HarnessError> {
+        let password = random_password();
+        let run = crate::tls::RunTls::new()?;
+        let running = container::start_tls(image, &password, &run)?;
+        let port = running.port;
+        Self::tls_booted(
+            EngineKind::Container,
+            image.to_string(),
+            port,
+            password,
+            run,
+            Handle::Container(Box::new(running)),
+        )
+    }
+
+    /// A TLS engine listening at loopback `tls_port`: its back, and the TLS proxy in front.
+    fn tls_booted(
+        kind: EngineKind,
+        source: String,
+        tls_port: u16,
+        password: String,
+        run: std::sync::Arc<crate::tls::RunTls>,
+        handle: Handle,
+    ) -> Result<Self, HarnessError> {
+        let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
+        let back = crate::tls::relay::Back::start(&run, engine_addr)
+            .map_err(|e| HarnessError::io("start the TLS back", e))?;
+        let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), &run)
+            .map_err(|e| HarnessError::io("start the TLS front", e))?;
+        let mut engine = Self::booted(
+            kind,
+            source,
+            "127.0.0.1".into(),
+            back.addr().port(),
+            password,
+            handle,
+        );
+        engine.tls = Some(TlsEngine {
+            run,
+            port: tls_port,
+            front,
+            _back: back,
+        });
+        Ok(engine)
+    }
+}
