@@ -75,6 +75,10 @@ pub enum Double {
     LoadEveryCall,
     /// Takes any engine error of a script call for `NOSCRIPT`: `SCRIPT LOAD` and the call again.
     ReloadOnAnyError,
+    /// Answers `NOSCRIPT` with `EVAL` of the script's source, as redigo's `Script.Do` does.
+    EvalOnNoscript,
+    /// Loads the six scripts once, at connect, and reports a later `NOSCRIPT` as the call's error.
+    PreloadOnly,
     /// Builds the job root without the hash tag (`emq:q:job:`).
     UntaggedRoot,
     /// `batch` sends one enqueue fewer than asked and reports the count asked.
@@ -87,6 +91,8 @@ pub enum Double {
     LeakOnReconnect,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
+    /// `batch` writes pipelines half as deep as asked (everything lands; the depth is broken).
+    ShallowBatch,
     /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
     RawComplete,
     /// `retry` never buries: it sends `max_attempts = i32::MAX`.
@@ -132,6 +138,20 @@ pub enum Double {
     StrictSessionName,
     /// Refuses the well-formed id `j0000000000000000`: stricter than R4.5.
     StrictIdZero,
+    /// Refuses queue names with a `.` (a `[\w-]` check): stricter than R1.1.
+    StrictQueueDot,
+    /// Refuses milliseconds above the int32 maximum: stricter than R4.1.
+    StrictMsInt32,
+    /// Refuses `attempts` 0 (a token taken to start at 1): stricter than R4.2.
+    StrictAttemptsZero,
+    /// Refuses `limit` 0: stricter than R4.4.
+    StrictLimitZero,
+    /// `browse` returns one id more than `limit` (`ZRANGE key offset offset+limit`).
+    BrowseOneMore,
+    /// A fence of another protocol refuses the connect with kind `engine`, not `fence`.
+    FenceAsEngine,
+    /// Takes 250 ms off every lease, delay and backoff above it (a "safety margin").
+    SubtractsMargin,
     /// `browse` in reverse claim order.
     BrowseReversed,
     /// `pending_size` counts the active set too.
@@ -254,6 +274,16 @@ impl Double {
             Self::RawComplete => Box::new(wire::RawComplete(reference())),
             Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
+            Self::ShallowBatch => Box::new(Rewriter::new(reference(), Rewrite::ShallowBatch)),
+            Self::BrowseOneMore => Box::new(Rewriter::new(reference(), Rewrite::BrowseOneMore)),
+            Self::EvalOnNoscript => Box::new(reference().with_quirks(Quirks {
+                eval_on_noscript: true,
+                ..Quirks::default()
+            })),
+            Self::PreloadOnly => Box::new(reference().with_quirks(Quirks {
+                preload_only: true,
+                ..Quirks::default()
+            })),
             Self::RedialUnfenced => Box::new(reference().with_quirks(Quirks {
                 redial_unfenced: true,
                 ..Quirks::default()
@@ -302,6 +332,11 @@ impl Double {
             Self::StrictProbeKey => strict(broken::Strictness::ProbeKey),
             Self::StrictSessionName => strict(broken::Strictness::SessionName),
             Self::StrictIdZero => strict(broken::Strictness::IdZero),
+            Self::StrictQueueDot => strict(broken::Strictness::QueueDot),
+            Self::StrictMsInt32 => strict(broken::Strictness::MsInt32),
+            Self::StrictAttemptsZero => strict(broken::Strictness::AttemptsZero),
+            Self::StrictLimitZero => strict(broken::Strictness::LimitZero),
+            Self::FenceAsEngine => Box::new(broken::FenceAsEngine(reference())),
             Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
             Self::PendingSizeCountsActive => Box::new(broken::PendingSizeCountsActive(reference())),
             Self::FenceHset => Box::new(broken::FenceHset {
@@ -336,6 +371,10 @@ impl Double {
             Self::BackoffInSeconds => Box::new(time::Skewed::new(
                 reference(),
                 time::TimeSkew::BackoffInSeconds,
+            )),
+            Self::SubtractsMargin => Box::new(time::Skewed::new(
+                reference(),
+                time::TimeSkew::SubtractsMargin,
             )),
             Self::SeedNodeOnly => Box::new(cluster::SeedNodeOnly(reference())),
             Self::ClusterAnyDatabase => Box::new(cluster::ClusterAnyDatabase(reference())),

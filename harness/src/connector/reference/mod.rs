@@ -147,6 +147,11 @@ impl Reference {
         let mut link = Self::open(url, cluster)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
+        if self.quirks.preload_only {
+            for name in SCRIPT_ORDER {
+                Self::load(&mut link, FENCE_KEY, &self.scripts[name], self.quirks)?;
+            }
+        }
         if let Some(old) = self.sessions.insert(session.to_string(), link)
             && self.quirks.leak_on_reconnect
         {
@@ -295,6 +300,15 @@ impl Reference {
             cmd.arg(*a);
         }
         match link.send(&cmd) {
+            Err(e) if is_noscript(&e) && quirks.preload_only => Err(engine_err(e)),
+            Err(e) if is_noscript(&e) && quirks.eval_on_noscript => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(&script.source[..]).arg(keys.len()).arg(keys);
+                for a in args {
+                    eval.arg(*a);
+                }
+                link.send(&eval).map_err(engine_err)
+            }
             Err(e) if is_noscript(&e) => {
                 Self::load(link, &keys[0], script, quirks)?;
                 link.send(&cmd).map_err(engine_err)
