@@ -207,8 +207,10 @@ impl Since {
 }
 
 /// The rule catalogue's digest: SHA-1 of every rule's id, summary, checks, cases and gates, one
-/// field a line, in the catalogue's order. The doubles and the reasons a rule is unbreakable are
-/// left out: they are how the harness tests itself, not what it asks of a connector.
+/// field a line, in the catalogue's order. A rule's ways to break it (with their doubles and
+/// reasons) and the reason a rule is unbreakable are left out: they are how the harness tests
+/// itself, not what it asks of a connector, so a new double or a reworded way moves no record.
+/// A way that needs a new check or case moves the digest through that check or case.
 pub fn catalogue_digest() -> String {
     let mut text = String::new();
     for r in CATALOGUE.iter() {
@@ -267,8 +269,8 @@ mod tests {
     /// name the old digest and `check` asks for them to be regenerated.
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
-        2,
-        "6548c2da4db4fa71ec8b30872c9556248f3e1848",
+        3,
+        "3b47ba8769e17e10dd62c4326bf949b397dcfb8c",
         "6e2fae50bdbae174e0383ff06a3e782c1643d118",
     );
 
