@@ -15,15 +15,18 @@
 //!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
 //!   feature, to send the wrong thing on the wire;
 //! - **rule breakers** (`broken`): one per numbered SPEC rule not already broken elsewhere. Wire
-//!   rules are broken by child fixtures (`harness/tests/fixtures/wire_*.py`, the catalogue's
-//!   `FIXTURES`) that forward to the Python connector;
+//!   rules are broken by child fixtures (`harness/tests/fixtures/wire_*.py`, named by the ways
+//!   of the catalogue's rules) that forward to the Python connector; the `Strict` doubles refuse
+//!   valid input beyond SPEC (the other side of each refusal rule);
 //! - **fault mishandlers** (`faults`): a failed connection answered wrongly (a re-send, a made-up
 //!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
-//!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
+//!   rounding, a ms↔s mix-up, a margin taken off), caught by scores judged to the millisecond;
 //! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
-//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.10; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
-//!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
+//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.13;
+//!   four `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe;
+//!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value; `eval_on_noscript`,
+//!   redigo's `Script.Do`; `preload_only`, scripts loaded at connect and never again);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
