@@ -92,6 +92,9 @@ pub enum Double {
     LeakOnDisconnect,
     /// `connect` of a connected session leaves the old connection open.
     LeakOnReconnect,
+    /// A 2.5 s read timeout; a call that times out leaves its connection open, abandoned, and the
+    /// session goes on over a new one.
+    AbandonOnTimeout,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
     /// `batch` writes pipelines half as deep as asked (everything lands; the depth is broken).
@@ -297,6 +300,10 @@ impl Double {
             })),
             Self::LeakOnReconnect => Box::new(reference().with_quirks(Quirks {
                 leak_on_reconnect: true,
+                ..Quirks::default()
+            })),
+            Self::AbandonOnTimeout => Box::new(reference().with_quirks(Quirks {
+                abandon_on_timeout: true,
                 ..Quirks::default()
             })),
             Self::RetryIgnoresMaxAttempts => {

@@ -148,6 +148,12 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::AbandonOnTimeout,
+        breaks: "R5.13: a connection given up on after a timeout is closed, not abandoned open beside the new one",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::ZombieSession,
         breaks: "R5.10: after disconnect the session is unknown",
         also: &[GateId::G1],

@@ -270,8 +270,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         3,
-        "3b47ba8769e17e10dd62c4326bf949b397dcfb8c",
-        "6e2fae50bdbae174e0383ff06a3e782c1643d118",
+        "aa72f935cb1f7a5e91c646f326748bf5d79b71ed",
+        "d2c767de39d7406d79f2f8805483c14778651265",
     );
 
     #[test]

@@ -57,6 +57,9 @@ pub struct Reference {
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
+/// The read timeout of [`Quirks::abandon_on_timeout`]: short, but past G5's 2 s held window (a
+/// lone first enqueue waits that long for its reply there) and under G1's 3 s held reply.
+pub(crate) const SHORT_TIMEOUT: Duration = Duration::from_millis(2500);
 
 fn engine_err(e: redis::RedisError) -> ConnectorError {
     ConnectorError::engine(e.to_string())
@@ -130,7 +133,12 @@ impl Reference {
 
     /// Opens a link to `url` (a cluster's seed with `cluster`) with the connector's timeouts.
     fn open(url: &str, cluster: bool) -> Result<Link, ConnectorError> {
-        Link::open(url, cluster, IO_TIMEOUT).map_err(|e| match e.kind() {
+        Self::open_timed(url, cluster, IO_TIMEOUT)
+    }
+
+    /// [`Self::open`] with a timeout of `io`.
+    fn open_timed(url: &str, cluster: bool, io: Duration) -> Result<Link, ConnectorError> {
+        Link::open(url, cluster, io).map_err(|e| match e.kind() {
             RedisKind::InvalidClientConfig => ConnectorError::invalid(format!("url {url:?}: {e}")),
             _ => engine_err(e),
         })
@@ -144,7 +152,12 @@ impl Reference {
         url: &str,
         cluster: bool,
     ) -> Result<(), ConnectorError> {
-        let mut link = Self::open(url, cluster)?;
+        let io = if self.quirks.abandon_on_timeout {
+            SHORT_TIMEOUT
+        } else {
+            IO_TIMEOUT
+        };
+        let mut link = Self::open_timed(url, cluster, io)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
         if self.quirks.preload_only {
@@ -157,7 +170,10 @@ impl Reference {
         {
             self.leaked.push(old);
         }
-        if self.quirks.silent_reconnect || self.quirks.redial_unfenced {
+        if self.quirks.silent_reconnect
+            || self.quirks.redial_unfenced
+            || self.quirks.abandon_on_timeout
+        {
             self.urls.insert(session.to_string(), url.to_string());
         }
         self.failed.remove(session);
@@ -299,7 +315,15 @@ impl Reference {
         for a in args {
             cmd.arg(*a);
         }
-        match link.send(&cmd) {
+        let sent = link.send(&cmd);
+        if quirks.abandon_on_timeout
+            && let Err(e) = &sent
+            && e.is_timeout()
+        {
+            self.abandon(session)?;
+            return sent.map_err(engine_err);
+        }
+        match sent {
             Err(e) if is_noscript(&e) && quirks.preload_only => Err(engine_err(e)),
             Err(e) if is_noscript(&e) && quirks.eval_on_noscript => {
                 let mut eval = redis::cmd("EVAL");
@@ -315,6 +339,19 @@ impl Reference {
             }
             other => other.map_err(engine_err),
         }
+    }
+
+    /// [`Quirks::abandon_on_timeout`]: a new fenced connection for `session`, the old one kept
+    /// open in `leaked`, never closed.
+    fn abandon(&mut self, session: &str) -> Result<(), ConnectorError> {
+        let url = self.urls.get(session).cloned().unwrap_or_default();
+        let mut fresh = Self::open_timed(&url, false, SHORT_TIMEOUT)?;
+        fresh.apply(&self.quirks);
+        self.check_fence(&mut fresh)?;
+        if let Some(old) = self.sessions.insert(session.to_string(), fresh) {
+            self.leaked.push(old);
+        }
+        Ok(())
     }
 
     fn enqueue_keys(q: &str) -> Vec<String> {

@@ -50,4 +50,8 @@ pub struct Quirks {
     /// a `SCRIPT FLUSH`) is the call's error, in a batch too (breaks R4.9: the caller sees no
     /// error after a flush).
     pub preload_only: bool,
+    /// A read timeout of [`super::SHORT_TIMEOUT`]; when a script call times out, the session
+    /// opens a new connection (the fence read on it) and leaves the old one open, abandoned
+    /// (breaks R5.13; one engine only).
+    pub abandon_on_timeout: bool,
 }

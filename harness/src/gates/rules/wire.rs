@@ -231,9 +231,10 @@ pub const WIRE: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(5, 13),
-        summary: "a session's connections are closed when it ends (disconnect) or is replaced (connect of a connected session)",
+        summary: "a session's connections are closed when it ends (disconnect), is replaced (connect of a connected session) or is given up on (a timed-out call)",
         checks: &[
             "G1: CLIENT LIST (every primary): the connections a connect opened are gone after a second connect of the session, and all its connections after disconnect",
+            "G1 (one engine): a call whose reply the proxy holds 3 s, then disconnect: every connection the session opened is gone, one its read timeout gave up on included",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -252,6 +253,11 @@ pub const WIRE: &[Rule] = &[
                 How::NotClosed,
                 "disconnect answers but keeps the session and its connection",
                 &[Double::ZombieSession],
+            ),
+            Way::by(
+                How::NotClosed,
+                "a connection given up on after a read timeout left open, the session gone on over a new one",
+                &[Double::AbandonOnTimeout],
             ),
             Way::not(
                 How::NotClosed,
