@@ -58,7 +58,7 @@ pub struct Reference {
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 /// The read timeout of [`Quirks::abandon_on_timeout`]: short, but past G5's 2 s held window (a
-/// lone first enqueue waits that long for its reply there) and under G1's 3 s held reply.
+/// batch's first pipeline waits that long for its replies there) and under G1's 3.5 s held reply.
 pub(crate) const SHORT_TIMEOUT: Duration = Duration::from_millis(2500);
 
 fn engine_err(e: redis::RedisError) -> ConnectorError {

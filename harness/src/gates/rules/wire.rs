@@ -234,7 +234,7 @@ pub const WIRE: &[Rule] = &[
         summary: "a session's connections are closed when it ends (disconnect), is replaced (connect of a connected session) or is given up on (a timed-out call)",
         checks: &[
             "G1: CLIENT LIST (every primary): the connections a connect opened are gone after a second connect of the session, and all its connections after disconnect",
-            "G1 (one engine): a call whose reply the proxy holds 3 s, then disconnect: every connection the session opened is gone, one its read timeout gave up on included",
+            "G1 (one engine): a call whose reply the proxy holds 3.5 s, then disconnect: every connection the session opened is gone, one its read timeout gave up on included",
         ],
         cases: &[],
         gates: &[GateId::G1],
