@@ -102,6 +102,10 @@ pub enum ExitCode {
     Infrastructure = 3,
     /// Nothing failed, but a gate (or a cell) could not be judged: its verdict is ERROR.
     NoVerdict = 4,
+    /// `--baseline`: gates failed, and the baseline expects every one of those failures. Not 0,
+    /// so a CI job can tell "certified" from "known failures only"; not 1, so it can accept
+    /// the second without accepting a new failure.
+    ExpectedFailures = 5,
 }
 
 /// A place in an input file: its path as shown to people, a line and a column (1-based).

@@ -32,6 +32,7 @@ pub mod protocol;
 pub mod report;
 pub mod settings;
 pub mod suites;
+pub mod tls;
 
 /// `path` inside this repository, shown relative to the working directory when it can be, so
 /// error locations read `cases/x.yaml:3` rather than an absolute path.
@@ -62,10 +63,11 @@ mod layers {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
-    const LAYERS: [(&str, u8); 12] = [
+    const LAYERS: [(&str, u8); 13] = [
         ("error", 0),
         ("settings", 0),
         ("protocol", 1),
+        ("tls", 1),
         ("engine", 2),
         ("connector", 2),
         ("observe", 3),

@@ -148,7 +148,7 @@ fn verdict(passed: bool) -> ExitCode {
 }
 
 /// `run`: the gates (those `rerun` did not pass, when given), the record written under `out`
-/// when asked, the Markdown printed.
+/// when asked, the Markdown printed, what the baseline made of it said.
 fn run(
     common: &Common,
     dirs: &Dirs,
@@ -156,6 +156,12 @@ fn run(
     rerun: Option<&std::path::Path>,
     progress: &Progress,
 ) -> ExitCode {
+    use emq::cmd::finish;
+    // A bad baseline is refused before an engine boots.
+    let baseline = match finish::baseline(common) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
     let mut options = common.options(dirs);
     let mut again = None;
     if let Some(path) = rerun {
@@ -174,30 +180,33 @@ fn run(
             Err(e) => return fail(&e),
         }
     }
-    let record = match emq::cmd::run::run(&options, progress) {
+    let mut record = match emq::cmd::run::run(&options, progress) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
+    let stem = emq::cmd::record::stem_after(common, &options.subject, &record);
+    let cases_to = finish::cases_to(out.as_deref(), stem.as_deref().ok());
+    finish::annotate_record(&mut record, common, &options, baseline.as_ref(), &cases_to);
     if let Some(dir) = out {
-        let written =
-            emq::cmd::record::stem_after(common, &options.subject, &record).and_then(|stem| {
-                record.write(&dir, &stem)?;
-                emq::report::badge::write_if_changed(
-                    &dir,
-                    &stem,
-                    &emq::report::badge::for_record(&record),
-                )
-            });
+        let written = stem.and_then(|stem| {
+            record.write(&dir, &stem)?;
+            emq::report::badge::write_if_changed(
+                &dir,
+                &stem,
+                &emq::report::badge::for_record(&record),
+            )
+        });
         if let Err(e) = written {
             return fail(&e);
         }
     }
     output::result(&record.markdown());
+    finish::say_baseline(&record);
+    let rerun_gates = again.as_ref().map(|r| r.gates.as_slice());
     if let (Some(path), Some(r)) = (rerun, &again) {
         output::note(&emq::cmd::rerun::summary(path, r, &record));
-        return code(emq::cmd::rerun::verdict(&record, &r.gates).into());
     }
-    code(record.verdict().into())
+    code(finish::exit_code(&record, rerun_gates))
 }
 
 /// `bench`: the report printed; below `min_ratio` at a depth ≥ 16 is a failure.

@@ -37,6 +37,9 @@ pub const VALKEY_BENCHMARK: &str = "EMQ_VALKEY_BENCHMARK";
 pub const CACHE: &str = "EMQ_CACHE";
 /// Where G7 keeps a failure's whole original history (default: under the temp dir).
 pub const G7_CASE_OUT: &str = "EMQ_G7_CASE_OUT";
+/// A G7 history file (one G7 kept, `<case>.history.json`) that G7 replays before anything else:
+/// what a failed G7's reproduce line sets, so the very history that failed runs again.
+pub const G7_REPLAY: &str = "EMQ_G7_REPLAY";
 /// Set to anything but empty: no colour on a terminal (<https://no-color.org>).
 pub const NO_COLOR: &str = "NO_COLOR";
 

@@ -25,7 +25,7 @@ use emq::connector::reference::Reference;
 use emq::doubles::{Double, TABLE};
 use emq::engine::Engine;
 use emq::error::HarnessError;
-use emq::gates::rules::{gates_failing, is_cluster_double};
+use emq::gates::rules::{gates_failing, is_cluster_double, is_tls_double};
 use emq::gates::{ConnectorFactory, GateContext, GateId, GateOutcome, Verdict};
 use emq::protocol::bundle::Bundle;
 
@@ -76,11 +76,20 @@ impl Subject {
 /// An engine booted on first use and shared by the trials that hold it, one at a time.
 type Shared = Arc<Mutex<Option<Engine>>>;
 
-fn boot(cluster: bool) -> Engine {
-    if cluster {
-        common::cluster_engine()
-    } else {
-        common::binary_engine()
+/// The engine a trial judges on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum On {
+    One,
+    Cluster,
+    /// A single TLS engine (SPEC §10).
+    Tls,
+}
+
+fn boot(on: On) -> Engine {
+    match on {
+        On::Cluster => common::cluster_engine(),
+        On::Tls => common::tls_engine(),
+        On::One => common::binary_engine(),
     }
 }
 
@@ -89,12 +98,12 @@ fn boot(cluster: bool) -> Engine {
 fn judge(
     subject: Subject,
     engine: &Shared,
-    cluster: bool,
+    on: On,
     gates: &[GateId],
     fail: &[GateId],
 ) -> Result<(), Failed> {
     let mut slot = engine.lock().unwrap_or_else(|e| e.into_inner());
-    let e = slot.get_or_insert_with(|| boot(cluster));
+    let e = slot.get_or_insert_with(|| boot(on));
     let bundle = common::bundle();
     let factory = subject.factory(&bundle);
     let ctx = GateContext {
@@ -125,10 +134,10 @@ fn judge(
             ));
         }
     }
-    let on = if cluster {
-        "a cluster"
-    } else {
-        "a single engine"
+    let on = match on {
+        On::Cluster => "a cluster",
+        On::Tls => "a TLS engine",
+        On::One => "a single engine",
     };
     if wrong.is_empty() {
         Ok(())
@@ -180,15 +189,25 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     if fail.is_empty() {
         return Vec::new();
     }
-    let cluster = is_cluster_double(d);
-    let on = if cluster { "_on_a_cluster" } else { "" };
+    let on_engine = if is_cluster_double(d) {
+        On::Cluster
+    } else if is_tls_double(d) {
+        On::Tls
+    } else {
+        On::One
+    };
+    let on = match on_engine {
+        On::Cluster => "_on_a_cluster",
+        On::Tls => "_on_tls",
+        On::One => "",
+    };
     let engine: Shared = Arc::default();
     let mut trials = Vec::new();
     for &g in &fail {
         let engine = engine.clone();
         trials.push(Trial::test(
             format!("{}_fails_{}{on}", snake(d), g.as_str().to_ascii_lowercase()),
-            move || judge(Subject::Double(d), &engine, cluster, &[g], &[g]),
+            move || judge(Subject::Double(d), &engine, on_engine, &[g], &[g]),
         ));
     }
     let others: Vec<GateId> = mine.iter().copied().filter(|g| !fail.contains(g)).collect();
@@ -196,14 +215,14 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
         let engine = engine.clone();
         trials.push(Trial::test(
             format!("{}_passes_the_other_gates{on}", snake(d)),
-            move || judge(Subject::Double(d), &engine, cluster, &others, &[]),
+            move || judge(Subject::Double(d), &engine, on_engine, &others, &[]),
         ));
     }
-    if cluster {
+    if on_engine != On::One {
         let single: Shared = Arc::default();
         trials.push(Trial::test(
             format!("{}_passes_every_gate_on_one_engine", snake(d)),
-            move || judge(Subject::Double(d), &single, false, &mine, &[]),
+            move || judge(Subject::Double(d), &single, On::One, &mine, &[]),
         ));
     }
     let ignored = d.is_python() && !python;
@@ -265,17 +284,20 @@ fn main() -> ExitCode {
     args.test_threads.get_or_insert(6);
     let python = emq::settings::python_connector().is_some() || emq::settings::in_ci();
     let mine = mine();
-    let (m1, m2, m3) = (mine.clone(), mine.clone(), mine.clone());
+    let (m1, m2, m3, m4) = (mine.clone(), mine.clone(), mine.clone(), mine.clone());
     let mut trials = vec![
         Trial::test("reference_passes_every_gate", move || {
-            judge(Subject::Reference, &Arc::default(), false, &m1, &[])
+            judge(Subject::Reference, &Arc::default(), On::One, &m1, &[])
         }),
         Trial::test("reference_passes_every_gate_on_a_cluster", move || {
-            judge(Subject::Reference, &Arc::default(), true, &m2, &[])
+            judge(Subject::Reference, &Arc::default(), On::Cluster, &m2, &[])
+        }),
+        Trial::test("reference_passes_every_gate_on_tls", move || {
+            judge(Subject::Reference, &Arc::default(), On::Tls, &m4, &[])
         }),
         // A child process, so `Connector::kill` really kills it.
         Trial::test("python_connector_passes_every_gate", move || {
-            judge(Subject::Python, &Arc::default(), false, &m3, &[])
+            judge(Subject::Python, &Arc::default(), On::One, &m3, &[])
         })
         .with_ignored_flag(!python),
         Trial::test(

@@ -141,6 +141,7 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
         session: s(),
         url: url.into(),
         cluster: false,
+        ca_file: None,
     };
     match name {
         "hello" => {}
@@ -151,6 +152,7 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
             session: s(),
             url: bad_url.into(),
             cluster: false,
+            ca_file: None,
         }),
         _ => r.push(connect),
     }

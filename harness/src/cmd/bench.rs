@@ -34,6 +34,12 @@ pub const BENCH_DB: u32 = 950;
 /// binary engine's `valkey-server`, then `PATH`.
 pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
     let mut candidates = Vec::new();
+    // Over TLS only the TLS engine's own build speaks it: the one beside its server, first.
+    if let Some(e) = engine.filter(|e| e.tls().is_some())
+        && let Some(dir) = Path::new(&e.source).parent()
+    {
+        candidates.push(dir.join("valkey-benchmark"));
+    }
     if let Some(p) = crate::settings::var_os(crate::settings::VALKEY_BENCHMARK) {
         candidates.push(PathBuf::from(p));
     }
@@ -51,9 +57,26 @@ pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
 
 /// The `valkey-benchmark` argv for `n` enqueues of `sha` at `depth` on one connection: the exact
 /// command, keys and arguments the reference connector's `batch` sends.
-pub fn benchmark_args(url: &str, sha: &str, n: i64, depth: i64) -> Option<Vec<String>> {
-    let t = EngineUrl::parse(url).ok()?;
-    let mut a: Vec<String> = vec!["-h".into(), t.host, "-p".into(), t.port?.to_string()];
+pub fn benchmark_args(
+    url: &crate::engine::Target,
+    sha: &str,
+    n: i64,
+    depth: i64,
+) -> Option<Vec<String>> {
+    let t = EngineUrl::parse(&url.url).ok()?;
+    let mut a: Vec<String> = vec![
+        "-h".into(),
+        t.host.clone(),
+        "-p".into(),
+        t.port?.to_string(),
+    ];
+    if t.scheme == crate::protocol::url::Scheme::Rediss {
+        // TLS as the connector speaks it: the run's CA, the name its certificate gives.
+        a.extend(["--tls".into(), "--sni".into(), t.host.clone()]);
+        if let Some(ca) = &url.ca_file {
+            a.extend(["--cacert".into(), ca.clone()]);
+        }
+    }
     if let Some(p) = t.password {
         a.extend(["-a".into(), p]);
     }
@@ -267,7 +290,11 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let gates_ms = gates.iter().map(|g| g.wall_ms).sum();
     let boot_ms = duration_ms(engine.boot_time);
     Ok(BenchReport {
-        engine_kind: format!("{:?}", engine.kind).to_lowercase(),
+        engine_kind: match engine.tls() {
+            // Both sides speak TLS to the engine's TLS port with the run's CA.
+            Some(_) => format!("{:?} over TLS", engine.kind).to_lowercase(),
+            None => format!("{:?}", engine.kind).to_lowercase(),
+        },
         engine: engine.source.clone(),
         valkey_version: engine.valkey_version.clone(),
         boot_ms,
@@ -364,7 +391,7 @@ impl Sides<'_> {
     fn ours(&mut self, n: i64, depth: i64) -> Result<f64, HarnessError> {
         self.admin.flushdb()?;
         let mut c = self.make.make()?;
-        c.connect("b", self.engine.target(self.db))
+        c.connect("b", self.engine.direct_target(self.db))
             .map_err(conn_err("bench connect"))?;
         c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD)
             .map_err(conn_err("warm-up"))?;
@@ -388,8 +415,8 @@ impl Sides<'_> {
         depth: i64,
     ) -> Result<Result<f64, String>, HarnessError> {
         self.admin.flushdb()?;
-        let url = self.engine.target(self.db);
-        let args = benchmark_args(&url.url, self.sha, n, depth)
+        let url = self.engine.direct_target(self.db);
+        let args = benchmark_args(&url, self.sha, n, depth)
             .ok_or_else(|| HarnessError::BadInput(format!("engine url {url:?}")))?;
         match run_benchmark(bin, &args) {
             Ok(rps) => {
@@ -410,7 +437,7 @@ impl Sides<'_> {
     fn cycles(&mut self, cycles: i64, progress: &Progress) -> Result<CycleFigure, HarnessError> {
         progress.line(&format!("{cycles} claim → complete cycles"));
         let mut c = self.make.make()?;
-        c.connect("b", self.engine.target(self.db))
+        c.connect("b", self.engine.direct_target(self.db))
             .map_err(conn_err("bench connect"))?;
         c.batch("b", QUEUE, cycles, 1000, PAYLOAD)
             .map_err(conn_err("fill"))?;
@@ -556,15 +583,24 @@ mod tests {
 
     #[test]
     fn benchmark_args_mirror_the_connector_call() {
-        let a = benchmark_args("redis://:pw@127.0.0.1:7001/950", "abc", 1000, 16).unwrap();
+        let a = benchmark_args(&"redis://:pw@127.0.0.1:7001/950".into(), "abc", 1000, 16).unwrap();
         let s = a.join(" ");
         assert_eq!(
             s,
             "-h 127.0.0.1 -p 7001 -a pw -n 1000 -P 16 -c 1 --dbnum 950 --csv EVALSHA abc 3 \
              emq:{bench}:pending emq:{bench}:delayed emq:{bench}:seq emq:{bench}:job: payload 0"
         );
-        let b = benchmark_args("redis://127.0.0.1:7001/0", "abc", 1, 1).unwrap();
+        let b = benchmark_args(&"redis://127.0.0.1:7001/0".into(), "abc", 1, 1).unwrap();
         assert!(!b.contains(&"-a".to_string()));
+        let tls = crate::engine::Target {
+            ca_file: Some("/run/ca.pem".into()),
+            .."rediss://:pw@localhost:7002/950".into()
+        };
+        let t = benchmark_args(&tls, "abc", 1, 1).unwrap().join(" ");
+        assert!(
+            t.starts_with("-h localhost -p 7002 --tls --sni localhost --cacert /run/ca.pem -a pw"),
+            "{t}"
+        );
     }
 
     #[test]

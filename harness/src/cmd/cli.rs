@@ -19,6 +19,23 @@ EXIT CODES:
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
     4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
+    5  only expected failures (run or record --baseline): gates failed, every failure is one
+       the baseline names, and every gate was judged; a failure it does not name is 1
+       (check --baseline keeps check's codes: whether the record holds)
+
+EXPECTED FAILURES (run, record, check --baseline FILE), a YAML file:
+    expected:
+      - id: G5          # a gate, or a rule (R4.11): `emq-gate rules` lists them
+        reason: redis-py's incr() sends INCRBY in the probe; fixed in 2.1
+    A rule expects the failures of the gates its checks name, and of its own G6 cases.
+    The record stays FAIL n/8 and says how many failures were expected; an entry whose
+    gate or rule passed is reported as an unexpected pass (remove it). An unknown id is bad
+    input naming file:line (exit 2).
+
+REPRODUCING: every gate that did not pass ends with `reproduce: <one command line>`; a
+    failing G6 case's YAML is written beside the record (<out>/<name>.failed-cases/, or
+    $TMPDIR/emq-gate-failed-cases/<name>/ for run without --out), and G7's line replays its
+    kept history through EMQ_G7_REPLAY.
 
 ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE            --engine: auto | container | binary | url
@@ -36,6 +53,8 @@ ENVIRONMENT (a flag wins over its variable; a bad value is an error):
                           connector is always given EMQ_BUNDLE_DIR and EMQ_BUNDLE_VERSION)
     EMQ_CASES_DIR         --cases: the case corpus (default: the one built in)
     EMQ_REPORTS_DIR       --reports: where record writes and check reads
+    EMQ_G7_CASE_OUT       where G7 keeps a failure's case and history (default $TMPDIR/emq-gate-g7)
+    EMQ_G7_REPLAY         a kept G7 history (<case>.history.json) that G7 replays first
     EMQ_CACHE             where ci/provision builds and records paths (default ~/.cache/emq)
     The README's table also lists the variables the test suite reads."
 );
@@ -417,6 +436,31 @@ pub struct Common {
     /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).
     #[arg(long, value_name = "FILE")]
     pub wire_log: Option<PathBuf>,
+    /// Expected failures: a YAML file of gate or rule ids this connector is known to fail, each
+    /// with a reason (README: "Expected failures"). A failure it names is expected, one it does
+    /// not is new (exit 1), an entry that passed is reported (remove it); only expected failures
+    /// exit 5.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Judge a deliberately broken connector of `emq::doubles` by name (`SkipFence`): built only
+    /// with the `doubles` feature, for the CLI's own tests, never in a release.
+    #[cfg(feature = "doubles")]
+    #[arg(long, hide = true, value_name = "NAME", value_parser = parse_double, conflicts_with = "connector")]
+    pub double: Option<crate::doubles::Double>,
+}
+
+/// A double by its type name (`SkipFence`).
+#[cfg(feature = "doubles")]
+fn parse_double(s: &str) -> Result<crate::doubles::Double, String> {
+    crate::doubles::Double::all()
+        .find(|d| format!("{d:?}") == s)
+        .ok_or_else(|| format!("unknown double {s:?}"))
+}
+
+/// A double's record name: `double-SkipFence`.
+#[cfg(feature = "doubles")]
+pub fn double_stem(d: crate::doubles::Double) -> String {
+    format!("double-{d:?}")
 }
 
 impl EngineArgs {
@@ -428,31 +472,54 @@ impl EngineArgs {
             image: self.image.clone(),
             valkey_server: self.valkey_server.clone(),
             allow_flush: self.allow_flush,
+            tls: false,
         };
         if let Some(name) = &self.engine_name {
             let named = crate::cmd::matrix::engine_options(name, self.engine);
             o.image = named.image;
             o.valkey_server = named.valkey_server;
+            o.tls = named.tls;
+            if named.choice == EngineChoice::Cluster {
+                o.choice = EngineChoice::Cluster;
+            }
         }
         o
     }
 }
 
 impl Common {
+    /// `--double`'s name, for the reproduce line (always `None` in a release build).
+    pub fn double_name(&self) -> Option<String> {
+        #[cfg(feature = "doubles")]
+        if let Some(d) = self.double {
+            return Some(format!("{d:?}"));
+        }
+        None
+    }
+
+    /// The subject the flags name: a double (test builds), the reference, or a child.
+    fn subject(&self, dirs: &crate::cmd::sources::Dirs) -> Subject {
+        #[cfg(feature = "doubles")]
+        if let Some(d) = self.double {
+            return Subject::Double(d);
+        }
+        if self.connector.is_empty() {
+            Subject::Reference
+        } else {
+            Subject::Child(crate::cmd::sources::child_spec_logged(
+                &self.connector,
+                self.run.timeout,
+                self.wire_log.as_ref(),
+                &dirs.bundle,
+            ))
+        }
+    }
+
     /// Run options from the flags, judged by the bundle and cases in `dirs`.
     pub fn options(&self, dirs: &crate::cmd::sources::Dirs) -> RunOptions {
         RunOptions {
             engine: self.engine.options(),
-            subject: if self.connector.is_empty() {
-                Subject::Reference
-            } else {
-                Subject::Child(crate::cmd::sources::child_spec_logged(
-                    &self.connector,
-                    self.run.timeout,
-                    self.wire_log.as_ref(),
-                    &dirs.bundle,
-                ))
-            },
+            subject: self.subject(dirs),
             seed: self.run.seed,
             histories: self.run.histories,
             batch: self.run.batch,

@@ -82,11 +82,13 @@ pub fn engine_options(name: &EngineName, kind: EngineChoice) -> EngineOptions {
         return EngineOptions {
             choice: EngineChoice::Cluster,
             valkey_server: Some(name.server_or_unset()),
+            tls: name.tls,
             ..EngineOptions::default()
         };
     }
     let mut o = EngineOptions {
         choice: kind,
+        tls: name.tls,
         ..EngineOptions::default()
     };
     match kind {

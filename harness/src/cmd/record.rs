@@ -21,6 +21,8 @@ fn stem_before(common: &Common, opts: &RunOptions) -> Result<String, HarnessErro
     }
     match subject {
         Subject::Reference => Ok("reference".into()),
+        #[cfg(feature = "doubles")]
+        Subject::Double(d) => Ok(crate::cmd::cli::double_stem(*d)),
         Subject::Child(_) => {
             let bundle = Arc::new(opts.dirs.load_bundle()?);
             let mut c = factory(subject, &bundle)
@@ -41,6 +43,8 @@ pub fn stem_after(
     match (&common.name, subject) {
         (Some(n), _) => Ok(n.clone()),
         (None, Subject::Reference) => Ok("reference".into()),
+        #[cfg(feature = "doubles")]
+        (None, Subject::Double(d)) => Ok(crate::cmd::cli::double_stem(*d)),
         (None, Subject::Child(_)) => stem_of(&record.header.connector_name),
     }
 }
@@ -53,16 +57,19 @@ pub fn record(
     refresh: bool,
     progress: &Progress,
 ) -> Result<ExitCode, HarnessError> {
+    let baseline = crate::cmd::finish::baseline(common)?;
     let opts = common.options(dirs);
     let dir: PathBuf = reports_dir(common.reports.clone());
     // A named record of another connector is refused before the run, when it can be.
     if let (Some(n), Subject::Reference) = (&common.name, &opts.subject) {
         guard_overwrite(&dir, n, &"echomq-rust-reference".into(), common.force)?;
     }
-    let record = run(&opts, progress)?;
+    let mut record = run(&opts, progress)?;
     let stem = stem_after(common, &opts.subject, &record)?;
     guard_overwrite(&dir, &stem, &record.header.connector_name, common.force)?;
     std::fs::create_dir_all(&dir).map_err(|e| HarnessError::io(dir.display().to_string(), e))?;
+    let cases_to = crate::cmd::finish::cases_to(Some(&dir), Some(&stem));
+    crate::cmd::finish::annotate_record(&mut record, common, &opts, baseline.as_ref(), &cases_to);
     let wrote = record.write_if_changed(&dir, &stem, refresh)?;
     output::result(&record.markdown());
     output::note(&if wrote {
@@ -88,11 +95,13 @@ pub fn record(
     if let Ok(true) = crate::cmd::matrix::write_schema(&dir) {
         output::note(&format!("wrote {}/record.schema.json", dir.display()));
     }
-    Ok(record.verdict().into())
+    crate::cmd::finish::say_baseline(&record);
+    Ok(crate::cmd::finish::exit_code(&record, None))
 }
 
 /// Runs again with the committed record's seed and compares.
 pub fn check(common: &Common, dirs: &Dirs, progress: &Progress) -> Result<ExitCode, HarnessError> {
+    let baseline = crate::cmd::finish::baseline(common)?;
     let mut opts = common.options(dirs);
     let stem = stem_before(common, &opts)?;
     let path = reports_dir(common.reports.clone()).join(format!("{stem}.json"));
@@ -107,7 +116,11 @@ pub fn check(common: &Common, dirs: &Dirs, progress: &Progress) -> Result<ExitCo
     ) {
         output::note(&line);
     }
-    let fresh = run(&opts, progress)?;
+    let mut fresh = run(&opts, progress)?;
+    let cases_to = crate::cmd::finish::cases_to(None, Some(&stem));
+    crate::cmd::finish::annotate_record(&mut fresh, common, &opts, baseline.as_ref(), &cases_to);
+    crate::cmd::finish::say_baseline(&fresh);
+    crate::cmd::finish::say_reproduce(&fresh);
     let diffs = fresh.stable_differences(&committed);
     if diffs.is_empty() {
         output::result(&format!(

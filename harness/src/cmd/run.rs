@@ -20,6 +20,9 @@ pub enum Subject {
     Reference,
     /// A connector in any language, as a child process speaking wire protocol v1.
     Child(ChildSpec),
+    /// A deliberately broken connector (`--double`): the CLI's own tests fail a gate for real.
+    #[cfg(feature = "doubles")]
+    Double(crate::doubles::Double),
 }
 
 /// Everything a run needs.
@@ -46,6 +49,8 @@ pub fn factory(subject: &Subject, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFact
             Box::new(move || Ok(Reference::boxed(&b)))
         }
         Subject::Child(spec) => Box::new(ChildFactory::new(spec.clone())),
+        #[cfg(feature = "doubles")]
+        Subject::Double(d) => d.factory(bundle),
     }
 }
 
@@ -87,6 +92,7 @@ fn header(
             .collect(),
         engine_kind: format!("{:?}", engine.kind).to_lowercase(),
         engine_image: engine.source.clone(),
+        engine_tls: engine.tls().is_some(),
         engine_product: engine.product.clone(),
         engine_version: engine.valkey_version.clone(),
         engine_source: engine.provenance.clone(),

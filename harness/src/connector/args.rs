@@ -27,10 +27,16 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
     req.check_args()
 }
 
-/// `connect`'s url: SPEC's url rule ([`EngineUrl`]: `redis://`, a decimal port and `/db`), and
-/// on a cluster database 0 only (SPEC R8.1).
-pub fn connect_url(url: &str, cluster: bool) -> Result<(), ConnectorError> {
+/// `connect`'s url: SPEC's url rule ([`EngineUrl`]: `redis://` or `rediss://`, a decimal port
+/// and `/db`), on a cluster database 0 only (SPEC R8.1), and a `ca_file` only with `rediss://`
+/// (R10.1; whether the file reads is the connector's to find, when it opens the session).
+pub fn connect_url(url: &str, cluster: bool, ca_file: Option<&str>) -> Result<(), ConnectorError> {
     let u = EngineUrl::parse(url).map_err(|e| ConnectorError::invalid(e.to_string()))?;
+    if ca_file.is_some() && u.scheme != crate::protocol::url::Scheme::Rediss {
+        return Err(ConnectorError::invalid(
+            "ca_file is for a rediss:// url only (SPEC R10.1)",
+        ));
+    }
     match u.db {
         Some(db) if cluster && db != 0 => Err(ConnectorError::invalid(format!(
             "a cluster url names database 0, not {db}"
@@ -78,12 +84,37 @@ mod cluster_args {
     use crate::connector::Request;
 
     fn connect(url: &str, cluster: bool) -> bool {
+        connect_ca(url, cluster, None)
+    }
+
+    fn connect_ca(url: &str, cluster: bool, ca_file: Option<&str>) -> bool {
         validate(&Request::Connect {
             session: "s".into(),
             url: url.into(),
             cluster,
+            ca_file: ca_file.map(String::from),
         })
         .is_ok()
+    }
+
+    #[test]
+    fn a_ca_file_goes_with_rediss_only() {
+        assert!(connect_ca(
+            "rediss://:pw@localhost:7000/0",
+            false,
+            Some("/ca.pem")
+        ));
+        assert!(connect_ca("rediss://:pw@localhost:7000/0", false, None));
+        assert!(!connect_ca(
+            "redis://:pw@localhost:7000/0",
+            false,
+            Some("/ca.pem")
+        ));
+        assert!(connect_ca(
+            "rediss://:pw@localhost:7000/0",
+            true,
+            Some("/ca.pem")
+        ));
     }
 
     fn batch(queue: &str, queues: Vec<&str>) -> bool {
@@ -110,8 +141,8 @@ mod cluster_args {
     #[test]
     fn a_url_is_redis_with_a_decimal_port_and_database() {
         assert!(connect("redis://model", false));
+        assert!(connect("rediss://127.0.0.1:6379/0", false));
         for bad in [
-            "rediss://127.0.0.1:6379/0",
             "unix:///tmp/valkey.sock",
             "http://127.0.0.1:6379/0",
             "redis://127.0.0.1:6379/abc",
@@ -264,9 +295,9 @@ mod tests {
     #[test]
     fn an_empty_db_is_database_zero() {
         for cluster in [false, true] {
-            assert!(connect_url("redis://:pw@127.0.0.1:6379/", cluster).is_ok());
-            assert!(connect_url("redis://:pw@127.0.0.1:6379", cluster).is_ok());
+            assert!(connect_url("redis://:pw@127.0.0.1:6379/", cluster, None).is_ok());
+            assert!(connect_url("redis://:pw@127.0.0.1:6379", cluster, None).is_ok());
         }
-        assert!(connect_url("redis://127.0.0.1:6379/3", true).is_err());
+        assert!(connect_url("redis://127.0.0.1:6379/3", true, None).is_err());
     }
 }

@@ -346,12 +346,14 @@ impl Connector for FenceHset {
             session,
             url,
             cluster,
+            ca_file,
         } = request
         else {
             return self.inner.call(request);
         };
         validate(request)?;
-        self.inner.connect_unfenced(session, url, *cluster)?;
+        self.inner
+            .connect_unfenced(session, url, *cluster, ca_file.as_deref())?;
         let mut fence = fence_fields(&mut self.inner, session, &["protocol", "bundle"])?;
         if fence.is_empty() {
             self.inner.raw(
@@ -425,10 +427,12 @@ impl Connector for FenceIgnoresProtocol {
                     session,
                     url,
                     cluster,
+                    ca_file,
                 },
                 Err(e),
             ) if e.kind == ErrorKind::Fence => {
-                self.0.connect_unfenced(session, url, *cluster)?;
+                self.0
+                    .connect_unfenced(session, url, *cluster, ca_file.as_deref())?;
                 Ok(Reply::Unit)
             }
             (_, r) => r,

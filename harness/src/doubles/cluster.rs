@@ -12,10 +12,16 @@ pub struct SeedNodeOnly(pub Reference);
 impl Connector for SeedNodeOnly {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         match request {
-            Request::Connect { session, url, .. } => self.0.call(&Request::Connect {
+            Request::Connect {
+                session,
+                url,
+                ca_file,
+                ..
+            } => self.0.call(&Request::Connect {
                 session: session.clone(),
                 url: url.clone(),
                 cluster: false,
+                ca_file: ca_file.clone(),
             }),
             other => self.0.call(other),
         }
@@ -32,6 +38,7 @@ impl Connector for ClusterAnyDatabase {
                 session,
                 url,
                 cluster: true,
+                ca_file,
             } => {
                 // A url that is no engine url goes as it is: the reference refuses it.
                 let url = EngineUrl::parse(url)
@@ -40,6 +47,7 @@ impl Connector for ClusterAnyDatabase {
                     session: session.clone(),
                     url,
                     cluster: true,
+                    ca_file: ca_file.clone(),
                 })
             }
             other => self.0.call(other),

@@ -49,6 +49,8 @@ mod table;
 #[cfg(feature = "doubles")]
 pub mod time;
 #[cfg(feature = "doubles")]
+pub mod tls;
+#[cfg(feature = "doubles")]
 pub mod wire;
 
 pub use table::{Entry, TABLE};
@@ -95,6 +97,16 @@ pub enum Double {
     /// A 2.5 s read timeout; a call that times out leaves its connection open, abandoned, and the
     /// session goes on over a new one.
     AbandonOnTimeout,
+    /// On `rediss://`, verifies no certificate (redis-rs's `#insecure`).
+    TrustAnyCertificate,
+    /// On `rediss://`, verifies the chain and not the name (redis-rs's
+    /// `set_danger_accept_invalid_hostnames`).
+    NameUnchecked,
+    /// Takes a `rediss://` url as `redis://`: plaintext to a TLS server.
+    PlaintextOnRediss,
+    /// Does not read `ca_file` before connecting: one that cannot be read falls back to the
+    /// system's trust store, and the connect fails with kind `engine`, not `invalid`.
+    CaFileUnchecked,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
     /// `batch` writes pipelines half as deep as asked (everything lands; the depth is broken).
@@ -298,6 +310,16 @@ impl Double {
                 leak_on_disconnect: true,
                 ..Quirks::default()
             })),
+            Self::TrustAnyCertificate => Box::new(reference().with_quirks(Quirks {
+                tls_accept_any: true,
+                ..Quirks::default()
+            })),
+            Self::NameUnchecked => Box::new(reference().with_quirks(Quirks {
+                tls_skip_names: true,
+                ..Quirks::default()
+            })),
+            Self::PlaintextOnRediss => Box::new(tls::PlaintextOnRediss(reference())),
+            Self::CaFileUnchecked => Box::new(tls::CaFileUnchecked(reference())),
             Self::LeakOnReconnect => Box::new(reference().with_quirks(Quirks {
                 leak_on_reconnect: true,
                 ..Quirks::default()

@@ -154,6 +154,30 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::TrustAnyCertificate,
+        breaks: "R10.3, R10.4: a rediss:// session verifies the server's certificate, chain and name",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::NameUnchecked,
+        breaks: "R10.4: the certificate must name the host the connection was opened to",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::PlaintextOnRediss,
+        breaks: "R10.2: a rediss:// session speaks TLS from its first byte",
+        also: &[GateId::G2, GateId::G3, GateId::G4, GateId::G5, GateId::G8],
+        why_also: "every gate connects through the TLS front, which closes a plaintext connection: no verb of any gate can run",
+    },
+    Entry {
+        double: Double::CaFileUnchecked,
+        breaks: "R10.1: a ca_file that cannot be read is invalid, nothing sent",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::ZombieSession,
         breaks: "R5.10: after disconnect the session is unknown",
         also: &[GateId::G1],

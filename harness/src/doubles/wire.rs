@@ -17,8 +17,10 @@ impl Connector for SkipFence {
                 session,
                 url,
                 cluster,
+                ca_file,
             } => {
-                self.0.connect_unfenced(session, url, *cluster)?;
+                self.0
+                    .connect_unfenced(session, url, *cluster, ca_file.as_deref())?;
                 Ok(Reply::Unit)
             }
             other => self.0.call(other),

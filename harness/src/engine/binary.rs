@@ -96,14 +96,43 @@ pub(crate) fn start_picking(
     }
 }
 
+/// Starts a server that listens on a TLS port only (SPEC §10), with `tls`'s certificate.
+pub fn start_tls(
+    path: &Path,
+    password: &str,
+    tls: &crate::tls::RunTls,
+) -> Result<Running, HarnessError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start_once_at(path, password, &[], Some(tls)) {
+            Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
+            other => return other,
+        }
+    }
+}
+
 fn start_once(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
+    start_once_at(path, password, extra, None)
+}
+
+fn start_once_at(
+    path: &Path,
+    password: &str,
+    extra: &[String],
+    tls: Option<&crate::tls::RunTls>,
+) -> Result<Running, HarnessError> {
     let dir = tempfile::Builder::new()
         .prefix("emq-valkey-")
         .tempdir()
         .map_err(|e| HarnessError::io("temp dir", e))?;
     let port = free_port()?;
     let child = Command::new(path)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(match tls {
+            Some(t) => t.server_flags(port),
+            None => vec!["--port".into(), port.to_string()],
+        })
+        .args(["--bind", "127.0.0.1"])
         .args(server_flags(password))
         .args([
             "--dir",

@@ -9,6 +9,7 @@ pub mod container;
 pub mod health;
 pub mod migration;
 pub mod named;
+mod target;
 pub mod version;
 
 use std::path::PathBuf;
@@ -77,6 +78,8 @@ pub struct EngineOptions {
     pub valkey_server: Option<PathBuf>,
     /// Allow flushing a `url` database that holds keys the harness did not make.
     pub allow_flush: bool,
+    /// A TLS engine (SPEC §10): a binary built with TLS, listening on a TLS port only.
+    pub tls: bool,
 }
 
 /// The defaults, and nothing else: reading the environment is the command line's job (clap's
@@ -90,6 +93,7 @@ impl Default for EngineOptions {
             image: DEFAULT_IMAGE.to_string(),
             valkey_server: None,
             allow_flush: false,
+            tls: false,
         }
     }
 }
@@ -111,47 +115,7 @@ enum Handle {
     Url,
 }
 
-/// Where a connector connects: the url of `connect`, and whether it names a cluster's seed node
-/// (wire v1's optional `cluster`, SPEC R8.1). From a plain url it is a single engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub url: String,
-    pub cluster: bool,
-}
-
-impl Target {
-    /// A single engine at `url`.
-    pub fn single(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            cluster: false,
-        }
-    }
-}
-
-impl From<&str> for Target {
-    fn from(url: &str) -> Self {
-        Self::single(url)
-    }
-}
-
-impl From<&String> for Target {
-    fn from(url: &String) -> Self {
-        Self::single(url.as_str())
-    }
-}
-
-impl From<String> for Target {
-    fn from(url: String) -> Self {
-        Self::single(url)
-    }
-}
-
-impl From<&Target> for Target {
-    fn from(t: &Target) -> Self {
-        t.clone()
-    }
-}
+pub use target::Target;
 
 /// A live engine. Dropping it stops what the harness started.
 pub struct Engine {
@@ -176,7 +140,19 @@ pub struct Engine {
     pub swept: Option<String>,
     /// The health a gate's events are judged against ([`Engine::mark_health`]).
     baseline: std::sync::Mutex<Option<health::Health>>,
+    /// A TLS engine's certificates, front and back (SPEC §10); dropped before the server.
+    tls: Option<TlsEngine>,
     handle: Handle,
+}
+
+/// What a single TLS engine adds: the run's certificates, the back the harness reaches the engine
+/// through in plaintext (its `host:port`), and the TLS proxy every connector connects through.
+struct TlsEngine {
+    run: std::sync::Arc<crate::tls::RunTls>,
+    /// The engine's own TLS port (the bench's, beside `valkey-benchmark --tls`).
+    port: u16,
+    front: crate::faults::Proxy,
+    _back: crate::tls::relay::Back,
 }
 
 /// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
@@ -235,6 +211,9 @@ impl Engine {
                 Self::from_url(url, opts.allow_flush)?
             }
             (EngineChoice::Container, _) => Self::container(&opts.image)?,
+            (EngineChoice::Binary | EngineChoice::Auto, None) if opts.tls => {
+                Self::binary_tls(opts.valkey_server.as_deref())?
+            }
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
             (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref())?,
             (EngineChoice::Auto, None) => {
@@ -298,6 +277,36 @@ impl Engine {
         ))
     }
 
+    /// A binary engine over TLS only (SPEC §10): the run's certificates, a back in front of its
+    /// TLS port for the harness's own connections, and a TLS proxy for the connectors'.
+    fn binary_tls(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+        let path = binary::locate(path)?;
+        let password = random_password();
+        let run = crate::tls::RunTls::new()?;
+        let running = binary::start_tls(&path, &password, &run)?;
+        let tls_port = running.port;
+        let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
+        let back = crate::tls::relay::Back::start(&run, engine_addr)
+            .map_err(|e| HarnessError::io("start the TLS back", e))?;
+        let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), &run)
+            .map_err(|e| HarnessError::io("start the TLS front", e))?;
+        let mut engine = Self::booted(
+            EngineKind::Binary,
+            path.display().to_string(),
+            "127.0.0.1".into(),
+            back.addr().port(),
+            password,
+            Handle::Binary(running),
+        );
+        engine.tls = Some(TlsEngine {
+            run,
+            port: tls_port,
+            front,
+            _back: back,
+        });
+        Ok(engine)
+    }
+
     fn cluster(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
         let password = random_password();
@@ -336,6 +345,7 @@ impl Engine {
             allow_flush: true,
             swept: None,
             baseline: std::sync::Mutex::default(),
+            tls: None,
             handle,
         }
     }
@@ -346,8 +356,12 @@ impl Engine {
                 "engine url {url:?}: expected redis://[:password@]host:port[/db]"
             ))
         };
-        // SPEC's url rule, and the harness needs the port written out.
-        let parsed = EngineUrl::parse(url).map_err(|_| bad())?;
+        // SPEC's url rule, and the harness needs the port written out. A TLS engine is one the
+        // harness boots (it makes the certificates): a `rediss://` engine url is not taken yet.
+        let parsed = EngineUrl::parse(url)
+            .ok()
+            .filter(|u| u.scheme == Scheme::Redis)
+            .ok_or_else(bad)?;
         let port = parsed.port.ok_or_else(bad)?;
         Ok(Self {
             kind: EngineKind::Url,
@@ -363,6 +377,7 @@ impl Engine {
             allow_flush,
             swept: None,
             baseline: std::sync::Mutex::default(),
+            tls: None,
             handle: Handle::Url,
         })
     }
@@ -387,9 +402,49 @@ impl Engine {
             Handle::Cluster(c) => Target {
                 url: self.node_url_at(c.proxy_of(self.port)),
                 cluster: true,
+                ca_file: None,
             },
-            _ => Target::single(self.url(db)),
+            _ => match &self.tls {
+                // Through the TLS proxy, by the name its certificate gives (SPEC §10).
+                Some(t) => Target {
+                    url: EngineUrl {
+                        scheme: Scheme::Rediss,
+                        user: None,
+                        password: self.password.clone(),
+                        host: crate::tls::TLS_HOST.into(),
+                        port: Some(t.front.port()),
+                        db: Some(db),
+                    }
+                    .to_string(),
+                    cluster: false,
+                    ca_file: Some(t.run.ca_file()),
+                },
+                None => Target::single(self.url(db)),
+            },
         }
+    }
+
+    /// [`Engine::target`], but on a TLS engine straight to its TLS port, past the proxy: for
+    /// the bench, which compares the connector with `valkey-benchmark --tls` on the same path.
+    pub fn direct_target(&self, db: u32) -> Target {
+        let t = self.target(db);
+        match &self.tls {
+            Some(tls) => EngineUrl::parse(&t.url)
+                .map(|u| t.at(u.with_port(tls.port).to_string()))
+                .unwrap_or(t),
+            None => t,
+        }
+    }
+
+    /// The run's certificates, on a TLS engine (SPEC §10).
+    pub fn tls(&self) -> Option<&std::sync::Arc<crate::tls::RunTls>> {
+        self.tls.as_ref().map(|t| &t.run)
+    }
+
+    /// The TLS proxy every connector of a single TLS engine connects through (its front sees
+    /// each connection's first bytes and can present a certificate that must be refused).
+    pub fn tls_proxy(&self) -> Option<&crate::faults::Proxy> {
+        self.tls.as_ref().map(|t| &t.front)
     }
 
     /// The fault proxy in front of a cluster's node announced (or listening) at `port`.
@@ -497,11 +552,12 @@ impl Engine {
             );
         }
         format!(
-            "{} {} ({} {})",
+            "{} {} ({} {}{})",
             format!("{:?}", self.kind).to_lowercase(),
             self.source,
             self.product,
-            self.valkey_version
+            self.valkey_version,
+            if self.tls.is_some() { ", TLS only" } else { "" }
         )
     }
 }
@@ -513,50 +569,6 @@ impl Drop for Engine {
             Handle::Binary(b) => b.stop(),
             Handle::Cluster(c) => c.stop(),
             Handle::Url => {}
-        }
-    }
-}
-
-/// The engine's `--url`: SPEC's url rule with the port written out; nothing here connects.
-#[cfg(test)]
-mod url_tests {
-    use super::Engine;
-
-    #[test]
-    fn a_url_engine_takes_its_host_port_password_and_database_from_the_url() {
-        let e = Engine::from_url("redis://:pw@127.0.0.1:6380/3", false).unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.port, e.password()),
-            ("127.0.0.1", 6380, Some("pw"))
-        );
-        assert_eq!(
-            (e.base_db, e.source.as_str()),
-            (3, "redis://127.0.0.1:6380/3")
-        );
-        assert_eq!(e.url(7), "redis://:pw@127.0.0.1:6380/3");
-        let e = Engine::from_url("redis://127.0.0.1:6380", true).unwrap();
-        assert_eq!(
-            (e.password(), e.base_db, e.url(0)),
-            (None, 0, "redis://127.0.0.1:6380/0".into())
-        );
-    }
-
-    #[test]
-    fn a_url_that_is_not_an_engine_url_is_bad_input() {
-        for bad in [
-            "rediss://h:1/0",
-            "redis://h/0",
-            "redis://h:x/0",
-            "redis://h:1/x",
-            "redis://:1/0",
-        ] {
-            let e = Engine::from_url(bad, false).err().expect(bad);
-            assert_eq!(
-                e.to_string(),
-                format!(
-                    "bad input: engine url {bad:?}: expected redis://[:password@]host:port[/db]"
-                )
-            );
         }
     }
 }

@@ -9,15 +9,19 @@ use std::process::{Command, Stdio};
 
 /// The engines a matrix runs by default, the pinned one first; the last is a Valkey Cluster of
 /// the pinned engine's binary (a name with [`CLUSTER_SUFFIX`]).
-pub const DEFAULT_NAMES: [&str; 4] = [
+pub const DEFAULT_NAMES: [&str; 5] = [
     "valkey-9.1",
     "valkey-8.1",
     "redis-7.0",
     "valkey-9.1-cluster",
+    "valkey-9.1-tls",
 ];
 
 /// `<name>-cluster` names a cluster booted from engine `<name>`'s binary.
 pub const CLUSTER_SUFFIX: &str = "-cluster";
+
+/// `<name>-tls` names a build of `<name>` with TLS, booted TLS only (SPEC §10).
+pub const TLS_SUFFIX: &str = "-tls";
 
 /// The image label naming the source a local image was built from.
 pub const SOURCE_LABEL: &str = "org.echomq.source";
@@ -33,6 +37,8 @@ pub struct EngineName {
     pub image: Option<String>,
     /// A cluster of this engine's binary (`<name>-cluster`).
     pub cluster: bool,
+    /// A build with TLS, booted TLS only (`<name>-tls`, SPEC §10).
+    pub tls: bool,
 }
 
 /// `valkey-9.1` → `EMQ_ENGINE_VALKEY_9_1`.
@@ -54,9 +60,13 @@ pub fn known_names() -> Vec<String> {
         .map(|stem| {
             // VALKEY_9_1 → valkey-9.1: the first `_` is the product's dash, the rest are dots.
             let lower = stem.to_ascii_lowercase();
+            let (lower, tls) = match lower.strip_suffix("_tls") {
+                Some(base) => (base.to_string(), TLS_SUFFIX),
+                None => (lower, ""),
+            };
             match lower.split_once('_') {
-                Some((p, v)) => format!("{p}-{}", v.replace('_', ".")),
-                None => lower,
+                Some((p, v)) => format!("{p}-{}{tls}", v.replace('_', ".")),
+                None => format!("{lower}{tls}"),
             }
         })
         .collect();
@@ -98,6 +108,7 @@ impl EngineName {
             ));
         }
         Ok(Self {
+            tls: name.ends_with(TLS_SUFFIX),
             name,
             server,
             image,

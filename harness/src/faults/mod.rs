@@ -181,6 +181,8 @@ impl Shared {
 pub struct Proxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    /// On a TLS engine: the TLS front connectors connect to (SPEC §10); the proxy is its inside.
+    front: Option<crate::tls::relay::Front>,
 }
 
 /// What the reply side does with the reply to one forwarded command.
@@ -213,18 +215,40 @@ impl Proxy {
         std::thread::Builder::new()
             .name("emq-proxy-accept".into())
             .spawn(move || accept(listener, s))?;
-        Ok(Self { addr, shared })
+        Ok(Self {
+            addr,
+            shared,
+            front: None,
+        })
     }
 
-    /// The proxy's port.
+    /// [`Proxy::start`] behind a TLS front ([`crate::tls::relay::Front`]): connectors speak TLS to the front,
+    /// which hands the proxy plaintext; `upstream` is a plaintext way to the engine (a
+    /// [`crate::tls::relay::Back`]).
+    pub fn start_tls(upstream: &str, run: &Arc<crate::tls::RunTls>) -> std::io::Result<Self> {
+        let mut proxy = Self::start(upstream)?;
+        proxy.front = Some(crate::tls::relay::Front::start(run, proxy.addr)?);
+        Ok(proxy)
+    }
+
+    /// The port connectors connect to: the TLS front's, else the proxy's own.
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.front
+            .as_ref()
+            .map_or(self.addr.port(), crate::tls::relay::Front::port)
+    }
+
+    /// The TLS front, on a TLS engine.
+    pub fn front(&self) -> Option<&crate::tls::relay::Front> {
+        self.front.as_ref()
     }
 
     /// `url` (an engine url at `host:port`) pointed at the proxy instead; a url elsewhere, or no
-    /// engine url, is left as it is.
+    /// engine url, is left as it is. Behind a TLS front the url keeps its host (the name the
+    /// certificate gives) and only its port changes.
     pub fn url_for(&self, url: &str, host: &str, port: u16) -> String {
         match crate::protocol::url::EngineUrl::parse(url) {
+            Ok(u) if self.front.is_some() => u.with_port(self.port()).to_string(),
             Ok(u) if u.host == host && u.port == Some(port) => crate::protocol::url::EngineUrl {
                 host: "127.0.0.1".into(),
                 ..u.with_port(self.port())
@@ -307,6 +331,7 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        self.front = None;
         self.shared.stopping.store(true, Ordering::SeqCst);
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         self.close_all();

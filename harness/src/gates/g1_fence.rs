@@ -125,6 +125,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     }
     judge_first_actions(&obs, out);
     super::g1_release::check(ctx, out, &mut admin, db, &url)?;
+    super::g1_tls::check(ctx, out, &url)?;
 
     refusal(ctx, out, &mut admin, db, &url)
 }
@@ -215,10 +216,7 @@ fn cluster_urls(
         }
     };
     let mut c = ctx.factory.make()?;
-    let three = crate::engine::Target {
-        url: seed.with_db(Some(3)).to_string(),
-        cluster: true,
-    };
+    let three = url.at(seed.with_db(Some(3)).to_string());
     match c.connect("db3", &three) {
         Err(e) if e.kind == crate::error::ErrorKind::Invalid => out.pass(
             "on a cluster, a connect whose url names database 3 is refused with kind invalid (R8.1)",
@@ -231,10 +229,7 @@ fn cluster_urls(
             "on a cluster, a connect whose url names database 3 succeeded; it must be kind invalid (R8.1)",
         ),
     }
-    let none = crate::engine::Target {
-        url: seed.with_db(None).to_string(),
-        cluster: true,
-    };
+    let none = url.at(seed.with_db(None).to_string());
     match c.connect("nodb", &none) {
         Ok(()) => out.pass("on a cluster, a connect whose url names no database connects (R8.1)"),
         Err(e) => out.fail(format!(

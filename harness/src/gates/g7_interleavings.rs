@@ -16,6 +16,9 @@ pub const REGRESSIONS: &str = include_str!("../../tests/interleavings-regression
 /// The env var naming a directory a counterexample case is written to.
 pub const CASE_OUT_ENV: &str = crate::settings::G7_CASE_OUT;
 
+/// The figure naming the file a failure's original history is kept in.
+pub const HISTORY_FILE: &str = "failure_history_file";
+
 /// Shrinking is bounded in time and steps.
 pub const MAX_SHRINK_TIME: Duration = Duration::from_secs(60);
 pub const MAX_SHRINK_ITERS: u32 = 2048;
@@ -29,8 +32,40 @@ pub fn regressions() -> Vec<History> {
     parse_regressions(REGRESSIONS).expect("the committed G7 regressions parse")
 }
 
-/// Draws and judges `ctx.histories` histories (after the regressions).
+/// The history `EMQ_G7_REPLAY` names, when set.
+fn replayed() -> Result<Option<History>, crate::error::HarnessError> {
+    crate::settings::var_os(crate::settings::G7_REPLAY)
+        .map(|p| replay_file(std::path::Path::new(&p)))
+        .transpose()
+}
+
+/// A history file: one [`keep`] wrote (its `history`, the original that failed), or one history
+/// as JSON.
+pub fn replay_file(path: &std::path::Path) -> Result<History, crate::error::HarnessError> {
+    let bad = |e: String| {
+        crate::error::HarnessError::BadInput(format!(
+            "{} {}: {e}",
+            crate::settings::G7_REPLAY,
+            path.display()
+        ))
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let h = v.get("history").cloned().unwrap_or(v);
+    serde_json::from_value(h).map_err(|e| bad(format!("not a G7 history: {e}")))
+}
+
+/// Draws and judges `ctx.histories` histories (after the regressions, and before them the
+/// history `EMQ_G7_REPLAY` names).
 pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessError> {
+    let mut regressions = regressions();
+    if let Some(h) = replayed()? {
+        (ctx.progress)(&format!(
+            "G7: replaying the history in ${} first",
+            crate::settings::G7_REPLAY
+        ));
+        regressions.insert(0, h);
+    }
     let env = Env {
         engine: ctx.engine,
         factory: ctx.factory,
@@ -43,7 +78,7 @@ pub fn histories(ctx: &GateContext<'_>) -> Result<Report, crate::error::HarnessE
             seed: ctx.seed,
             max_shrink_time: MAX_SHRINK_TIME,
             max_shrink_iters: MAX_SHRINK_ITERS,
-            regressions: regressions(),
+            regressions,
         },
     )
 }
@@ -183,7 +218,10 @@ fn keep(f: &Failure) -> Result<std::path::PathBuf, String> {
 /// Records a disagreement: the shrunk history and its case, whether the original reproduced on
 /// replay, and where the original history is kept (the JSON record holds it too).
 fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
-    let origin = if f.regression {
+    // The history a reproduce line replays runs as the first regression: say it is that one.
+    let origin = if f.regression && replayed().ok().flatten().as_ref() == Some(&f.original) {
+        "the replayed history (EMQ_G7_REPLAY) of"
+    } else if f.regression {
         "a committed regression history"
     } else {
         "a drawn history, shrunk to"
@@ -198,7 +236,11 @@ fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
         )
     };
     let kept = match keep(f) {
-        Ok(p) => format!("the original history is kept in {}", p.display()),
+        Ok(p) => {
+            // The reproduce line (`cmd::reproduce`) replays this file.
+            out.figure(HISTORY_FILE, p.display().to_string());
+            format!("the original history is kept in {}", p.display())
+        }
         Err(e) => e,
     };
     out.fail(format!(
@@ -220,4 +262,40 @@ fn judge_failure(ctx: &GateContext<'_>, out: &mut GateOutcome, f: &Failure) {
 
 fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kept history file, as `keep` writes it, is what `EMQ_G7_REPLAY` replays; so is a bare
+    /// history; anything else names the variable and the file.
+    #[test]
+    fn a_kept_history_file_replays() {
+        let h = regressions()
+            .into_iter()
+            .next()
+            .expect("a committed regression");
+        let t = tempfile::tempdir().unwrap();
+        let kept = t.path().join("g7-1.history.json");
+        let body = serde_json::json!({"case_id": "g7-1", "history": h, "shrunk": h});
+        std::fs::write(&kept, body.to_string()).unwrap();
+        let back = replay_file(&kept).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&h).unwrap()
+        );
+        let bare = t.path().join("bare.json");
+        std::fs::write(&bare, serde_json::to_string(&h).unwrap()).unwrap();
+        assert!(replay_file(&bare).is_ok());
+        std::fs::write(&bare, "{\"history\": 3}").unwrap();
+        let e = replay_file(&bare).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "bad input: EMQ_G7_REPLAY {}: not a G7 history",
+                bare.display()
+            )),
+            "{e}"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 pub mod contract;
 pub mod g1_fence;
 pub mod g1_release;
+pub mod g1_tls;
 pub mod g2_sha1;
 pub mod g3_evalsha;
 pub mod g4_keys;
@@ -311,9 +312,13 @@ impl GateContext<'_> {
         url: &crate::engine::Target,
     ) -> Result<(crate::faults::Proxy, crate::engine::Target), GateError> {
         let (host, port) = (&self.engine.host, self.engine.port);
-        let proxy = crate::faults::Proxy::start(&format!("{host}:{port}"))
-            .map_err(|e| GateError::instrument(format!("the fault proxy did not start: {e}")))?;
-        let through = crate::engine::Target::single(proxy.url_for(&url.url, host, port));
+        let upstream = format!("{host}:{port}");
+        let proxy = match self.engine.tls() {
+            Some(run) => crate::faults::Proxy::start_tls(&upstream, run),
+            None => crate::faults::Proxy::start(&upstream),
+        }
+        .map_err(|e| GateError::instrument(format!("the fault proxy did not start: {e}")))?;
+        let through = url.at(proxy.url_for(&url.url, host, port));
         Ok((proxy, through))
     }
 
@@ -333,6 +338,22 @@ impl GateContext<'_> {
                 Ok(None)
             }
         }
+    }
+}
+
+/// SPEC R10.2 on a TLS engine, for every gate: no connection may begin in plaintext at any TLS
+/// front (the engine's own, or a proxy's the gate started).
+fn judge_plaintext(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    let Some(run) = ctx.engine.tls() else {
+        return;
+    };
+    let seen = run.take_plaintext();
+    if let Some(first) = seen.first() {
+        out.fail(format!(
+            "{} connection(s) to the TLS engine began in plaintext (R10.2: TLS from the first byte, on every connection); the first, at {}",
+            seen.len(),
+            first.describe()
+        ));
     }
 }
 
@@ -361,6 +382,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     if !events.is_empty() {
         out.engine_event(events.join("; "));
     }
+    judge_plaintext(ctx, &mut out);
     if let Err(p) = result {
         let msg = p
             .downcast_ref::<String>()

@@ -2,9 +2,10 @@
 //! `--url`, `connect`'s url (SPEC §5, the url rule), the bench's `valkey-benchmark` flags and a
 //! cluster node's url all read it here, so the rule has one spelling.
 //!
-//! What it accepts is SPEC's rule: the harness sends `redis://[:password@]host:port[/db]`; a
-//! port or a `/db` that is not a decimal integer is refused (`connect-url-not-numeric`), and so
-//! is every other scheme (`connect-url-scheme-redis-only`). Beyond that SPEC lets a connector
+//! What it accepts is SPEC's rule: the harness sends `redis://[:password@]host:port[/db]`, or
+//! `rediss://` with the same rest on a TLS engine (§10); a port or a `/db` that is not a decimal
+//! integer is refused (`connect-url-not-numeric`), and so is every other scheme
+//! (`connect-url-scheme-redis-only`). Beyond that SPEC lets a connector
 //! accept what its client accepts, so a user name, an IPv6 literal in brackets and a missing port
 //! (the client's default) parse; a caller that needs an explicit port (the engine) asks
 //! [`EngineUrl::port`]. The password is kept as written (not percent-decoded): every url this
@@ -12,21 +13,24 @@
 
 use std::fmt;
 
-/// The scheme of an engine url. `rediss://` (TLS) is the next one.
+/// The scheme of an engine url.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     /// `redis://`: plain TCP.
     Redis,
+    /// `rediss://`: TLS (SPEC §10).
+    Rediss,
 }
 
 impl Scheme {
-    /// Every scheme the harness speaks.
-    pub const ALL: [Scheme; 1] = [Scheme::Redis];
+    /// Every scheme the harness speaks (`rediss://` first: `redis://` is its prefix's prefix).
+    pub const ALL: [Scheme; 2] = [Scheme::Rediss, Scheme::Redis];
 
-    /// `redis://`.
+    /// `redis://` or `rediss://`.
     pub fn prefix(self) -> &'static str {
         match self {
             Self::Redis => "redis://",
+            Self::Rediss => "rediss://",
         }
     }
 }
@@ -34,7 +38,7 @@ impl Scheme {
 /// Why a url is not an engine url.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UrlError {
-    #[error("url {0:?} must start with redis://")]
+    #[error("url {0:?} must start with redis:// or rediss://")]
     Scheme(String),
     #[error("url {0:?} names no host")]
     Host(String),
@@ -244,6 +248,12 @@ mod tests {
         assert_eq!(url("redis://[::1]").port, None);
         let u = url("redis://model");
         assert_eq!((u.host.as_str(), u.port), ("model", None));
+        let u = url("rediss://:pw@localhost:6380/2");
+        assert_eq!(
+            (u.scheme, u.host.as_str(), u.port, u.db),
+            (Scheme::Rediss, "localhost", Some(6380), Some(2))
+        );
+        assert_eq!(u.to_string(), "rediss://:pw@localhost:6380/2");
     }
 
     #[test]
@@ -259,7 +269,7 @@ mod tests {
             (
                 "scheme",
                 &[
-                    "rediss://h:1",
+                    "redisss://h:1",
                     "unix:///tmp/s",
                     "http://h:1",
                     "h:1",

@@ -27,6 +27,10 @@ pub struct Header {
     pub engine_kind: String,
     /// Not compared: the image, the binary's path or the url.
     pub engine_image: String,
+    /// The engine listened on TLS only and every connect was `rediss://` (SPEC §10); absent on
+    /// an engine without TLS (and in records made before it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub engine_tls: bool,
     /// The server product from `INFO server`: `valkey` or `redis`.
     #[serde(default = "valkey")]
     pub engine_product: String,
@@ -146,10 +150,13 @@ impl Header {
         }
     }
 
-    /// The engine as a matrix column names it: `valkey-9.1`, or `valkey-9.1-cluster` for a
-    /// record judged on a cluster of that engine.
+    /// The engine as a matrix column names it: `valkey-9.1`, `valkey-9.1-tls` over TLS, and
+    /// `-cluster` after either for a record judged on a cluster of that engine.
     pub fn engine_column(&self) -> String {
         let mut name = self.engine_name();
+        if self.engine_tls {
+            name.push_str(crate::engine::named::TLS_SUFFIX);
+        }
         if self.engine_kind == "cluster" {
             name.push_str(crate::engine::named::CLUSTER_SUFFIX);
         }

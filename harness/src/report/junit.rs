@@ -70,7 +70,10 @@ impl Record {
                 status(
                     g.verdict,
                     g.first_violation(),
-                    crate::report::spelling::lines(&g.evidence),
+                    crate::report::spelling::lines(&g.evidence)
+                        + &g.reproduce
+                            .as_ref()
+                            .map_or(String::new(), |l| format!("\nreproduce: {l}")),
                 ),
             );
             case.set_classname(class.clone())

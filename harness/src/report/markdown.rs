@@ -42,9 +42,19 @@ impl Record {
         s.push_str("```\n");
         s.push_str(&format!(
             "\n**{}** — ended {}\n",
-            self.footer.summary, self.footer.ended
+            self.headline(),
+            self.footer.ended
         ));
         s
+    }
+
+    /// `FAIL 6/8`, and with a baseline how many failures it expected: the verdict is never
+    /// softened, only explained.
+    pub fn headline(&self) -> String {
+        match &self.baseline {
+            Some(b) => b.headline(&self.footer.summary),
+            None => self.footer.summary.clone(),
+        }
     }
 }
 
@@ -87,10 +97,15 @@ fn facts_table(s: &mut String, h: &Header) {
                 )
             } else {
                 format!(
-                    "{} ({} `{}`)",
+                    "{} ({} `{}`{})",
                     h.engine_label(),
                     h.engine_kind,
-                    h.engine_image
+                    h.engine_image,
+                    if h.engine_tls {
+                        ", TLS only: every connect rediss:// with the run's CA"
+                    } else {
+                        ""
+                    }
                 )
             },
         ),
@@ -124,8 +139,24 @@ impl Record {
     /// The gates' verdict table, then per gate its evidence and per-case count.
     fn gate_sections(&self, s: &mut String) {
         s.push_str("\n## Gates\n\n| gate | check | verdict |\n|---|---|---|\n");
+        let expected = |g: crate::gates::GateId| {
+            self.baseline
+                .as_ref()
+                .and_then(|b| b.expecting(g))
+                .map_or(String::new(), |by| {
+                    let file = self.baseline.as_ref().map_or("", |b| b.file.as_str());
+                    let at: Vec<String> = by.iter().map(|e| format!("{file}:{}", e.line)).collect();
+                    format!(" (expected by {})", at.join(", "))
+                })
+        };
         for g in &self.gates {
-            s.push_str(&format!("| {} | {} | **{}** |\n", g.id, g.name, g.verdict));
+            s.push_str(&format!(
+                "| {} | {} | **{}**{} |\n",
+                g.id,
+                g.name,
+                g.verdict,
+                expected(g.id)
+            ));
         }
         for g in &self.gates {
             s.push_str(&format!("\n### {} {} — {}\n\n", g.id, g.name, g.verdict));
@@ -143,7 +174,38 @@ impl Record {
                     g.cases.len()
                 ));
             }
+            if let Some(at) = &g.failed_cases {
+                s.push_str(&format!(
+                    "- the failing cases' YAML is written to {at}; the line below replays them\n"
+                ));
+            }
+            if let Some(line) = &g.reproduce {
+                s.push_str(&format!("- reproduce: `{line}`\n"));
+            }
         }
+        if let Some(b) = &self.baseline {
+            baseline_section(s, b);
+        }
+    }
+}
+
+/// What the baseline made of the run: each expected failure with its reasons, each new one,
+/// each entry that passed.
+fn baseline_section(s: &mut String, b: &crate::report::baseline::BaselineOutcome) {
+    s.push_str(&format!("\n## Baseline `{}`\n\n", b.file));
+    for e in &b.expected {
+        for by in &e.by {
+            s.push_str(&format!(
+                "- {} failed, as {}:{} ({}) expects: {}\n",
+                e.gate, b.file, by.line, by.id, by.reason
+            ));
+        }
+    }
+    for line in b.lines() {
+        s.push_str(&format!("- {line}\n"));
+    }
+    if b.expected.is_empty() && b.new_failures.is_empty() && b.unexpected_passes.is_empty() {
+        s.push_str("- nothing failed, and no entry passed\n");
     }
 }
 

@@ -89,6 +89,8 @@ pub fn record_stem(connector: &str, engine: &str) -> Option<String> {
             "{connector}{}",
             crate::engine::named::CLUSTER_SUFFIX
         ))
+    } else if engine == format!("{pinned}{}", crate::engine::named::TLS_SUFFIX) {
+        Some(format!("{connector}{}", crate::engine::named::TLS_SUFFIX))
     } else {
         None
     }

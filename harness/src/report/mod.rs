@@ -3,6 +3,7 @@
 //! compare a fresh run with the committed record.
 
 pub mod badge;
+pub mod baseline;
 pub mod diff;
 pub mod grid;
 pub mod header;
@@ -39,6 +40,14 @@ pub struct GateVerdict {
     /// Per-case verdicts of a gate made of cases (G6), in order; absent for the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cases: Vec<CaseVerdict>,
+    /// For a gate that did not pass: the one command line that judges it again as this run did
+    /// (`cmd::reproduce`). Never compared: it names paths of the machine that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproduce: Option<String>,
+    /// For G6: where this run wrote the failing cases' YAML, and the files (`--cases` of the
+    /// reproduce line). Never compared, like `reproduce`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_cases: Option<String>,
 }
 
 /// One case's verdict (stable).
@@ -93,6 +102,10 @@ pub struct Record {
     pub header: Header,
     pub gates: Vec<GateVerdict>,
     pub volatile: Volatile,
+    /// What `--baseline` made of the run: which failures were expected, which are new, which
+    /// entries passed. Absent without one (and in every record made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<baseline::BaselineOutcome>,
     pub footer: Footer,
 }
 
@@ -163,9 +176,12 @@ impl Record {
                             message: c.message.clone(),
                         })
                         .collect(),
+                    reproduce: None,
+                    failed_cases: None,
                 })
                 .collect(),
             volatile,
+            baseline: None,
             footer: Footer {
                 passed,
                 total,
@@ -235,8 +251,9 @@ impl Record {
         old.header.contract_version.is_none() && self.header.contract_version.is_some()
     }
 
-    /// Writes the record unless `dir` already holds one with the same stable fields (then the
-    /// committed files, figures and dates included, stay as they are); `refresh` writes anyway.
+    /// Writes the record unless `dir` already holds one with the same stable fields and the same
+    /// baseline outcome (then the committed files, figures and dates included, stay as they
+    /// are); `refresh` writes anyway.
     /// True when it wrote.
     pub fn write_if_changed(
         &self,
@@ -248,7 +265,9 @@ impl Record {
         let same = !refresh
             && existing.is_file()
             && Record::load(&existing).is_ok_and(|old| {
-                self.stable_differences(&old).is_empty() && !self.names_more_than(&old)
+                self.stable_differences(&old).is_empty()
+                    && !self.names_more_than(&old)
+                    && self.baseline == old.baseline
             });
         if same {
             return Ok(false);
@@ -399,6 +418,7 @@ mod tests {
             scripts: BTreeMap::from([("claim".into(), "2319".into())]),
             engine_kind: "binary".into(),
             engine_image: "/bin/valkey-server".into(),
+            engine_tls: false,
             engine_product: "valkey".into(),
             engine_version: "9.1.2".into(),
             engine_source: "Debian valkey 9.1.2-1".into(),
@@ -491,6 +511,17 @@ mod tests {
             "something",
         ));
         assert!(changed.write_if_changed(dir.path(), "x", false).unwrap());
+        // What a baseline made of the run rewrites; a reproduce line (a path) alone does not.
+        assert!(sample().write_if_changed(dir.path(), "x", true).unwrap());
+        let mut known = sample();
+        known.baseline = Some(baseline::BaselineOutcome {
+            file: "b.yaml".into(),
+            ..Default::default()
+        });
+        assert!(known.write_if_changed(dir.path(), "x", false).unwrap());
+        known.gates[0].reproduce = Some("emq-gate run --gates G1".into());
+        assert!(!known.write_if_changed(dir.path(), "x", false).unwrap());
+        assert!(known.stable_differences(&sample()).is_empty());
     }
 
     #[test]

@@ -34,6 +34,14 @@ pub fn cluster_engine() -> Engine {
     engine(EngineChoice::Cluster)
 }
 
+/// A single TLS engine of its own (SPEC §10): the `valkey-9.1-tls` build, TLS only.
+pub fn tls_engine() -> Engine {
+    let name = emq::engine::named::EngineName::resolve("valkey-9.1-tls")
+        .unwrap_or_else(|e| panic!("{e} (run ci/provision --engines valkey-9.1-tls)"));
+    let opts = emq::cmd::matrix::engine_options(&name, EngineChoice::Binary);
+    Engine::start(&opts).unwrap_or_else(|e| panic!("TLS engine: {e} (run ci/provision)"))
+}
+
 pub fn bundle() -> Arc<Bundle> {
     Arc::new(Bundle::load_default().expect("the repository's bundle"))
 }

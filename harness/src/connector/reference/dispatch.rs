@@ -47,7 +47,7 @@ impl Handler for Reference {
     }
 
     fn connect(&mut self, a: fields::Connect<'_>) -> Answer {
-        self.open_session(a.session, a.url, *a.cluster)?;
+        self.open_session(a.session, a.url, *a.cluster, a.ca_file.as_deref())?;
         Ok(Reply::Unit)
     }
 

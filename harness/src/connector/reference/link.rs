@@ -28,6 +28,46 @@ use redis::{
 /// How many redirects one command may follow before it fails (a slot migrating back and forth).
 const MAX_REDIRECTS: usize = 5;
 
+/// Where a session connects: its url, whether it names a cluster's seed, and on `rediss://` the
+/// CA certificates (PEM) it trusts, only those (SPEC R10.1, R10.3).
+#[derive(Debug, Clone)]
+pub(super) struct Dial {
+    pub url: String,
+    pub cluster: bool,
+    pub ca: Option<Vec<u8>>,
+    /// A double's TLS departures ([`super::Quirks::tls_accept_any`], `tls_skip_names`).
+    pub accept_any: bool,
+    pub skip_names: bool,
+}
+
+impl Dial {
+    /// A client for one node at `url`: over TLS with the session's CA, when it has one.
+    fn client(&self, url: &str) -> RedisResult<redis::Client> {
+        let url = if self.accept_any && url.starts_with("rediss://") {
+            format!("{url}#insecure")
+        } else {
+            url.to_string()
+        };
+        let client = match &self.ca {
+            Some(pem) => redis::Client::build_with_tls(
+                url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            )?,
+            None => redis::Client::open(url.as_str())?,
+        };
+        if !self.skip_names {
+            return Ok(client);
+        }
+        let info = client.get_connection_info().clone();
+        let mut addr = info.addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        redis::Client::open(info.set_addr(addr))
+    }
+}
+
 /// One session's connection(s).
 pub(super) enum Link {
     One(redis::Connection),
@@ -42,6 +82,8 @@ pub(super) struct Cluster {
     seed: (String, u16),
     /// The seed url: a node's url is this one with the node's address.
     url: String,
+    /// How the session dials (its CA, for a node's own connections).
+    dial: Dial,
     timeout: Duration,
     /// Each primary's port, slot ranges and replicas, from `CLUSTER SLOTS`.
     slots: SlotMap,
@@ -101,24 +143,32 @@ fn by_address(host: &str, port: u16) -> RoutingInfo {
 impl Link {
     /// Opens a single-engine connection or, with `cluster`, the cluster client (it reads the slot
     /// map from the seed `url` and uses its password on every node).
-    pub(super) fn open(url: &str, cluster: bool, timeout: Duration) -> RedisResult<Self> {
-        if !cluster {
-            let client = redis::Client::open(url)?;
+    pub(super) fn open(dial: &Dial, timeout: Duration) -> RedisResult<Self> {
+        let url = dial.url.as_str();
+        if !dial.cluster {
+            let client = dial.client(url)?;
             let con = client.get_connection_with_timeout(timeout)?;
             con.set_read_timeout(Some(timeout))?;
             con.set_write_timeout(Some(timeout))?;
             return Ok(Self::One(con));
         }
-        let client = ClusterClient::builder([url])
+        let mut builder = ClusterClient::builder([url])
             .retries(0)
             .connection_timeout(timeout)
-            .response_timeout(timeout)
-            .build()?;
+            .response_timeout(timeout);
+        if let Some(pem) = &dial.ca {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+        let client = builder.build()?;
         let mut con = client.get_connection()?;
         let slots = read_slots(&mut con)?;
         let info = redis::IntoConnectionInfo::into_connection_info(url)?;
         let seed = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
             other => {
                 return Err(redis::RedisError::from((
                     RedisKind::InvalidClientConfig,
@@ -132,6 +182,7 @@ impl Link {
             con,
             seed,
             url: url.to_string(),
+            dial: dial.clone(),
             timeout,
             slots,
             pipes: HashMap::new(),
@@ -312,7 +363,7 @@ impl Link {
                 let con = match c.pipes.entry(port) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {
-                        let client = redis::Client::open(node_url(&c.url, port)?.as_str())?;
+                        let client = c.dial.client(node_url(&c.url, port)?.as_str())?;
                         let con = client.get_connection_with_timeout(c.timeout)?;
                         con.set_read_timeout(Some(c.timeout))?;
                         con.set_write_timeout(Some(c.timeout))?;

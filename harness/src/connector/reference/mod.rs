@@ -19,7 +19,7 @@ mod quirks;
 mod resp;
 
 pub use link::Ask;
-use link::Link;
+use link::{Dial, Link};
 pub use quirks::Quirks;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
@@ -42,8 +42,8 @@ pub struct Reference {
     protocol: u32,
     digest: String,
     sessions: HashMap<String, Link>,
-    /// Each session's url, for [`Quirks::silent_reconnect`] and [`Quirks::redial_unfenced`] only.
-    urls: HashMap<String, String>,
+    /// Each session's dial, for [`Quirks::silent_reconnect`] and [`Quirks::redial_unfenced`] only.
+    urls: HashMap<String, Dial>,
     /// Sessions whose last verb failed with kind `engine`, for [`Quirks::redial_unfenced`] only.
     failed: std::collections::HashSet<String>,
     /// Connections kept open after their session let go of them, for the leak doubles only.
@@ -131,16 +131,49 @@ impl Reference {
         (self.root)(q)
     }
 
-    /// Opens a link to `url` (a cluster's seed with `cluster`) with the connector's timeouts.
-    fn open(url: &str, cluster: bool) -> Result<Link, ConnectorError> {
-        Self::open_timed(url, cluster, IO_TIMEOUT)
+    /// Opens a link as `dial` says, with the connector's timeouts.
+    fn open(dial: &Dial) -> Result<Link, ConnectorError> {
+        Self::open_timed(dial, IO_TIMEOUT)
     }
 
     /// [`Self::open`] with a timeout of `io`.
-    fn open_timed(url: &str, cluster: bool, io: Duration) -> Result<Link, ConnectorError> {
-        Link::open(url, cluster, io).map_err(|e| match e.kind() {
-            RedisKind::InvalidClientConfig => ConnectorError::invalid(format!("url {url:?}: {e}")),
+    fn open_timed(dial: &Dial, io: Duration) -> Result<Link, ConnectorError> {
+        Link::open(dial, io).map_err(|e| match e.kind() {
+            RedisKind::InvalidClientConfig => {
+                ConnectorError::invalid(format!("url {:?}: {e}", dial.url))
+            }
             _ => engine_err(e),
+        })
+    }
+
+    /// How `connect` dials: its url, and on `rediss://` the CAs of `ca_file`, read now: a file
+    /// that cannot be read or holds no certificate is `invalid`, nothing sent (SPEC R10.1).
+    fn dial(
+        &self,
+        url: &str,
+        cluster: bool,
+        ca_file: Option<&str>,
+    ) -> Result<Dial, ConnectorError> {
+        let ca = match ca_file {
+            None => None,
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    ConnectorError::invalid(format!("ca_file {path:?} cannot be read: {e}"))
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(ConnectorError::invalid(format!(
+                        "ca_file {path:?} holds no PEM certificate"
+                    )));
+                }
+                Some(pem)
+            }
+        };
+        Ok(Dial {
+            url: url.to_string(),
+            cluster,
+            ca,
+            accept_any: self.quirks.tls_accept_any,
+            skip_names: self.quirks.tls_skip_names,
         })
     }
 
@@ -151,13 +184,15 @@ impl Reference {
         session: &str,
         url: &str,
         cluster: bool,
+        ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
+        let dial = self.dial(url, cluster, ca_file)?;
         let io = if self.quirks.abandon_on_timeout {
             SHORT_TIMEOUT
         } else {
             IO_TIMEOUT
         };
-        let mut link = Self::open_timed(url, cluster, io)?;
+        let mut link = Self::open_timed(&dial, io)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
         if self.quirks.preload_only {
@@ -174,7 +209,7 @@ impl Reference {
             || self.quirks.redial_unfenced
             || self.quirks.abandon_on_timeout
         {
-            self.urls.insert(session.to_string(), url.to_string());
+            self.urls.insert(session.to_string(), dial);
         }
         self.failed.remove(session);
         Ok(())
@@ -265,16 +300,16 @@ impl Reference {
         if self.quirks.silent_reconnect
             && !link.is_cluster()
             && link.send(&redis::cmd("PING")).is_err()
-            && let Some(url) = self.urls.get(session)
-            && let Ok(new) = Self::open(url, false)
+            && let Some(dial) = self.urls.get(session)
+            && let Ok(new) = Self::open(dial)
         {
             link = new;
         }
         if self.quirks.redial_unfenced
             && !link.is_cluster()
             && self.failed.remove(session)
-            && let Some(url) = self.urls.get(session)
-            && let Ok(new) = Self::open(url, false)
+            && let Some(dial) = self.urls.get(session)
+            && let Ok(new) = Self::open(dial)
         {
             link = new;
         }
@@ -344,8 +379,10 @@ impl Reference {
     /// [`Quirks::abandon_on_timeout`]: a new fenced connection for `session`, the old one kept
     /// open in `leaked`, never closed.
     fn abandon(&mut self, session: &str) -> Result<(), ConnectorError> {
-        let url = self.urls.get(session).cloned().unwrap_or_default();
-        let mut fresh = Self::open_timed(&url, false, SHORT_TIMEOUT)?;
+        let dial = self.urls.get(session).ok_or_else(|| {
+            ConnectorError::internal(format!("no dial kept for session {session:?}"))
+        })?;
+        let mut fresh = Self::open_timed(dial, SHORT_TIMEOUT)?;
         fresh.apply(&self.quirks);
         self.check_fence(&mut fresh)?;
         if let Some(old) = self.sessions.insert(session.to_string(), fresh) {
@@ -404,8 +441,9 @@ impl Reference {
         session: &str,
         url: &str,
         cluster: bool,
+        ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
-        let link = Self::open(url, cluster)?;
+        let link = Self::open(&self.dial(url, cluster, ca_file)?)?;
         self.sessions.insert(session.to_string(), link);
         Ok(())
     }

@@ -54,4 +54,10 @@ pub struct Quirks {
     /// opens a new connection (the fence read on it) and leaves the old one open, abandoned
     /// (breaks R5.13; one engine only).
     pub abandon_on_timeout: bool,
+    /// On `rediss://`, no certificate is verified at all: redis-rs's `#insecure` (breaks R10.3
+    /// and R10.4).
+    pub tls_accept_any: bool,
+    /// On `rediss://`, the chain is verified and the name is not: redis-rs's
+    /// `set_danger_accept_invalid_hostnames` (breaks R10.4).
+    pub tls_skip_names: bool,
 }

@@ -62,6 +62,9 @@ impl CaseKind for i64 {
 impl CaseKind for u32 {
     const KIND: ArgKind = ArgKind::Int;
 }
+impl CaseKind for Option<String> {
+    const KIND: ArgKind = ArgKind::Str;
+}
 impl CaseKind for Option<Vec<String>> {
     const KIND: ArgKind = ArgKind::StrList;
 }
@@ -146,16 +149,19 @@ verbs! {
     Connect connect -> Unit {
         session: String,
         // `connect` may name a url (to pin the url rule); without one it is the case's database.
-        url: String [arg = "", check connect_url(url, *cluster)],
+        url: String [arg = "", check connect_url(url, *cluster, ca_file.as_deref())],
         /// The url names a cluster's seed node (SPEC R8.1); absent on a single engine.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cluster: bool,
+        /// The PEM file of the CAs a `rediss://` session trusts (SPEC R10.1); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String> [arg = Value::Null],
     }, typed {
         /// Opens `session` on `target` (the connector reads the fence first): a url for a
-        /// single engine, or an [`crate::engine::Target`] that may name a cluster.
+        /// single engine, or an [`crate::engine::Target`] that may name a cluster or a CA.
         fn connect(session: &str, target: impl Into<crate::engine::Target>) => {
             let t = target.into();
-            Request::Connect { session: session.into(), url: t.url, cluster: t.cluster }
+            Request::Connect { session: session.into(), url: t.url, cluster: t.cluster, ca_file: t.ca_file }
         };
     }
     /// Closes a session.
@@ -388,7 +394,7 @@ mod tests {
     #[test]
     fn case_args_skip_what_the_runner_fills() {
         let names = |c: Cmd| c.args().iter().map(|a| a.name).collect::<Vec<_>>();
-        assert_eq!(names(Cmd::Connect), ["url"]);
+        assert_eq!(names(Cmd::Connect), ["url", "ca_file"]);
         assert_eq!(names(Cmd::Disconnect), Vec::<&str>::new());
         assert_eq!(
             names(Cmd::Batch),

@@ -33,6 +33,9 @@ impl std::fmt::Display for RuleId {
 /// SPEC's section of the cluster rules.
 pub const CLUSTER_SECTION: u8 = 8;
 
+/// SPEC's section of the TLS rules.
+pub const TLS_SECTION: u8 = 10;
+
 /// One rule of SPEC.
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
@@ -59,6 +62,12 @@ impl Rule {
         self.id.section == CLUSTER_SECTION
     }
 
+    /// True for the TLS rules (SPEC §10): their doubles are judged on a TLS engine, and each
+    /// must PASS every gate on an engine without TLS (no `rediss://` url reaches it there).
+    pub fn on_tls(&self) -> bool {
+        self.id.section == TLS_SECTION
+    }
+
     /// True when some connector can break it (it then needs a double).
     pub fn breakable(&self) -> bool {
         self.unbreakable.is_empty()
@@ -81,6 +90,22 @@ impl Rule {
         for f in self.ways.iter().flat_map(|w| w.fixtures) {
             if !out.contains(f) {
                 out.push(f);
+            }
+        }
+        out
+    }
+
+    /// The gates its checks name (`G5: …` → G5), in order, each once: the gates whose verdict
+    /// is this rule's (with its own cases in place of G6's whole verdict), for `diff` and for a
+    /// baseline's rule entries alike.
+    pub fn judged_by(&self) -> Vec<GateId> {
+        let mut out: Vec<GateId> = Vec::new();
+        for c in self.checks {
+            let id = c.split(':').next().unwrap_or("").trim();
+            if let Ok(g) = id.parse::<GateId>()
+                && !out.contains(&g)
+            {
+                out.push(g);
             }
         }
         out
@@ -122,22 +147,30 @@ pub fn is_cluster_double(double: Double) -> bool {
     broken_by(double).any(Rule::on_cluster)
 }
 
+/// True for a double of SPEC §10 (it breaks a TLS rule): judged on a TLS engine, and on an
+/// engine without TLS it passes every gate.
+pub fn is_tls_double(double: Double) -> bool {
+    broken_by(double).any(Rule::on_tls)
+}
+
 mod cluster;
 mod connector;
 mod protocol;
+mod tls;
 pub mod ways;
 mod wire;
 
 pub use ways::{How, Way};
 
 /// Every rule of SPEC, in SPEC's order: §1–§3 (the protocol), §4 (the connector), §5 (the wire),
-/// then §8 (a cluster), one file per part of SPEC.
+/// §8 (a cluster), then §10 (over TLS), one file per part of SPEC.
 pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
     protocol::PROTOCOL
         .iter()
         .chain(connector::CONNECTOR)
         .chain(wire::WIRE)
         .chain(cluster::CLUSTER)
+        .chain(tls::TLS)
         .copied()
         .collect()
 });

@@ -259,24 +259,10 @@ fn cases(r: Option<&Record>) -> BTreeMap<String, Verdict> {
     .unwrap_or_default()
 }
 
-/// The gates a rule's checks name (`G5: …` → G5), in order, each once.
-fn gates_of(checks: &[&str]) -> Vec<GateId> {
-    let mut out: Vec<GateId> = Vec::new();
-    for c in checks {
-        let id = c.split(':').next().unwrap_or("").trim();
-        if let Ok(g) = id.parse::<GateId>()
-            && !out.contains(&g)
-        {
-            out.push(g);
-        }
-    }
-    out
-}
-
 /// Each rule of the (built-in) catalogue that `r` judged, with its verdict and what judged it:
 /// the gates its checks name, and its own cases where G6 is among them (G6's whole verdict when
 /// the record has none of them). A rule no judged gate names is left out.
-fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
+pub fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
     let Some(r) = r else {
         return BTreeMap::new();
     };
@@ -285,7 +271,7 @@ fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
     for rule in CATALOGUE.iter() {
         let mut verdicts = Vec::new();
         let mut via = Vec::new();
-        for g in gates_of(rule.checks) {
+        for g in rule.judged_by() {
             let Some(gate) = r.gates.iter().find(|x| x.id == g) else {
                 continue;
             };

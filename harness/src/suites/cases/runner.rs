@@ -182,9 +182,20 @@ impl Run<'_> {
         }
         let given = map.get("url").and_then(Value::as_str).unwrap_or("");
         if verb == "connect" && given.is_empty() {
-            map.insert("url".into(), Value::String(self.engine.url(self.db)));
+            let target = self.engine.target(self.db);
+            let url = if self.engine.is_cluster() {
+                self.engine.url(self.db)
+            } else {
+                target.url
+            };
+            map.insert("url".into(), Value::String(url));
             if self.engine.is_cluster() {
                 map.insert("cluster".into(), Value::Bool(true));
+            }
+            if let Some(ca) = target.ca_file
+                && map.get("ca_file").is_none_or(Value::is_null)
+            {
+                map.insert("ca_file".into(), Value::String(ca));
             }
         }
         serde_json::from_value(obj)
@@ -270,11 +281,17 @@ fn run_steps(
     }
     if !case.manual_connect {
         for s in &case.sessions {
+            let target = engine.target(db);
             connector
                 .call(&Request::Connect {
                     session: s.clone(),
-                    url: engine.url(db),
+                    url: if engine.is_cluster() {
+                        engine.url(db)
+                    } else {
+                        target.url
+                    },
                     cluster: engine.is_cluster(),
+                    ca_file: target.ca_file,
                 })
                 .map_err(|e| Box::new(setup_fail(format!("connect {s}: {e}"))))?;
         }

@@ -487,6 +487,7 @@ pub fn expected(
             session: s,
             url: "redis://model".into(),
             cluster: false,
+            ca_file: None,
         });
     }
     let steps = h

@@ -175,6 +175,7 @@ fn judge(
             session: s,
             url: url.url.clone(),
             cluster: url.cluster,
+            ca_file: url.ca_file.clone(),
         });
     }
     // Ticks of recent time-writing calls and when their replies arrived.

@@ -452,6 +452,7 @@ mod tests {
             session: s(),
             url: "redis://x:1/0".into(),
             cluster: false,
+            ca_file: None,
         })
         .unwrap();
         assert_eq!(m.apply(&enq("a", 0)), Ok(Reply::Id(job_id(1))));

@@ -1,0 +1,60 @@
+//! TLS breakers (SPEC §10), the rewriters among them; the verification quirks
+//! (`tls_accept_any`, `tls_skip_names`) are `Quirks` flags of the reference connector. On an
+//! engine without TLS the harness sends no `rediss://` url and each of these is the reference.
+
+use crate::connector::reference::Reference;
+use crate::connector::{Connector, Reply, Request};
+use crate::error::ConnectorError;
+use crate::protocol::url::{EngineUrl, Scheme};
+
+/// R10.2 broken: a `rediss://` url is dialled as `redis://`, its `ca_file` dropped.
+pub struct PlaintextOnRediss(pub Reference);
+
+impl Connector for PlaintextOnRediss {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        match request {
+            Request::Connect {
+                session,
+                url,
+                cluster,
+                ca_file: Some(_),
+            } => match EngineUrl::parse(url) {
+                Ok(u) if u.scheme == Scheme::Rediss => self.0.call(&Request::Connect {
+                    session: session.clone(),
+                    url: EngineUrl {
+                        scheme: Scheme::Redis,
+                        ..u
+                    }
+                    .to_string(),
+                    cluster: *cluster,
+                    ca_file: None,
+                }),
+                _ => self.0.call(request),
+            },
+            other => self.0.call(other),
+        }
+    }
+}
+
+/// R10.1 broken: a `ca_file` that cannot be read is dropped, so the session trusts the system's
+/// store instead and its connect fails at the handshake (kind `engine`, not `invalid`).
+pub struct CaFileUnchecked(pub Reference);
+
+impl Connector for CaFileUnchecked {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        match request {
+            Request::Connect {
+                session,
+                url,
+                cluster,
+                ca_file: Some(path),
+            } if std::fs::metadata(path).is_err() => self.0.call(&Request::Connect {
+                session: session.clone(),
+                url: url.clone(),
+                cluster: *cluster,
+                ca_file: None,
+            }),
+            other => self.0.call(other),
+        }
+    }
+}
