@@ -215,6 +215,12 @@ fn backoff_read_as_seconds_is_caught() {
     time_caught(TimeSkew::BackoffInSeconds);
 }
 
+/// Time too early (R1.6 from the other side): a margin taken off, not a grace added.
+#[test]
+fn a_margin_taken_off_time_is_caught() {
+    time_caught(TimeSkew::SubtractsMargin);
+}
+
 #[test]
 fn retry_ignoring_max_attempts_is_caught() {
     caught(Double::RetryIgnoresMaxAttempts);

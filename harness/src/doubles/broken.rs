@@ -185,6 +185,14 @@ pub enum Strictness {
     SessionName,
     /// A job id numbered 0 (R4.5: `j` and any 16 digits).
     IdZero,
+    /// A queue name with a `.` (a `[\w-]` check; R1.1 allows `.`).
+    QueueDot,
+    /// Milliseconds above the int32 maximum (R4.1 allows up to 10^12).
+    MsInt32,
+    /// `attempts` 0 (R4.2 allows 0: a pending job's token).
+    AttemptsZero,
+    /// `limit` 0 (R4.4 allows 0).
+    LimitZero,
 }
 
 /// A refusal rule stricter than SPEC: valid requests that a real connector's extra check
@@ -207,6 +215,34 @@ impl Strict {
             {
                 Some(format!("job id {id:?} is not a minted id"))
             }
+            (
+                Strictness::QueueDot,
+                Request::Enqueue { queue, .. }
+                | Request::Browse { queue, .. }
+                | Request::PendingSize { queue, .. }
+                | Request::Claim { queue, .. }
+                | Request::Complete { queue, .. }
+                | Request::Retry { queue, .. }
+                | Request::Promote { queue, .. }
+                | Request::Reap { queue, .. }
+                | Request::Batch { queue, .. },
+            ) if queue.contains('.') => Some(format!("queue name {queue:?} is not [A-Za-z0-9_-]+")),
+            (
+                Strictness::MsInt32,
+                Request::Enqueue { delay_ms: ms, .. }
+                | Request::Claim { lease_ms: ms, .. }
+                | Request::Retry { backoff_ms: ms, .. },
+            ) if *ms > i64::from(i32::MAX) => Some(format!("{ms} ms does not fit an int32")),
+            (
+                Strictness::AttemptsZero,
+                Request::Complete { attempts: 0, .. } | Request::Retry { attempts: 0, .. },
+            ) => Some("attempts must be >= 1".into()),
+            (
+                Strictness::LimitZero,
+                Request::Browse { limit: 0, .. }
+                | Request::Promote { limit: 0, .. }
+                | Request::Reap { limit: 0, .. },
+            ) => Some("limit must be >= 1".into()),
             (Strictness::SessionName, r) => r
                 .session()
                 .filter(|s| {
@@ -228,6 +264,21 @@ impl Connector for Strict {
             Some(why) => Err(ConnectorError::invalid(why)),
             None => self.inner.call(request),
         }
+    }
+}
+
+/// R3.4 broken: a fence of another protocol refuses the connect, but with kind `engine` (a
+/// generic error raised for it), not `fence`.
+pub struct FenceAsEngine(pub Reference);
+
+impl Connector for FenceAsEngine {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        self.0.call(request).map_err(|mut e| {
+            if e.kind == ErrorKind::Fence {
+                e.kind = ErrorKind::Engine;
+            }
+            e
+        })
     }
 }
 

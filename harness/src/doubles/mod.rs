@@ -15,15 +15,18 @@
 //!   (`Reference::connect_unfenced`, `script_load`, `raw`, `with_root`), compiled only with this
 //!   feature, to send the wrong thing on the wire;
 //! - **rule breakers** (`broken`): one per numbered SPEC rule not already broken elsewhere. Wire
-//!   rules are broken by child fixtures (`harness/tests/fixtures/wire_*.py`, the catalogue's
-//!   `FIXTURES`) that forward to the Python connector;
+//!   rules are broken by child fixtures (`harness/tests/fixtures/wire_*.py`, named by the ways
+//!   of the catalogue's rules) that forward to the Python connector; the `Strict` doubles refuse
+//!   valid input beyond SPEC (the other side of each refusal rule);
 //! - **fault mishandlers** (`faults`): a failed connection answered wrongly (a re-send, a made-up
 //!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
-//!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
+//!   rounding, a ms↔s mix-up, a margin taken off), caught by scores judged to the millisecond;
 //! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
-//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.10; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
-//!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
+//!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.13;
+//!   four `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe;
+//!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value; `eval_on_noscript`,
+//!   redigo's `Script.Do`; `preload_only`, scripts loaded at connect and never again);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
@@ -77,6 +80,10 @@ pub enum Double {
     LoadEveryCall,
     /// Takes any engine error of a script call for `NOSCRIPT`: `SCRIPT LOAD` and the call again.
     ReloadOnAnyError,
+    /// Answers `NOSCRIPT` with `EVAL` of the script's source, as redigo's `Script.Do` does.
+    EvalOnNoscript,
+    /// Loads the six scripts once, at connect, and reports a later `NOSCRIPT` as the call's error.
+    PreloadOnly,
     /// Builds the job root without the hash tag (`emq:q:job:`).
     UntaggedRoot,
     /// `batch` sends one enqueue fewer than asked and reports the count asked.
@@ -87,6 +94,9 @@ pub enum Double {
     LeakOnDisconnect,
     /// `connect` of a connected session leaves the old connection open.
     LeakOnReconnect,
+    /// A 2.5 s read timeout; a call that times out leaves its connection open, abandoned, and the
+    /// session goes on over a new one.
+    AbandonOnTimeout,
     /// On `rediss://`, verifies no certificate (redis-rs's `#insecure`).
     TrustAnyCertificate,
     /// On `rediss://`, verifies the chain and not the name (redis-rs's
@@ -99,6 +109,8 @@ pub enum Double {
     CaFileUnchecked,
     /// `batch` writes pipelines twice as deep as asked (everything lands; the depth is broken).
     DeepBatch,
+    /// `batch` writes pipelines half as deep as asked (everything lands; the depth is broken).
+    ShallowBatch,
     /// `complete` as raw `HGET`/`ZSCORE`/`ZREM`/`DEL` instead of the script.
     RawComplete,
     /// `retry` never buries: it sends `max_attempts = i32::MAX`.
@@ -144,6 +156,20 @@ pub enum Double {
     StrictSessionName,
     /// Refuses the well-formed id `j0000000000000000`: stricter than R4.5.
     StrictIdZero,
+    /// Refuses queue names with a `.` (a `[\w-]` check): stricter than R1.1.
+    StrictQueueDot,
+    /// Refuses milliseconds above the int32 maximum: stricter than R4.1.
+    StrictMsInt32,
+    /// Refuses `attempts` 0 (a token taken to start at 1): stricter than R4.2.
+    StrictAttemptsZero,
+    /// Refuses `limit` 0: stricter than R4.4.
+    StrictLimitZero,
+    /// `browse` returns one id more than `limit` (`ZRANGE key offset offset+limit`).
+    BrowseOneMore,
+    /// A fence of another protocol refuses the connect with kind `engine`, not `fence`.
+    FenceAsEngine,
+    /// Takes 250 ms off every lease, delay and backoff above it (a "safety margin").
+    SubtractsMargin,
     /// `browse` in reverse claim order.
     BrowseReversed,
     /// `pending_size` counts the active set too.
@@ -266,6 +292,16 @@ impl Double {
             Self::RawComplete => Box::new(wire::RawComplete(reference())),
             Self::ShortBatch => Box::new(Rewriter::new(reference(), Rewrite::ShortBatch)),
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
+            Self::ShallowBatch => Box::new(Rewriter::new(reference(), Rewrite::ShallowBatch)),
+            Self::BrowseOneMore => Box::new(Rewriter::new(reference(), Rewrite::BrowseOneMore)),
+            Self::EvalOnNoscript => Box::new(reference().with_quirks(Quirks {
+                eval_on_noscript: true,
+                ..Quirks::default()
+            })),
+            Self::PreloadOnly => Box::new(reference().with_quirks(Quirks {
+                preload_only: true,
+                ..Quirks::default()
+            })),
             Self::RedialUnfenced => Box::new(reference().with_quirks(Quirks {
                 redial_unfenced: true,
                 ..Quirks::default()
@@ -286,6 +322,10 @@ impl Double {
             Self::CaFileUnchecked => Box::new(tls::CaFileUnchecked(reference())),
             Self::LeakOnReconnect => Box::new(reference().with_quirks(Quirks {
                 leak_on_reconnect: true,
+                ..Quirks::default()
+            })),
+            Self::AbandonOnTimeout => Box::new(reference().with_quirks(Quirks {
+                abandon_on_timeout: true,
                 ..Quirks::default()
             })),
             Self::RetryIgnoresMaxAttempts => {
@@ -324,6 +364,11 @@ impl Double {
             Self::StrictProbeKey => strict(broken::Strictness::ProbeKey),
             Self::StrictSessionName => strict(broken::Strictness::SessionName),
             Self::StrictIdZero => strict(broken::Strictness::IdZero),
+            Self::StrictQueueDot => strict(broken::Strictness::QueueDot),
+            Self::StrictMsInt32 => strict(broken::Strictness::MsInt32),
+            Self::StrictAttemptsZero => strict(broken::Strictness::AttemptsZero),
+            Self::StrictLimitZero => strict(broken::Strictness::LimitZero),
+            Self::FenceAsEngine => Box::new(broken::FenceAsEngine(reference())),
             Self::BrowseReversed => Box::new(broken::BrowseReversed(reference())),
             Self::PendingSizeCountsActive => Box::new(broken::PendingSizeCountsActive(reference())),
             Self::FenceHset => Box::new(broken::FenceHset {
@@ -358,6 +403,10 @@ impl Double {
             Self::BackoffInSeconds => Box::new(time::Skewed::new(
                 reference(),
                 time::TimeSkew::BackoffInSeconds,
+            )),
+            Self::SubtractsMargin => Box::new(time::Skewed::new(
+                reference(),
+                time::TimeSkew::SubtractsMargin,
             )),
             Self::SeedNodeOnly => Box::new(cluster::SeedNodeOnly(reference())),
             Self::ClusterAnyDatabase => Box::new(cluster::ClusterAnyDatabase(reference())),

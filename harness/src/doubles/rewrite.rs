@@ -10,6 +10,8 @@ use crate::error::ConnectorError;
 pub enum Rewrite {
     ShortBatch,
     DeepBatch,
+    ShallowBatch,
+    BrowseOneMore,
     RetryIgnoresMaxAttempts,
     ReapIgnoresLimit,
     CompleteIgnoresToken,
@@ -52,6 +54,16 @@ impl<C: Connector> Connector for Rewriter<C> {
             (Request::Batch { depth, .. }, Rewrite::DeepBatch) => {
                 crate::connector::args::validate(request)?;
                 *depth = depth.saturating_mul(2).min(100_000);
+            }
+            (Request::Batch { depth, .. }, Rewrite::ShallowBatch) => {
+                crate::connector::args::validate(request)?;
+                *depth = (*depth / 2).max(1);
+            }
+            (Request::Browse { limit, .. }, Rewrite::BrowseOneMore) => {
+                // `ZRANGE key offset offset+limit`: the end index is inclusive, so one id more
+                // (and for limit 0, one id where none was asked for).
+                crate::connector::args::validate(request)?;
+                *limit += 1;
             }
             (Request::Retry { max_attempts, .. }, Rewrite::RetryIgnoresMaxAttempts) => {
                 *max_attempts = i64::from(i32::MAX);

@@ -52,6 +52,18 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::EvalOnNoscript,
+        breaks: "R4.9: a miss is answered by SCRIPT LOAD and EVALSHA again, never EVAL (redigo's Script.Do)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::PreloadOnly,
+        breaks: "R4.9: after a SCRIPT FLUSH each script costs one load again and the caller sees no error (scripts loaded only at connect)",
+        also: &[GateId::G5],
+        why_also: "G5: each batch begins on an empty script cache, so its first pipeline meets NOSCRIPT, which this double reports",
+    },
+    Entry {
         double: Double::UntaggedRoot,
         breaks: "SPEC §2: every key a script touches is a KEY or under the tagged ARGV[1] root",
         also: &[GateId::G6],
@@ -66,6 +78,12 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::DeepBatch,
         breaks: "R4.12: each pipeline of a batch is depth commands, no more (a deeper one passes every count)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ShallowBatch,
+        breaks: "R4.12: each pipeline of a batch is depth commands, no fewer (a shallower one passes every count)",
         also: &[],
         why_also: "",
     },
@@ -126,6 +144,12 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::LeakOnReconnect,
         breaks: "R5.13: connect of a connected session closes the old connections",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::AbandonOnTimeout,
+        breaks: "R5.13: a connection given up on after a timeout is closed, not abandoned open beside the new one",
         also: &[],
         why_also: "",
     },
@@ -238,8 +262,38 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::StrictQueueDot,
+        breaks: "R1.1: a queue name is any 1 to 128 of [A-Za-z0-9._-], a `.` included",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictMsInt32,
+        breaks: "R4.1: milliseconds up to 10^12 are valid, beyond an int32",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictAttemptsZero,
+        breaks: "R4.2: attempts 0 is a valid token (a pending job's)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StrictLimitZero,
+        breaks: "R4.4: limit 0 is valid and moves or lists nothing",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::BrowseReversed,
         breaks: "R2.5: browse lists ids in claim order",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::BrowseOneMore,
+        breaks: "R2.5: browse lists at most limit ids (ZRANGE offset offset+limit-1)",
         also: &[],
         why_also: "",
     },
@@ -264,6 +318,12 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::FenceIgnoresProtocol,
         breaks: "R3.4: a fence of another protocol refuses the connect",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::FenceAsEngine,
+        breaks: "R3.4: a fence of another protocol refuses the connect with kind fence",
         also: &[],
         why_also: "",
     },
@@ -342,6 +402,12 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::BackoffInSeconds,
         breaks: "R1.6: a timed score is the engine's time of the call plus the given ms, exactly",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::SubtractsMargin,
+        breaks: "R1.6: a timed score is the engine's time of the call plus the given ms, exactly (no margin taken off)",
         also: &[],
         why_also: "",
     },

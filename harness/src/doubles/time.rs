@@ -1,7 +1,8 @@
 //! Connectors whose time is wrong by a little: each rewrites the lease, delay or backoff of a
 //! request on its way to the correct reference connector, the way a real connector gets time wrong
-//! (a grace period, a rounding, a ms↔s mix-up). Every one still keeps each due (0) value due and
-//! every set's order, so only scores judged to the millisecond (SPEC §1, **Time**) catch them.
+//! (a grace period, a rounding, a ms↔s mix-up, a margin taken off). Every one still keeps each due
+//! (0) value due, each non-zero one non-zero, and every set's order, so only scores judged to the
+//! millisecond (SPEC §1, **Time**) catch them.
 
 use std::sync::Arc;
 
@@ -19,22 +20,30 @@ pub enum TimeSkew {
     RoundsUpToSeconds,
     /// Reads a `backoff_ms` below 1 000 as seconds (multiplies it by 1 000).
     BackoffInSeconds,
+    /// Takes [`MARGIN_MS`] off every lease, delay and backoff longer than it (a "safety
+    /// margin", the round trip deducted): due too early.
+    SubtractsMargin,
 }
 
 /// What [`TimeSkew::AddsGrace`] adds.
 pub const GRACE_MS: i64 = 1_500;
+/// What [`TimeSkew::SubtractsMargin`] takes off.
+pub const MARGIN_MS: i64 = 250;
 
 impl TimeSkew {
-    pub const ALL: [TimeSkew; 3] = [
+    pub const ALL: [TimeSkew; 4] = [
         Self::AddsGrace,
         Self::RoundsUpToSeconds,
         Self::BackoffInSeconds,
+        Self::SubtractsMargin,
     ];
 
     /// The verbs whose time it changes.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Self::AddsGrace | Self::RoundsUpToSeconds => &["enqueue", "claim", "retry"],
+            Self::AddsGrace | Self::RoundsUpToSeconds | Self::SubtractsMargin => {
+                &["enqueue", "claim", "retry"]
+            }
             Self::BackoffInSeconds => &["retry"],
         }
     }
@@ -43,6 +52,7 @@ impl TimeSkew {
         match self {
             Self::AddsGrace if ms > 0 => ms + GRACE_MS,
             Self::RoundsUpToSeconds if ms > 0 => (ms + 999) / 1000 * 1000,
+            Self::SubtractsMargin if ms > MARGIN_MS => ms - MARGIN_MS,
             _ => ms,
         }
     }
@@ -131,6 +141,7 @@ mod tests {
             (AddsGrace, [0, 2_000, 1_750, 3_601_500]),
             (RoundsUpToSeconds, [0, 1_000, 1_000, 3_600_000]),
             (BackoffInSeconds, [0, 500_000, 250_000, 3_600_000]),
+            (SubtractsMargin, [0, 250, 250, 3_599_750]),
         ];
         for (skew, want) in cases {
             let got: Vec<i64> = [0, 500, 250, 3_600_000]

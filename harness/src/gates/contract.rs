@@ -217,8 +217,10 @@ impl Since {
 }
 
 /// The rule catalogue's digest: SHA-1 of every rule's id, summary, checks, cases and gates, one
-/// field a line, in the catalogue's order. The doubles and the reasons a rule is unbreakable are
-/// left out: they are how the harness tests itself, not what it asks of a connector.
+/// field a line, in the catalogue's order. A rule's ways to break it (with their doubles and
+/// reasons) and the reason a rule is unbreakable are left out: they are how the harness tests
+/// itself, not what it asks of a connector, so a new double or a reworded way moves no record.
+/// A way that needs a new check or case moves the digest through that check or case.
 pub fn catalogue_digest() -> String {
     let mut text = String::new();
     for r in CATALOGUE.iter() {
@@ -284,9 +286,9 @@ mod tests {
     /// name the old digest and `check` asks for them to be regenerated.
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
-        3,
-        "ef629b72a703cd833dac8d19782be2119f53435d",
-        "eb11072db11b7f78ff58341e1037932ec556191f",
+        4,
+        "ca20c240431346a6513978e946c2f604a4180bf6",
+        "3ab63013ca7384c6caf06c70569a8329e7908a30",
     );
 
     #[test]

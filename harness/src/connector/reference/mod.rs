@@ -57,6 +57,9 @@ pub struct Reference {
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
+/// The read timeout of [`Quirks::abandon_on_timeout`]: short, but past G5's 2 s held window (a
+/// batch's first pipeline waits that long for its replies there) and under G1's 3.5 s held reply.
+pub(crate) const SHORT_TIMEOUT: Duration = Duration::from_millis(2500);
 
 fn engine_err(e: redis::RedisError) -> ConnectorError {
     ConnectorError::engine(e.to_string())
@@ -130,7 +133,12 @@ impl Reference {
 
     /// Opens a link as `dial` says, with the connector's timeouts.
     fn open(dial: &Dial) -> Result<Link, ConnectorError> {
-        Link::open(dial, IO_TIMEOUT).map_err(|e| match e.kind() {
+        Self::open_timed(dial, IO_TIMEOUT)
+    }
+
+    /// [`Self::open`] with a timeout of `io`.
+    fn open_timed(dial: &Dial, io: Duration) -> Result<Link, ConnectorError> {
+        Link::open(dial, io).map_err(|e| match e.kind() {
             RedisKind::InvalidClientConfig => {
                 ConnectorError::invalid(format!("url {:?}: {e}", dial.url))
             }
@@ -179,15 +187,28 @@ impl Reference {
         ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
         let dial = self.dial(url, cluster, ca_file)?;
-        let mut link = Self::open(&dial)?;
+        let io = if self.quirks.abandon_on_timeout {
+            SHORT_TIMEOUT
+        } else {
+            IO_TIMEOUT
+        };
+        let mut link = Self::open_timed(&dial, io)?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
+        if self.quirks.preload_only {
+            for name in SCRIPT_ORDER {
+                Self::load(&mut link, FENCE_KEY, &self.scripts[name], self.quirks)?;
+            }
+        }
         if let Some(old) = self.sessions.insert(session.to_string(), link)
             && self.quirks.leak_on_reconnect
         {
             self.leaked.push(old);
         }
-        if self.quirks.silent_reconnect || self.quirks.redial_unfenced {
+        if self.quirks.silent_reconnect
+            || self.quirks.redial_unfenced
+            || self.quirks.abandon_on_timeout
+        {
             self.urls.insert(session.to_string(), dial);
         }
         self.failed.remove(session);
@@ -329,13 +350,45 @@ impl Reference {
         for a in args {
             cmd.arg(*a);
         }
-        match link.send(&cmd) {
+        let sent = link.send(&cmd);
+        if quirks.abandon_on_timeout
+            && let Err(e) = &sent
+            && e.is_timeout()
+        {
+            self.abandon(session)?;
+            return sent.map_err(engine_err);
+        }
+        match sent {
+            Err(e) if is_noscript(&e) && quirks.preload_only => Err(engine_err(e)),
+            Err(e) if is_noscript(&e) && quirks.eval_on_noscript => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(&script.source[..]).arg(keys.len()).arg(keys);
+                for a in args {
+                    eval.arg(*a);
+                }
+                link.send(&eval).map_err(engine_err)
+            }
             Err(e) if is_noscript(&e) => {
                 Self::load(link, &keys[0], script, quirks)?;
                 link.send(&cmd).map_err(engine_err)
             }
             other => other.map_err(engine_err),
         }
+    }
+
+    /// [`Quirks::abandon_on_timeout`]: a new fenced connection for `session`, the old one kept
+    /// open in `leaked`, never closed.
+    fn abandon(&mut self, session: &str) -> Result<(), ConnectorError> {
+        let dial = self.urls.get(session).ok_or_else(|| {
+            ConnectorError::internal(format!("no dial kept for session {session:?}"))
+        })?;
+        let mut fresh = Self::open_timed(dial, SHORT_TIMEOUT)?;
+        fresh.apply(&self.quirks);
+        self.check_fence(&mut fresh)?;
+        if let Some(old) = self.sessions.insert(session.to_string(), fresh) {
+            self.leaked.push(old);
+        }
+        Ok(())
     }
 
     fn enqueue_keys(q: &str) -> Vec<String> {

@@ -161,6 +161,11 @@ impl Reference {
             }
             let replies = recv_round(link, &lanes, &round, encoded, quirks)?;
             let (missed_script, redirected) = tally(&mut lanes, round, replies, &mut done, quirks)?;
+            if quirks.preload_only && !missed_script.is_empty() {
+                return Err(ConnectorError::engine(format!(
+                    "NOSCRIPT in a batch after {done} enqueues landed"
+                )));
+            }
             for l in missed_script {
                 let script = &self.scripts["enqueue"];
                 let link = self.sessions.get_mut(session).expect("live() kept it");

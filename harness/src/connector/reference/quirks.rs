@@ -43,6 +43,17 @@ pub struct Quirks {
     pub leak_on_disconnect: bool,
     /// `connect` of a connected session keeps the old connection open (breaks R5.13).
     pub leak_on_reconnect: bool,
+    /// On `NOSCRIPT`, `EVAL` of the script's source instead of `SCRIPT LOAD` and `EVALSHA`, as
+    /// redigo's `Script.Do` does (breaks R4.9: never `EVAL`).
+    pub eval_on_noscript: bool,
+    /// The six scripts are loaded once, at connect, after the fence; a later `NOSCRIPT` (after
+    /// a `SCRIPT FLUSH`) is the call's error, in a batch too (breaks R4.9: the caller sees no
+    /// error after a flush).
+    pub preload_only: bool,
+    /// A read timeout of [`super::SHORT_TIMEOUT`]; when a script call times out, the session
+    /// opens a new connection (the fence read on it) and leaves the old one open, abandoned
+    /// (breaks R5.13; one engine only).
+    pub abandon_on_timeout: bool,
     /// On `rediss://`, no certificate is verified at all: redis-rs's `#insecure` (breaks R10.3
     /// and R10.4).
     pub tls_accept_any: bool,

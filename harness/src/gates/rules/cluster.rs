@@ -1,6 +1,6 @@
 //! [`CLUSTER`]: the rules of SPEC §8 (a Valkey Cluster), in SPEC's order.
 
-use super::{Rule, RuleId};
+use super::{How, Rule, RuleId, Way};
 use crate::doubles::Double;
 use crate::gates::GateId;
 
@@ -15,7 +15,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G3],
-        doubles: &[Double::SeedNodeOnly],
+        ways: &[
+            Way::by(
+                How::Otherwise,
+                "the cluster flag ignored: a plain connection to the seed only",
+                &[Double::SeedNodeOnly],
+            ),
+            Way::not(
+                How::Never,
+                "MOVED never followed",
+                "before a failover the slot map read from the seed is right and no MOVED comes; after one it is R8.4's way (NoRedirects)",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -26,7 +37,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G1],
-        doubles: &[Double::ClusterAnyDatabase],
+        ways: &[
+            Way::by(
+                How::Accepted,
+                "a cluster url naming database 3 connected",
+                &[Double::ClusterAnyDatabase],
+            ),
+            Way::not(
+                How::Refused,
+                "a cluster url naming no database refused",
+                "every gate connects its cluster sessions without a database, so such a connector fails every gate at connect and never ships",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -37,7 +59,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G3],
-        doubles: &[Double::LoadOnSeedOnly],
+        ways: &[
+            Way::by(
+                How::OnAnother,
+                "SCRIPT LOAD on the seed, not on the node that said NOSCRIPT",
+                &[Double::LoadOnSeedOnly],
+            ),
+            Way::not(
+                How::Never,
+                "a promoted replica's empty cache never loaded",
+                "its first call meets NOSCRIPT like any primary after a flush, and G3 flushes every primary and counts each one's loads",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -49,7 +82,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G5],
-        doubles: &[Double::UngroupedBatch],
+        ways: &[
+            Way::by(
+                How::OnAnother,
+                "a batch over several nodes sent as one pipeline to one node",
+                &[Double::UngroupedBatch],
+            ),
+            Way::not(
+                How::TooMany,
+                "a node's share deeper than depth",
+                "the depth of a node's pipeline is R4.12's, judged on a cluster through the proxy of the queue's node as on one engine (DeepBatch)",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -62,10 +106,17 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[
-            Double::NoRedirects,
-            Double::ResendClusterPipeline,
-            Double::PythonClusterRetry,
+        ways: &[
+            Way::by(
+                How::Never,
+                "MOVED after a failover never followed",
+                &[Double::NoRedirects],
+            ),
+            Way::by(
+                How::Twice,
+                "a node's pipeline or a call re-sent after a lost reply (redis-py's ClusterPipeline, RedisCluster's retry)",
+                &[Double::ResendClusterPipeline, Double::PythonClusterRetry],
+            ),
         ],
         unbreakable: "",
     },
@@ -77,7 +128,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[Double::IgnoresAsk, Double::AskWithoutAsking],
+        ways: &[
+            Way::by(
+                How::Otherwise,
+                "ASK reported as the call's error",
+                &[Double::IgnoresAsk],
+            ),
+            Way::by(
+                How::TooFew,
+                "ASK followed without ASKING first",
+                &[Double::AskWithoutAsking],
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -88,7 +150,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[Double::TryagainAsNothing],
+        ways: &[
+            Way::by(
+                How::Otherwise,
+                "TRYAGAIN reported as no job",
+                &[Double::TryagainAsNothing],
+            ),
+            Way::not(
+                How::Twice,
+                "TRYAGAIN retried without a bound",
+                "the call did not run, so a retry that lands does so once, and one that outlasts the request's timeout is R5.8's silence",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -99,7 +172,18 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[Double::LoadsWhereSlotMapSays],
+        ways: &[
+            Way::by(
+                How::OnAnother,
+                "after a redirect, SCRIPT LOAD where the slot map says, not on the node that said NOSCRIPT",
+                &[Double::LoadsWhereSlotMapSays],
+            ),
+            Way::not(
+                How::Never,
+                "NOSCRIPT after ASK reported as the call's error",
+                "G8 requires every verb on the migrating queue to succeed, so an error there fails the same check IgnoresAsk fails",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -110,9 +194,20 @@ pub const CLUSTER: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G8],
-        doubles: &[
-            Double::SilentNodeReconnect,
-            Double::PythonSilentNodeReconnect,
+        ways: &[
+            Way::by(
+                How::Opened,
+                "a killed node connection replaced silently, a script sent before a fresh fence read (redis-py's cluster pool)",
+                &[
+                    Double::SilentNodeReconnect,
+                    Double::PythonSilentNodeReconnect,
+                ],
+            ),
+            Way::not(
+                How::TooEarly,
+                "only a fence read made before the failure counted",
+                "no connector plausibly remembers when it last read the fence; one reads it again on the new connection or not at all, the way above",
+            ),
         ],
         unbreakable: "",
     },

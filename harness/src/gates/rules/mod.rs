@@ -1,10 +1,12 @@
 //! The rule catalogue: every numbered rule of `bundle/SPEC.md` (**R<section>.<n>**), the gate
-//! checks and cases that enforce it, and the deliberately broken connectors ("doubles") that break
-//! it and that the named gates must FAIL — or why no connector can break it.
+//! checks and cases that enforce it, and the ways to break it ([`ways`]): each with the
+//! deliberately broken connectors ("doubles") that break it that way and that the named gates
+//! must FAIL — or why no connector plausibly takes that way, or no gate can see it.
 //!
 //! `tests/rules.rs` keeps this table and SPEC in step (every id in one is in the other), checks
-//! that every named case and double exists, and runs the kill matrix: each double through each
-//! gate its rule names, which must FAIL. `emq-gate rules` prints it.
+//! that every named case, double and fixture exists and that every way has a double or a
+//! reason, and runs the kill matrix: each double through each gate its rule names, which must
+//! FAIL. `emq-gate rules` prints it.
 
 use crate::doubles::Double;
 use crate::gates::GateId;
@@ -45,10 +47,10 @@ pub struct Rule {
     pub checks: &'static [&'static str],
     /// Case ids (G6) that enforce it; where G6 is in `gates`, a double must fail one of them.
     pub cases: &'static [&'static str],
-    /// The gates that must FAIL each of `doubles` (and of its [`FIXTURES`]).
+    /// The gates that must FAIL each double and fixture of its `ways`.
     pub gates: &'static [GateId],
-    /// The doubles that break it.
-    pub doubles: &'static [Double],
+    /// The ways to break it, each with the doubles that take it or why none does.
+    pub ways: &'static [Way],
     /// Empty for a breakable rule; otherwise why no connector can break it.
     pub unbreakable: &'static str,
 }
@@ -71,12 +73,26 @@ impl Rule {
         self.unbreakable.is_empty()
     }
 
-    /// The child fixtures ([`FIXTURES`]) that break it.
-    pub fn fixtures(&self) -> impl Iterator<Item = &'static str> {
-        FIXTURES
-            .iter()
-            .filter(move |(id, _)| *id == self.id)
-            .map(|(_, file)| *file)
+    /// The doubles that break it, any way, each once, in the order its ways name them.
+    pub fn doubles(&self) -> Vec<Double> {
+        let mut out: Vec<Double> = Vec::new();
+        for d in self.ways.iter().flat_map(|w| w.doubles) {
+            if !out.contains(d) {
+                out.push(*d);
+            }
+        }
+        out
+    }
+
+    /// The child fixtures (`harness/tests/fixtures/`) that break it, any way, each once.
+    pub fn fixtures(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for f in self.ways.iter().flat_map(|w| w.fixtures) {
+            if !out.contains(f) {
+                out.push(f);
+            }
+        }
+        out
     }
 
     /// The gates its checks name (`G5: …` → G5), in order, each once: the gates whose verdict
@@ -97,10 +113,10 @@ impl Rule {
 
     /// What breaks it, as `emq-gate rules` names them: doubles, then `fixture:<file>`.
     pub fn breakers(&self) -> Vec<String> {
-        self.doubles
+        self.doubles()
             .iter()
             .map(|d| format!("{d:?}"))
-            .chain(self.fixtures().map(|f| format!("fixture:{f}")))
+            .chain(self.fixtures().iter().map(|f| format!("fixture:{f}")))
             .collect()
     }
 }
@@ -109,7 +125,7 @@ impl Rule {
 pub fn broken_by(double: Double) -> impl Iterator<Item = &'static Rule> {
     CATALOGUE
         .iter()
-        .filter(move |r| r.doubles.contains(&double))
+        .filter(move |r| r.ways.iter().any(|w| w.doubles.contains(&double)))
 }
 
 /// Every gate that must FAIL `double` (on a cluster, for a double of §8): the gates of the rules
@@ -137,33 +153,27 @@ pub fn is_tls_double(double: Double) -> bool {
     broken_by(double).any(Rule::on_tls)
 }
 
-mod catalogue;
-
 mod cluster;
-
+mod connector;
+mod protocol;
 mod tls;
+pub mod ways;
+mod wire;
 
-/// Every rule of SPEC, in SPEC's order: §1–§5, then §8, then §10 (a file per part of SPEC).
+pub use ways::{How, Way};
+
+/// Every rule of SPEC, in SPEC's order: §1–§3 (the protocol), §4 (the connector), §5 (the wire),
+/// §8 (a cluster), then §10 (over TLS), one file per part of SPEC.
 pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
-    catalogue::SINGLE
+    protocol::PROTOCOL
         .iter()
+        .chain(connector::CONNECTOR)
+        .chain(wire::WIRE)
         .chain(cluster::CLUSTER)
         .chain(tls::TLS)
         .copied()
         .collect()
 });
-
-/// Child processes under `harness/tests/fixtures/` that break a rule (the wire rules, broken by a
-/// process rather than a double), by rule.
-pub const FIXTURES: &[(RuleId, &str)] = &[
-    (RuleId::new(4, 18), "late_reader.py"),
-    (RuleId::new(5, 1), "wire_wrong_seq.py"),
-    (RuleId::new(5, 2), "wire_shapes.py"),
-    (RuleId::new(5, 3), "wire_hello_shas.py"),
-    (RuleId::new(5, 8), "hang.py"),
-    (RuleId::new(5, 11), "huge_line.py"),
-    (RuleId::new(5, 12), "wrong_db.py"),
-];
 
 /// The sentences of SPEC's normative sections (§1 on) that say *must* or *never* and name no
 /// rule: each bullet or paragraph holding such a word must declare or cite an `R<n>.<m>`, so
@@ -235,14 +245,22 @@ pub fn spec_ids(spec: &str) -> Vec<String> {
     ids
 }
 
-/// The catalogue as text, for `emq-gate rules`.
+/// The catalogue as text, for `emq-gate rules`: each rule with its checks, cases and gates, then
+/// its ways, each with the doubles that take it or why none does.
 pub fn text() -> String {
     let mut s = String::new();
     let loose = musts_without_rule(SPEC);
+    let unbacked = ways::loose(&CATALOGUE);
     let breakable = CATALOGUE.iter().filter(|r| r.breakable()).count();
+    let all_ways: Vec<&Way> = CATALOGUE.iter().flat_map(|r| r.ways).collect();
+    let broken = all_ways.iter().filter(|w| w.broken()).count();
     s.push_str(&format!(
-        "{} rules in bundle/SPEC.md; {breakable} breakable, each with a double the gate must FAIL\n",
-        CATALOGUE.len()
+        "{} rules in bundle/SPEC.md; {breakable} breakable, each with a double the gate must FAIL\n\
+         {} ways to break them: {broken} taken by a double the gate must FAIL, {} with the reason \
+         none is needed\n",
+        CATALOGUE.len(),
+        all_ways.len(),
+        all_ways.len() - broken
     ));
     for r in CATALOGUE.iter() {
         s.push_str(&format!("\n{} {}\n", r.id, r.summary));
@@ -265,6 +283,14 @@ pub fn text() -> String {
         } else {
             s.push_str(&format!("  unbreakable: {}\n", r.unbreakable));
         }
+        for w in r.ways {
+            s.push_str(&format!(
+                "  way {}: {}; {}\n",
+                w.how.as_str(),
+                w.what,
+                w.behind()
+            ));
+        }
     }
     if loose.is_empty() {
         s.push_str("\nevery must and never of SPEC names a rule\n");
@@ -281,15 +307,28 @@ pub fn text() -> String {
             s.push_str(&format!("  {}\n", u.lines().next().unwrap_or("").trim()));
         }
     }
+    if unbacked.is_empty() {
+        s.push_str("every way names a double or the reason none is needed\n");
+    } else {
+        let fail = crate::gates::Evidence::new(
+            crate::gates::Severity::Fail,
+            format!("{} ways are not accounted for:", unbacked.len()),
+        );
+        s.push_str(&format!("{fail}\n"));
+        for u in &unbacked {
+            s.push_str(&format!("  {u}\n"));
+        }
+    }
     s
 }
 
 /// The SPEC this catalogue describes (the bundle built into the binary).
 pub const SPEC: &str = include_str!("../../../../bundle/SPEC.md");
 
-/// True when every must of [`SPEC`] names a rule ([`musts_without_rule`]).
+/// True when every must of [`SPEC`] names a rule ([`musts_without_rule`]) and every way of
+/// every rule names a double or a reason ([`ways::loose`]).
 pub fn complete() -> bool {
-    musts_without_rule(SPEC).is_empty()
+    musts_without_rule(SPEC).is_empty() && ways::loose(&CATALOGUE).is_empty()
 }
 
 #[cfg(test)]

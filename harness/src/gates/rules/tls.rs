@@ -1,6 +1,6 @@
 //! [`TLS`]: the rules of SPEC §10 (over TLS), in SPEC's order.
 
-use super::{Rule, RuleId};
+use super::{How, Rule, RuleId, Way};
 use crate::doubles::Double;
 use crate::gates::GateId;
 
@@ -15,7 +15,18 @@ pub const TLS: &[Rule] = &[
         ],
         cases: &["connect-ca-file-needs-rediss"],
         gates: &[GateId::G1],
-        doubles: &[Double::CaFileUnchecked],
+        ways: &[
+            Way::by(
+                How::Accepted,
+                "a ca_file that cannot be read taken, the system's store trusted instead (kind engine, not invalid)",
+                &[Double::CaFileUnchecked],
+            ),
+            Way::not(
+                How::TooMany,
+                "the system's trust store trusted beside ca_file",
+                "no gate can see it: the run's CA and the other CA G1 presents are made per run and are in no system store, so trusting the store as well refuses what the gate presents all the same",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -26,7 +37,18 @@ pub const TLS: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G1],
-        doubles: &[Double::PlaintextOnRediss],
+        ways: &[
+            Way::by(
+                How::Otherwise,
+                "a rediss:// url taken as redis://: plaintext to a TLS server",
+                &[Double::PlaintextOnRediss],
+            ),
+            Way::not(
+                How::TooFew,
+                "TLS on the seed only, the nodes a cluster client discovers in plaintext (node-redis)",
+                "on a cluster every node's TLS front reads each connection's first byte, the same check that sees PlaintextOnRediss on the seed; a double of its own would only repeat it on another port",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -37,7 +59,18 @@ pub const TLS: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G1],
-        doubles: &[Double::TrustAnyCertificate],
+        ways: &[
+            Way::by(
+                How::Accepted,
+                "another CA's or an expired certificate trusted (redis-rs's #insecure)",
+                &[Double::TrustAnyCertificate],
+            ),
+            Way::not(
+                How::Otherwise,
+                "a refused handshake reported as another kind than engine",
+                "internal or invalid for a failed handshake breaks R5.4's kinds, judged with EngineAsInternal's check; no TLS library reports one as a success",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -48,7 +81,18 @@ pub const TLS: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G1],
-        doubles: &[Double::TrustAnyCertificate, Double::NameUnchecked],
+        ways: &[
+            Way::by(
+                How::Accepted,
+                "a certificate of the right CA for another name trusted (redis-rs's set_danger_accept_invalid_hostnames)",
+                &[Double::NameUnchecked],
+            ),
+            Way::by(
+                How::Accepted,
+                "no certificate checked at all",
+                &[Double::TrustAnyCertificate],
+            ),
+        ],
         unbreakable: "",
     },
 ];
