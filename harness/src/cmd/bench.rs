@@ -4,135 +4,26 @@
 //! on the same engine, in the same run. G5's `batch_ops_per_s` figure comes from [`time_batch`] (in G5),
 //! so the gate record and `emq-gate bench` can never disagree about how ops/s is measured.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+pub use crate::cmd::bench_valkey::{PAYLOAD, QUEUE};
+use crate::cmd::bench_valkey::{benchmark_args, locate_benchmark, run_benchmark};
 use crate::cmd::run::{Subject, factory};
 use crate::connector::{ConnectorFactory, Verbs};
-use crate::engine::version::BUILD_DIR;
-use crate::engine::{Admin, Engine, EngineKind, EngineOptions};
+use crate::engine::{Admin, Engine, EngineOptions};
 use crate::error::{ConnectorError, HarnessError};
 use crate::gates::GateContext;
 use crate::gates::g5_pipeline::time_batch;
 use crate::protocol::bundle::Bundle;
-use crate::protocol::grammar::{job_root, key};
-use crate::protocol::url::EngineUrl;
+use crate::protocol::grammar::key;
 use crate::report::output::Progress;
 
-/// The queue the bench enqueues into: keys `emq:{bench}:pending`, `:delayed`, `:seq`, `:job:`.
-pub const QUEUE: &str = "bench";
-/// The payload of every benchmark enqueue (the same bytes on both sides).
-pub const PAYLOAD: &str = "payload";
 /// The database the bench owns on a booted engine (the gates own 901..=908).
 pub const BENCH_DB: u32 = 950;
-
-/// Where `valkey-benchmark` is: `EMQ_VALKEY_BENCHMARK`, `ci/provision`'s cache, beside the
-/// binary engine's `valkey-server`, then `PATH`.
-pub fn locate_benchmark(engine: Option<&Engine>) -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    // Over TLS only the TLS engine's own build speaks it: the one beside its server, first.
-    if let Some(e) = engine.filter(|e| e.tls().is_some())
-        && let Some(dir) = Path::new(&e.source).parent()
-    {
-        candidates.push(dir.join("valkey-benchmark"));
-    }
-    if let Some(p) = crate::settings::var_os(crate::settings::VALKEY_BENCHMARK) {
-        candidates.push(PathBuf::from(p));
-    }
-    if let Some(c) = crate::settings::cache_dir() {
-        candidates.push(c.join(BUILD_DIR).join("bin/valkey-benchmark"));
-    }
-    if let Some(e) = engine.filter(|e| e.kind == EngineKind::Binary)
-        && let Some(dir) = Path::new(&e.source).parent()
-    {
-        candidates.push(dir.join("valkey-benchmark"));
-    }
-    candidates.extend(crate::settings::on_path("valkey-benchmark"));
-    candidates.into_iter().find(|p| p.is_file())
-}
-
-/// The `valkey-benchmark` argv for `n` enqueues of `sha` at `depth` on one connection: the exact
-/// command, keys and arguments the reference connector's `batch` sends.
-pub fn benchmark_args(
-    url: &crate::engine::Target,
-    sha: &str,
-    n: i64,
-    depth: i64,
-) -> Option<Vec<String>> {
-    let t = EngineUrl::parse(&url.url).ok()?;
-    let mut a: Vec<String> = vec![
-        "-h".into(),
-        t.host.clone(),
-        "-p".into(),
-        t.port?.to_string(),
-    ];
-    if t.scheme == crate::protocol::url::Scheme::Rediss {
-        // TLS as the connector speaks it: the run's CA, the name its certificate gives.
-        a.extend(["--tls".into(), "--sni".into(), t.host.clone()]);
-        if let Some(ca) = &url.ca_file {
-            a.extend(["--cacert".into(), ca.clone()]);
-        }
-    }
-    if let Some(p) = t.password {
-        a.extend(["-a".into(), p]);
-    }
-    let db = t.db.unwrap_or(0).to_string();
-    a.extend(
-        [
-            "-n",
-            &n.to_string(),
-            "-P",
-            &depth.to_string(),
-            "-c",
-            "1",
-            "--dbnum",
-            &db,
-            "--csv",
-            "EVALSHA",
-            sha,
-            "3",
-            &key(QUEUE, "pending"),
-            &key(QUEUE, "delayed"),
-            &key(QUEUE, "seq"),
-            &job_root(QUEUE),
-            PAYLOAD,
-            "0",
-        ]
-        .map(String::from),
-    );
-    Some(a)
-}
-
-/// Runs `valkey-benchmark`; returns its requests per second (its own `rps` column).
-fn run_benchmark(bin: &Path, args: &[String]) -> Result<f64, String> {
-    let out = Command::new(bin)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{}: {e}", bin.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "valkey-benchmark exited {}: {}{}",
-            out.status,
-            stdout.trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    // --csv: a header line, then `"<test>","<rps>",...` per test.
-    stdout
-        .lines()
-        .filter(|l| !l.starts_with("\"test\""))
-        .find_map(|l| {
-            let mut cols = l.split("\",\"");
-            cols.next()?;
-            cols.next()?.trim_matches('"').parse::<f64>().ok()
-        })
-        .ok_or_else(|| format!("valkey-benchmark printed no rps: {}", stdout.trim()))
-}
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -580,28 +471,6 @@ impl BenchReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn benchmark_args_mirror_the_connector_call() {
-        let a = benchmark_args(&"redis://:pw@127.0.0.1:7001/950".into(), "abc", 1000, 16).unwrap();
-        let s = a.join(" ");
-        assert_eq!(
-            s,
-            "-h 127.0.0.1 -p 7001 -a pw -n 1000 -P 16 -c 1 --dbnum 950 --csv EVALSHA abc 3 \
-             emq:{bench}:pending emq:{bench}:delayed emq:{bench}:seq emq:{bench}:job: payload 0"
-        );
-        let b = benchmark_args(&"redis://127.0.0.1:7001/0".into(), "abc", 1, 1).unwrap();
-        assert!(!b.contains(&"-a".to_string()));
-        let tls = crate::engine::Target {
-            ca_file: Some("/run/ca.pem".into()),
-            .."rediss://:pw@localhost:7002/950".into()
-        };
-        let t = benchmark_args(&tls, "abc", 1, 1).unwrap().join(" ");
-        assert!(
-            t.starts_with("-h localhost -p 7002 --tls --sni localhost --cacert /run/ca.pem -a pw"),
-            "{t}"
-        );
-    }
 
     #[test]
     fn median_of_odd_and_even() {

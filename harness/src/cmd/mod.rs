@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_spread;
+pub mod bench_valkey;
 pub mod cases;
 pub mod cli;
 pub mod diff;
