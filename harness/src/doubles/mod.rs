@@ -201,6 +201,17 @@ pub enum Double {
     /// The Python connector with `--silent-node-reconnect`: on a cluster, redis-py's node pool
     /// replaces a killed connection and the session sends its script without the fence read.
     PythonSilentNodeReconnect,
+    /// After its first `engine` error a session answers every later call with kind `engine`
+    /// without sending it, until it is connected again: a worker loop that stopped.
+    GivesUpAfterError,
+    /// An `enqueue` that failed on a lost connection (reset, refused, closed) is sent once more.
+    ResendEnqueueAfterReset,
+    /// Reference quirk on a cluster: `READONLY` is final: the slot map stays, and the
+    /// connection that said it too.
+    ReadonlyFinal,
+    /// Reference quirk on a cluster: a lost connection leaves the slot map (and the dead node's
+    /// connection) as it was.
+    StaleSlotMapAfterDeath,
 }
 
 impl Double {
@@ -379,6 +390,16 @@ impl Double {
                 ..Quirks::default()
             })),
             Self::PythonSilentNodeReconnect => python_double("--silent-node-reconnect"),
+            Self::GivesUpAfterError => Box::new(cluster::GivesUpAfterError::new(reference())),
+            Self::ResendEnqueueAfterReset => Box::new(cluster::ResendEnqueueAfterReset::new(reference())),
+            Self::ReadonlyFinal => Box::new(reference().with_quirks(Quirks {
+                readonly_final: true,
+                ..Quirks::default()
+            })),
+            Self::StaleSlotMapAfterDeath => Box::new(reference().with_quirks(Quirks {
+                stale_slot_map: true,
+                ..Quirks::default()
+            })),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod container;
 pub mod health;
 pub mod migration;
 pub mod named;
+pub mod nodes;
 pub mod version;
 
 use std::path::PathBuf;

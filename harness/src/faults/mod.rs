@@ -161,6 +161,13 @@ struct State {
     open: Vec<(TcpStream, TcpStream)>,
     conns: u64,
     commands: u64,
+    /// New connections are closed at once (a node the harness restarts, until it has rejoined).
+    refusing: bool,
+    /// Connections numbered up to this one answer every `EVALSHA` with `-READONLY` and forward
+    /// nothing more ([`Proxy::readonly_before_now`]); 0: none.
+    readonly_upto: u64,
+    /// `-READONLY` replies given so far.
+    readonly_given: u64,
 }
 
 struct Shared {
@@ -193,6 +200,8 @@ enum Action {
     Close,
     /// Forward once the hold's window (its number) closes ([`Proxy::hold`]).
     Held(u32),
+    /// Answer these bytes instead of an engine reply (the command was not forwarded).
+    Inject(&'static [u8]),
 }
 
 impl Proxy {
@@ -296,6 +305,27 @@ impl Proxy {
         (s.conns, s.commands)
     }
 
+    /// While `on`, every new connection is closed at once, before a byte is read; open ones stay.
+    pub fn refuse(&self, on: bool) {
+        self.shared.lock().refusing = on;
+    }
+
+    /// From now on, every connection already open answers each `EVALSHA` with
+    /// `-READONLY You can't write against a read only replica.` and forwards nothing: what a
+    /// client meets whose connection still reaches a primary that was demoted (through an
+    /// endpoint that kept pointing at it). Connections opened later are forwarded as before.
+    pub fn readonly_before_now(&self) {
+        let mut s = self.shared.lock();
+        s.readonly_upto = s.conns;
+    }
+
+    /// Ends [`Proxy::readonly_before_now`]; returns how many `-READONLY` replies it gave.
+    pub fn end_readonly(&self) -> u64 {
+        let mut s = self.shared.lock();
+        s.readonly_upto = 0;
+        std::mem::take(&mut s.readonly_given)
+    }
+
     /// Closes every open connection (the listener stays).
     pub fn close_all(&self) {
         for (a, b) in std::mem::take(&mut self.shared.lock().open) {
@@ -335,6 +365,11 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
                     command: "connect".into(),
                     fault: Fault::ResetOnConnect,
                 });
+                drop(s);
+                let _ = client.shutdown(Shutdown::Both);
+                continue;
+            }
+            if s.refusing {
                 drop(s);
                 let _ = client.shutdown(Shutdown::Both);
                 continue;
@@ -411,6 +446,10 @@ fn up(
                 }
             };
             index += 1;
+            if readonly(shared, conn, &cmd) {
+                let _ = tx.send(Action::Inject(READONLY));
+                continue;
+            }
             let fault = pick(shared, conn, index, &cmd);
             match fault {
                 None | Some(Fault::ResetOnConnect) => {
@@ -452,6 +491,19 @@ fn up(
     }
     // The client went away: the reply side forwards what is owed, then closes.
     drop(tx);
+}
+
+/// The reply of a demoted primary to a write ([`Proxy::readonly_before_now`]).
+const READONLY: &[u8] = b"-READONLY You can't write against a read only replica.\r\n";
+
+/// True when `cmd` on connection `conn` is answered `-READONLY` (and counted).
+fn readonly(shared: &Shared, conn: u64, cmd: &Command) -> bool {
+    let mut s = shared.lock();
+    let hit = conn <= s.readonly_upto && cmd.name() == "EVALSHA";
+    if hit {
+        s.readonly_given += 1;
+    }
+    hit
 }
 
 /// The window of the hold that withholds `cmd`'s reply, if one does (counting it as arrived).

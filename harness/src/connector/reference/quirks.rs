@@ -43,4 +43,10 @@ pub struct Quirks {
     pub leak_on_disconnect: bool,
     /// `connect` of a connected session keeps the old connection open (breaks R5.13).
     pub leak_on_reconnect: bool,
+    /// On a cluster, a lost connection leaves the slot map as it was: the session keeps the
+    /// dead node's connection and never reads the map again (breaks R8.11).
+    pub stale_slot_map: bool,
+    /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
+    /// the connection that said it stays (breaks R8.11).
+    pub readonly_final: bool,
 }

@@ -30,6 +30,7 @@ pub mod fault_phase;
 pub mod late_reply;
 pub mod migration;
 mod plan;
+pub mod unclean;
 
 use crashes::crashes;
 
@@ -68,6 +69,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     fault_phase::run(ctx, out)?;
     if ctx.engine.is_cluster() {
         failover::run(ctx, out)?;
+        unclean::run(ctx, out)?;
         migration::run(ctx, out)?;
     } else {
         late_reply::run(ctx, out)?;
