@@ -130,6 +130,7 @@ fn judge(
     } else {
         "a single engine"
     };
+    eprintln!("{log}");
     if wrong.is_empty() {
         Ok(())
     } else {

@@ -157,7 +157,17 @@ impl Connector for ResendEnqueueAfterReset {
 /// True for an error that says the connection was lost rather than what the engine answered.
 fn lost(e: &ConnectorError) -> bool {
     let m = e.message.to_ascii_lowercase();
-    ["reset", "refused", "broken pipe", "closed", "eof", "terminated", "timed out", "io error"]
+    [
+        "reset",
+        "refused",
+        "broken pipe",
+        "closed",
+        "end of file",
+        "eof",
+        "terminated",
+        "timed out",
+        "io error",
+    ]
         .iter()
         .any(|w| m.contains(w))
 }

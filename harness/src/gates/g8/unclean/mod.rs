@@ -382,6 +382,17 @@ fn judge(
     if kind == Kind::Stall {
         out.figure(&f("readonly_replies"), t.readonly);
     }
+    // What the crew met, by the first words of each error: what "refused" was.
+    let mut seen = std::collections::BTreeMap::<String, u64>::new();
+    for c in &calls {
+        if let Err(e) = &c.reply {
+            *seen.entry(e.chars().take(60).collect()).or_default() += 1;
+        }
+    }
+    out.figure(
+        &f("errors_seen"),
+        serde_json::to_value(&seen).unwrap_or_default(),
+    );
     let mut left = Vec::new();
     for q in queues {
         for set in ["pending", "active", "delayed", "dead"] {
