@@ -465,6 +465,7 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 		todo[i] = i
 	}
 	failed := false
+	readonly := false             // a node answered READONLY: the session starts afresh at its next verb (R8.11)
 	last := map[int]redis.Error{} // the last redirect/TRYAGAIN reply per op, for the error message
 	for round := 0; len(todo) > 0; round++ {
 		if round >= maxRounds {
@@ -558,6 +559,12 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 							} else {
 								failed = true
 							}
+						case "READONLY":
+							// R8.11: the node was demoted. The call fails (it did not run, and is not
+							// sent again, R4.17); the session starts afresh at its next verb: the slot
+							// map read again, on new connections, fence first.
+							readonly = true
+							failed = true
 						default:
 							failed = true
 						}
@@ -599,6 +606,10 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 		}
 		sort.Ints(next)
 		todo = next
+	}
+	if readonly {
+		e.Close()
+		e.broken = true
 	}
 	return replies, nil
 }

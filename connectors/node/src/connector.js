@@ -17,9 +17,9 @@ class Connector {
    */
   constructor(bundle, { open, log = () => {} } = {}) {
     this.bundle = bundle;
-    this.open = open || ((url, b, l, { cluster } = {}) => {
+    this.open = open || ((url, b, l, { cluster, seeds } = {}) => {
       const engine = require('./engine');
-      return (cluster ? engine.ClusterEngineSession : engine.EngineSession).open(url, b, l);
+      return cluster ? engine.ClusterEngineSession.open(url, b, l, seeds) : engine.EngineSession.open(url, b, l);
     });
     this.log = log;
     this.sessions = new Map(); // name -> {url, cluster, engine}
@@ -69,9 +69,12 @@ class Connector {
   /** The session's live connection; a lost one is replaced by a fresh connect (fence included). */
   async engineOf(name, entry) {
     if (entry.engine && entry.engine.alive) return entry.engine;
+    // On a cluster every node the last slot map named is a seed too: the url's node may be the
+    // one that died (R8.11).
+    if (entry.engine?.knownNodes) entry.seeds = entry.engine.knownNodes();
     entry.engine = null;
     this.log(`[${name}] reconnecting`);
-    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster });
+    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster, seeds: entry.seeds });
     return entry.engine;
   }
 

@@ -168,6 +168,6 @@ fn lost(e: &ConnectorError) -> bool {
         "timed out",
         "io error",
     ]
-        .iter()
-        .any(|w| m.contains(w))
+    .iter()
+    .any(|w| m.contains(w))
 }

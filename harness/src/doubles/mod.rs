@@ -391,7 +391,9 @@ impl Double {
             })),
             Self::PythonSilentNodeReconnect => python_double("--silent-node-reconnect"),
             Self::GivesUpAfterError => Box::new(cluster::GivesUpAfterError::new(reference())),
-            Self::ResendEnqueueAfterReset => Box::new(cluster::ResendEnqueueAfterReset::new(reference())),
+            Self::ResendEnqueueAfterReset => {
+                Box::new(cluster::ResendEnqueueAfterReset::new(reference()))
+            }
             Self::ReadonlyFinal => Box::new(reference().with_quirks(Quirks {
                 readonly_final: true,
                 ..Quirks::default()

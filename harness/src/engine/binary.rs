@@ -136,7 +136,12 @@ fn spawn(
     let child = Command::new(path)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(server_flags(password))
-        .args(["--dir", &dir.display().to_string(), "--logfile", "valkey.log"])
+        .args([
+            "--dir",
+            &dir.display().to_string(),
+            "--logfile",
+            "valkey.log",
+        ])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -162,8 +167,8 @@ impl Running {
         loop {
             // Exited first: a port that answers may be another process's, not this server's.
             if let Ok(Some(status)) = self.lock().child.try_wait() {
-                let log =
-                    std::fs::read_to_string(self._dir.path().join("valkey.log")).unwrap_or_default();
+                let log = std::fs::read_to_string(self._dir.path().join("valkey.log"))
+                    .unwrap_or_default();
                 return Err(HarnessError::ServerExited {
                     program: "valkey-server",
                     status: status.to_string(),
@@ -221,7 +226,13 @@ impl Running {
         self.kill();
         let mut flags = self.extra.clone();
         flags.extend_from_slice(more);
-        let process = spawn(&self.program, &self.password, self.port, self._dir.path(), &flags)?;
+        let process = spawn(
+            &self.program,
+            &self.password,
+            self.port,
+            self._dir.path(),
+            &flags,
+        )?;
         *self.lock() = process;
         self.wait_listening()
     }

@@ -3,20 +3,12 @@
 //! replica; the cluster's failure detection tuned for a scenario and restored after; and a node's
 //! replication position, read on a side connection.
 
-use std::time::Duration;
-
 use rustix::process::Signal;
 
+pub use crate::engine::admin::side::{ReplPosition, SideReader, parse_position};
 use crate::engine::{Engine, Handle, binary, cluster};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
-
-/// A node's replication stream position (`INFO replication`): its history id and offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplPosition {
-    pub replid: String,
-    pub offset: u64,
-}
 
 /// What a promoted replica took over (`INFO replication` on the new primary): the old primary's
 /// history (`master_replid2`) up to `second_repl_offset - 1`, and its own new history.
@@ -28,7 +20,10 @@ pub struct TakeOver {
 }
 
 /// `INFO replication` fields as a map (the admin's parsing).
-fn field(info: &std::collections::BTreeMap<String, String>, k: &str) -> Result<String, HarnessError> {
+fn field(
+    info: &std::collections::BTreeMap<String, String>,
+    k: &str,
+) -> Result<String, HarnessError> {
     info.get(k)
         .cloned()
         .ok_or_else(|| HarnessError::Engine(format!("INFO replication names no {k}")))
@@ -38,7 +33,9 @@ impl Engine {
     fn cluster_handle(&self) -> Result<&cluster::Running, HarnessError> {
         match &self.handle {
             Handle::Cluster(c) => Ok(c),
-            _ => Err(HarnessError::Engine("a node can be killed on a cluster only".into())),
+            _ => Err(HarnessError::Engine(
+                "a node can be killed on a cluster only".into(),
+            )),
         }
     }
 
@@ -100,9 +97,8 @@ impl Engine {
 
     /// `CONFIG SET name value` on the node at `port`.
     pub fn config_set(&self, port: u16, name: &str, value: &str) -> Result<(), HarnessError> {
-        crate::engine::Admin::connect(&self.node_url(port))?.query::<()>(&[
-            "CONFIG", "SET", name, value,
-        ])
+        crate::engine::Admin::connect(&self.node_url(port))?
+            .query::<()>(&["CONFIG", "SET", name, value])
     }
 
     /// What the node at `port` took over when it was promoted.
@@ -116,83 +112,5 @@ impl Engine {
                 .map_err(|_| HarnessError::Engine("second_repl_offset is no number".into()))?
                 .max(0) as u64,
         })
-    }
-}
-
-/// A side connection to one node that reads its replication position after each acknowledged
-/// call (an upper bound of the call's own position), with a short read timeout: a node that is
-/// dead or stopped gives no position, never a wait. Once it fails it stays closed until
-/// [`SideReader::reopen`].
-pub struct SideReader {
-    url: String,
-    timeout: Duration,
-    con: Option<redis::Connection>,
-    failed: bool,
-}
-
-impl SideReader {
-    pub fn new(url: String, timeout: Duration) -> Self {
-        Self {
-            url,
-            timeout,
-            con: None,
-            failed: false,
-        }
-    }
-
-    /// Lets the next read connect again.
-    pub fn reopen(&mut self) {
-        self.failed = false;
-        self.con = None;
-    }
-
-    /// The node's `master_replid` and `master_repl_offset` now, if it answers.
-    pub fn position(&mut self) -> Option<ReplPosition> {
-        if self.failed {
-            return None;
-        }
-        let r = self.read();
-        if r.is_none() {
-            self.failed = true;
-            self.con = None;
-        }
-        r
-    }
-
-    fn read(&mut self) -> Option<ReplPosition> {
-        if self.con.is_none() {
-            let client = redis::Client::open(self.url.as_str()).ok()?;
-            let con = client.get_connection_with_timeout(self.timeout).ok()?;
-            con.set_read_timeout(Some(self.timeout)).ok()?;
-            con.set_write_timeout(Some(self.timeout)).ok()?;
-            self.con = Some(con);
-        }
-        let con = self.con.as_mut()?;
-        let text: String = redis::cmd("INFO").arg("replication").query(con).ok()?;
-        parse_position(&text)
-    }
-}
-
-/// `master_replid` and `master_repl_offset` of `INFO replication` text.
-pub fn parse_position(text: &str) -> Option<ReplPosition> {
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(k)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    Some(ReplPosition {
-        replid: get("master_replid")?.to_string(),
-        offset: get("master_repl_offset")?.parse().ok()?,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_position_is_the_replid_and_the_offset() {
-        let text = "# Replication\r\nrole:master\r\nmaster_replid:abc\r\nmaster_replid2:0000\r\nmaster_repl_offset:1234\r\nsecond_repl_offset:-1\r\n";
-        let p = super::parse_position(text).unwrap();
-        assert_eq!((p.replid.as_str(), p.offset), ("abc", 1234));
-        assert!(super::parse_position("role:master").is_none());
     }
 }

@@ -398,9 +398,7 @@ pub const SINGLE: &[Rule] = &[
     Rule {
         id: RuleId::new(4, 17),
         summary: "a script call is never re-sent behind the caller's back unless the first provably did not run",
-        checks: &[
-            "G8: the fault phase's accounting finds the extra job of a re-sent call",
-        ],
+        checks: &["G8: the fault phase's accounting finds the extra job of a re-sent call"],
         cases: &[],
         gates: &[GateId::G8],
         doubles: &[Double::ResendAfterLostReply, Double::PythonRetryOnError],

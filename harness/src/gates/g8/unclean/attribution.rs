@@ -19,6 +19,7 @@
 //!   the connector's: the engine never copies a job.
 //! - **unexpected**: a payload no enqueue call sent. Always the connector's.
 //! - **recovered**: an enqueue that failed (indeterminate) whose job exists: allowed, counted.
+//!   Likewise a job gone after a complete that failed (it may have run) is not lost.
 //! - **no progress**: a worker that claimed nothing on the failed-over queue within the bound
 //!   after the new primary was announced. The connector's.
 
@@ -124,6 +125,8 @@ pub struct Verdict {
     pub engine: Vec<Anomaly>,
     pub connector: Vec<Anomaly>,
     pub recovered: usize,
+    /// Acknowledged jobs gone after a complete that failed (it may have run): not lost.
+    pub completed_unacknowledged: usize,
     /// The replication the replica lacked: the last position read on the old primary's history
     /// minus what the replica took over, in bytes; and from the first engine-lost
     /// acknowledgement to the last, in ms, and both relative to the fault (negative: before).
@@ -174,13 +177,11 @@ pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
         }
     }
     let drained: BTreeMap<&str, usize> =
-        f.drained
-            .iter()
-            .fold(BTreeMap::new(), |mut m, (p, id)| {
-                ids.entry(p.as_str()).or_default().insert(id.as_str());
-                *m.entry(p.as_str()).or_default() += 1;
-                m
-            });
+        f.drained.iter().fold(BTreeMap::new(), |mut m, (p, id)| {
+            ids.entry(p.as_str()).or_default().insert(id.as_str());
+            *m.entry(p.as_str()).or_default() += 1;
+            m
+        });
     let about = |p: &str| -> Vec<String> {
         calls
             .iter()
@@ -205,6 +206,13 @@ pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
         }
         v.acked += 1;
         if done > 0 {
+            continue;
+        }
+        // A complete that failed may have run (its reply was lost): the job may be gone rightly.
+        if calls.iter().any(|o| {
+            o.verb == Verb::Complete && o.reply.is_err() && o.payload.as_deref() == Some(p)
+        }) {
+            v.completed_unacknowledged += 1;
             continue;
         }
         let lost = Anomaly {

@@ -32,7 +32,12 @@ impl Role {
 }
 
 /// The crew of every scenario.
-pub const ROLES: [Role; 4] = [Role::Producer, Role::Worker(1), Role::Worker(2), Role::Reaper];
+pub const ROLES: [Role; 4] = [
+    Role::Producer,
+    Role::Worker(1),
+    Role::Worker(2),
+    Role::Reaper,
+];
 
 /// A claim's lease: short, so the reaper brings back what a lost complete left claimed.
 pub const LEASE_MS: i64 = 1_000;
@@ -80,10 +85,7 @@ impl Shared {
     }
 
     fn push(&self, c: Call) {
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(c);
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).push(c);
     }
 
     /// Every call so far.
@@ -262,7 +264,12 @@ fn step(
     let ok = r.is_ok();
     let (reply, payload, id, done) = match r {
         Ok((said, p, i, d)) => (Ok(said), p.or(payload), i.or(id), d),
-        Err(e) => (Err(format!("{}: {}", e.kind, e.message)), payload, id, false),
+        Err(e) => (
+            Err(format!("{}: {}", e.kind, e.message)),
+            payload,
+            id,
+            false,
+        ),
     };
     s.push(Call {
         member: role.name(),

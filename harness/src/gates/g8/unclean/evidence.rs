@@ -22,11 +22,12 @@ fn named(a: &[Anomaly]) -> String {
 /// job's calls for each anomaly that is the connector's.
 pub fn record(out: &mut GateOutcome, tag: &str, v: &Verdict, calls: usize, bound_ms: u64) {
     out.pass(format!(
-        "{tag}: {} acknowledged jobs of the crew ({calls} calls) accounted for; {} lost by the engine, {} anomalies the connector's, {} failed enqueues recovered",
+        "{tag}: {} acknowledged jobs of the crew ({calls} calls) accounted for; {} lost by the engine, {} anomalies the connector's, {} failed enqueues recovered, {} jobs gone after a complete that failed (it may have run)",
         v.acked,
         v.engine.len(),
         v.connector.len(),
-        v.recovered
+        v.recovered,
+        v.completed_unacknowledged
     ));
     if !v.engine.is_empty() {
         let (a, b) = v.window_from_fault_ms.unwrap_or_default();
@@ -39,7 +40,11 @@ pub fn record(out: &mut GateOutcome, tag: &str, v: &Verdict, calls: usize, bound
             named(&v.engine)
         ));
     }
-    let progress: Vec<&Anomaly> = v.connector.iter().filter(|a| a.kind == "no progress").collect();
+    let progress: Vec<&Anomaly> = v
+        .connector
+        .iter()
+        .filter(|a| a.kind == "no progress")
+        .collect();
     let jobs: Vec<Anomaly> = v
         .connector
         .iter()

@@ -118,7 +118,8 @@ fn scenario(
     let tag = kind.tag();
     admin.refresh(&|p| ctx.engine.node_url(p))?;
     let primaries = admin.primaries();
-    let mut rng = StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
+    let mut rng =
+        StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
     let shard = rng.random_range(0..primaries.len().max(1));
     let primary = ctx.engine.real_port(primaries[shard]);
     let replica = replica_of(ctx, primary)?;
@@ -144,7 +145,11 @@ fn scenario(
     for role in ROLES {
         let mut c = ctx.factory.make()?;
         if let Err(e) = c.connect(&role.name(), url) {
-            out.fail(format!("{tag}: the {} could not connect ({})", role.name(), e.evidence()));
+            out.fail(format!(
+                "{tag}: the {} could not connect ({})",
+                role.name(),
+                e.evidence()
+            ));
             return Ok(());
         }
         members.push((role, c));
@@ -172,9 +177,10 @@ fn scenario(
     let timeline = timeline?;
     healed?;
     // The cluster as the scenario left it: the old primary a replica of the new one, in sync.
-    wait_for(&format!("{tag}: the cluster settling after the rejoin"), || {
-        agreed(ctx, replica, primary, "slave", None)
-    })?;
+    wait_for(
+        &format!("{tag}: the cluster settling after the rejoin"),
+        || agreed(ctx, replica, primary, "slave", None),
+    )?;
     wait_in_sync(ctx, replica, primary)?;
     // Both failovers are the gate's doing: later changes are judged from here.
     ctx.engine.mark_health();

@@ -29,7 +29,9 @@ pub fn replica_of(ctx: &GateContext<'_>, primary: u16) -> Result<u16, GateError>
             port.parse::<u16>().ok()
         })
         .map(|p| ctx.engine.real_port(p))
-        .ok_or_else(|| GateError::instrument(format!("the primary at port {primary} has no replica")))
+        .ok_or_else(|| {
+            GateError::instrument(format!("the primary at port {primary} has no replica"))
+        })
 }
 
 /// Waits until the replica at `replica` has its link up and has read everything the primary at
@@ -78,7 +80,13 @@ fn role_in(ctx: &GateContext<'_>, view: &NodeHealth, port: u16) -> Option<(Strin
 /// True when every node but `absent` reports `cluster_state:ok`, sees the node at `new` as a
 /// primary and agrees on the epoch; and sees the node at `old` as `old_role` ("slave"), or,
 /// with `old_role` empty, does not care (a dead node is flagged failing).
-pub fn agreed(ctx: &GateContext<'_>, new: u16, old: u16, old_role: &str, absent: Option<u16>) -> bool {
+pub fn agreed(
+    ctx: &GateContext<'_>,
+    new: u16,
+    old: u16,
+    old_role: &str,
+    absent: Option<u16>,
+) -> bool {
     let mut epochs = std::collections::BTreeSet::new();
     ctx.engine
         .node_ports()
@@ -88,7 +96,8 @@ pub fn agreed(ctx: &GateContext<'_>, new: u16, old: u16, old_role: &str, absent:
             node_snapshot(ctx.engine, p).is_ok_and(|h| {
                 epochs.insert(h.current_epoch);
                 let others_fine = h.view.values().all(|v| {
-                    !v.failing || (old_role.is_empty() && role_in(ctx, &h, old).is_some_and(|r| r.1))
+                    !v.failing
+                        || (old_role.is_empty() && role_in(ctx, &h, old).is_some_and(|r| r.1))
                 });
                 h.state == "ok"
                     && role_in(ctx, &h, new).is_some_and(|(r, _)| r == "master")
@@ -138,7 +147,10 @@ impl<'a> Tuning<'a> {
     pub fn apply(ctx: &'a GateContext<'a>, replica: u16) -> Result<Self, GateError> {
         let t = Self { ctx, replica };
         let e = ctx.engine;
-        let refused = e.config_set_all("cluster-node-timeout", &SCENARIO_NODE_TIMEOUT_MS.to_string());
+        let refused = e.config_set_all(
+            "cluster-node-timeout",
+            &SCENARIO_NODE_TIMEOUT_MS.to_string(),
+        );
         if !refused.is_empty() {
             return Err(GateError::instrument(format!(
                 "nodes at ports {refused:?} refused a new cluster-node-timeout"
@@ -163,9 +175,11 @@ pub fn cut_off(ctx: &GateContext<'_>, primary: u16, replica: u16) -> Result<(), 
 
 /// Gives the replica at `replica` the cluster's password again ([`cut_off`] undone).
 pub fn reconnect(ctx: &GateContext<'_>, replica: u16) -> Result<(), GateError> {
-    Ok(ctx
-        .engine
-        .config_set(replica, "masterauth", ctx.engine.password().unwrap_or_default())?)
+    Ok(ctx.engine.config_set(
+        replica,
+        "masterauth",
+        ctx.engine.password().unwrap_or_default(),
+    )?)
 }
 
 impl Drop for Tuning<'_> {

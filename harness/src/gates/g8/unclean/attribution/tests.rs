@@ -92,7 +92,10 @@ fn a_lost_job_beyond_the_replicas_offset_is_the_engines() {
 
 #[test]
 fn a_lost_job_the_replica_had_is_the_connectors_with_its_calls() {
-    let calls = vec![enqueue("a", "j0000000000000001", 100, Some(999)), progressed()];
+    let calls = vec![
+        enqueue("a", "j0000000000000001", 100, Some(999)),
+        progressed(),
+    ];
     let v = attribute(&calls, &facts());
     assert_eq!(kinds(&v.connector), [("lost", "a")]);
     assert!(v.connector[0].calls[0].contains("producer enqueue(q, a j0000000000000001)"));
@@ -105,7 +108,10 @@ fn an_unread_position_is_the_engines_only_before_the_announcement() {
     let mut calls = vec![enqueue("a", "j0000000000000001", 450, None), progressed()];
     assert_eq!(kinds(&attribute(&calls, &facts()).engine), [("lost", "a")]);
     calls[0] = enqueue("a", "j0000000000000001", 2500, None);
-    assert_eq!(kinds(&attribute(&calls, &facts()).connector), [("lost", "a")]);
+    assert_eq!(
+        kinds(&attribute(&calls, &facts()).connector),
+        [("lost", "a")]
+    );
 }
 
 #[test]
@@ -155,7 +161,11 @@ fn one_payload_under_two_ids_is_a_duplicate_and_one_never_sent_is_unexpected() {
     let v = attribute(&calls, &facts());
     assert_eq!(
         kinds(&v.connector),
-        [("duplicated", "a"), ("unexpected", "ghost"), ("unexpected", "later")]
+        [
+            ("duplicated", "a"),
+            ("unexpected", "ghost"),
+            ("unexpected", "later")
+        ]
     );
 }
 
@@ -204,4 +214,20 @@ fn a_lost_job_whose_id_was_handed_out_again_and_completed_is_the_engines() {
     f.lossy_until_ms = 500;
     let v = attribute(&calls, &f);
     assert_eq!(kinds(&v.engine), [("lost", "a")]);
+}
+
+#[test]
+fn a_job_gone_after_a_complete_that_failed_is_not_lost() {
+    let mut failed = call(Verb::Complete, "a", "j0000000000000001", 300);
+    failed.reply = Err("engine: connection closed".into());
+    failed.done = false;
+    let calls = vec![
+        enqueue("a", "j0000000000000001", 100, Some(10)),
+        call(Verb::Claim, "a", "j0000000000000001", 200),
+        failed,
+        progressed(),
+    ];
+    let v = attribute(&calls, &facts());
+    assert!(v.connector.is_empty() && v.engine.is_empty(), "{v:?}");
+    assert_eq!(v.completed_unacknowledged, 1);
 }
