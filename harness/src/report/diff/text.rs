@@ -54,7 +54,7 @@ impl Diff {
         if let (Some(&old), Some(&new)) = (self.old_contracts.first(), self.new_contracts.last())
             && old < new
         {
-            let since = crate::gates::contract::since(old);
+            let since = crate::gates::contract::between(old, new);
             let list = |ids: &[String]| {
                 if ids.is_empty() {
                     "none".to_string()
