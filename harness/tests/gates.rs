@@ -130,7 +130,6 @@ fn judge(
     } else {
         "a single engine"
     };
-    eprintln!("{log}");
     if wrong.is_empty() {
         Ok(())
     } else {
