@@ -21,7 +21,9 @@
 //!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up), caught by scores judged to the millisecond;
-//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
+//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8 (R8.10 and R8.11 too: a
+//!   session that gives up after a lost connection, an enqueue re-sent after a reset, `READONLY`
+//!   taken as final, a slot map kept after a node died), the reference on one node
 //!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.10; two `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe, and
 //!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value);
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for

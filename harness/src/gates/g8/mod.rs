@@ -11,7 +11,9 @@
 //! is judged by the accounting of indeterminate calls ([`accounting`]). Deterministic: a connector
 //! that re-sends after a lost reply, or answers for a call it could not know, fails on every run.
 //! On a cluster every node has its proxy (its clients reach it through one), and the graceful
-//! failover of [`failover`] follows.
+//! failover of [`failover`] follows, then the two unclean ones of [`unclean`] (a primary killed,
+//! a primary stalled) under a crew of the connector's sessions, every acknowledged job
+//! attributed to the engine or to the connector, then the slot migration of [`migration`].
 //!
 //! (c) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
 //! while ≥ 100 connections are killed on the engine (`CLIENT KILL`) at random points — before a call
