@@ -539,6 +539,13 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 								e.logf("round %d: %s answered %s to %s %v", round, addr, string(re), ops[i].cmd, ops[i].key)
 							}
 						}
+						if strings.HasPrefix(string(re), "READONLY ") {
+							// R8.11: the node was demoted (its error reply; the command of that name
+							// is never sent). The call fails (it did not run, and is not sent again,
+							// R4.17); the session starts afresh at its next verb: the slot map read
+							// again, on new connections, fence first.
+							readonly = true
+						}
 						switch kind {
 						case "MOVED":
 							if r := redisc.ParseRedir(re); r != nil {
@@ -559,12 +566,6 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 							} else {
 								failed = true
 							}
-						case "READONLY":
-							// R8.11: the node was demoted. The call fails (it did not run, and is not
-							// sent again, R4.17); the session starts afresh at its next verb: the slot
-							// map read again, on new connections, fence first.
-							readonly = true
-							failed = true
 						default:
 							failed = true
 						}
