@@ -1,6 +1,7 @@
 //! The evidence lines of an unclean failover's accounting ([`super::attribution::Verdict`]).
 
 use super::attribution::{Anomaly, Verdict};
+use crate::engine::nodes::TakeOver;
 use crate::gates::GateOutcome;
 
 /// How many anomalies of one side are named in full (the rest are counted).
@@ -20,7 +21,14 @@ fn named(a: &[Anomaly]) -> String {
 
 /// Records the verdict: a held line for the accounting and the engine's losses, a FAIL with the
 /// job's calls for each anomaly that is the connector's.
-pub fn record(out: &mut GateOutcome, tag: &str, v: &Verdict, calls: usize, bound_ms: u64) {
+pub fn record(
+    out: &mut GateOutcome,
+    tag: &str,
+    v: &Verdict,
+    calls: usize,
+    bound_ms: u64,
+    took: &TakeOver,
+) {
     out.pass(format!(
         "{tag}: {} acknowledged jobs of the crew ({calls} calls) accounted for; {} lost by the engine, {} anomalies the connector's, {} failed enqueues recovered, {} jobs gone after a complete that failed (it may have run)",
         v.acked,
@@ -33,9 +41,12 @@ pub fn record(out: &mut GateOutcome, tag: &str, v: &Verdict, calls: usize, bound
         let (a, b) = v.window_from_fault_ms.unwrap_or_default();
         out.pass(format!(
             "{tag}: the engine lost {} acknowledged jobs in its asynchronous replication window \
-             ({} bytes of replication the promoted replica never had; acknowledged from {a} ms to \
-             {b} ms after the fault): counted as the engine's, not the connector's: {}",
+             (the promoted replica took over the old primary's history {} up to offset {}; {} bytes \
+             beyond it were acknowledged and never reached it; acknowledged from {a} ms to {b} ms \
+             after the fault): counted as the engine's, not the connector's: {}",
             v.engine.len(),
+            took.replid2.get(..8).unwrap_or(&took.replid2),
+            took.second_repl_offset.saturating_sub(1),
             v.window_bytes,
             named(&v.engine)
         ));

@@ -37,6 +37,8 @@ use crate::protocol::grammar::key;
 
 /// Enqueues the kill scenario's primary acknowledges after its replica is cut off.
 const BURST: u64 = 10;
+/// The crew's workers.
+const WORKERS: usize = 2;
 
 /// The two scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +204,7 @@ fn drive(
     let proxy = e.proxy_at(primary)?;
     // Warm-up: the crew works on the shard before the fault.
     wait_for("the crew's first jobs on the failed-over shard", || {
-        s.victim_acks.load(Ordering::SeqCst) >= 20 && claimed_since(s, 0) == 2
+        s.victim_acks.load(Ordering::SeqCst) >= 20 && claimed_since(s, 0) == WORKERS
     })?;
     let slowest = s
         .ledger()
@@ -259,7 +261,7 @@ fn drive(
     // twice the failover itself, and twenty of the crew's slowest calls before it.
     let bound_ms = 2 * (announced_ms - fault_ms) + 20 * slowest;
     let _ = wait_for("progress", || {
-        claimed_since(s, announced_ms) == 2 || s.ms() > announced_ms + bound_ms
+        claimed_since(s, announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
     });
     if kind == Kind::Kill {
         node.killed.set(false);
@@ -274,7 +276,7 @@ fn drive(
     // A few more rounds on the healed cluster (bounded as the progress was).
     let healed_ms = s.ms();
     let _ = wait_for("work after the rejoin", || {
-        claimed_since(s, healed_ms) == 2 || s.ms() > healed_ms + bound_ms
+        claimed_since(s, healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
     });
     Ok(Timeline {
         fault_ms,
@@ -369,7 +371,7 @@ fn judge(
         bound_ms: t.bound_ms,
     };
     let v = attribution::attribute(&calls, &facts);
-    evidence::record(out, tag, &v, calls.len(), t.bound_ms);
+    evidence::record(out, tag, &v, calls.len(), t.bound_ms, &t.take_over);
     let f = |name: &str| format!("unclean_{tag}_{name}");
     out.figure(&f("calls"), calls.len());
     out.figure(&f("jobs_acked"), v.acked);
