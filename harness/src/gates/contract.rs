@@ -279,7 +279,7 @@ mod tests {
     const PINNED: (u32, &str, &str) = (
         3,
         "321f16445f23fcdab029dcb5f5eb832feb96122d",
-        "2a42eccdd0f7d980abaf7d03e88802b1f781e230",
+        "45faf0c8eb7e3d32b61bf1da19e8724c9672c546",
     );
 
     #[test]
