@@ -577,6 +577,7 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 		todo[i] = i
 	}
 	failed := false
+	readonly := false             // a node answered READONLY: the session starts afresh at its next verb (R8.11)
 	last := map[int]redis.Error{} // the last redirect/TRYAGAIN reply per op, for the error message
 	for round := 0; len(todo) > 0; round++ {
 		if round >= maxRounds {
@@ -650,6 +651,13 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 								e.logf("round %d: %s answered %s to %s %v", round, addr, string(re), ops[i].cmd, ops[i].key)
 							}
 						}
+						if strings.HasPrefix(string(re), "READONLY ") {
+							// R8.11: the node was demoted (its error reply; the command of that name
+							// is never sent). The call fails (it did not run, and is not sent again,
+							// R4.17); the session starts afresh at its next verb: the slot map read
+							// again, on new connections, fence first.
+							readonly = true
+						}
 						switch kind {
 						case "MOVED":
 							if r := redisc.ParseRedir(re); r != nil {
@@ -711,6 +719,10 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 		}
 		sort.Ints(next)
 		todo = next
+	}
+	if readonly {
+		e.Close()
+		e.broken = true
 	}
 	return replies, nil
 }

@@ -188,8 +188,21 @@ defmodule EchoMQ.Router do
   def run(s, items, dl, opts) do
     # a pending call: {index, item, redirect target or nil, asking?, NOSCRIPTs seen}
     pending = items |> Enum.with_index() |> Enum.map(fn {it, i} -> {i, it, nil, false, 0} end)
-    loop(s, pending, [], 0, dl, opts)
+
+    case loop(s, pending, [], 0, dl, opts) do
+      {:ok, replies, s} -> {:ok, replies, after_readonly(s, replies)}
+      other -> other
+    end
   end
+
+  # R8.11: a node that answered READONLY was demoted. Those calls failed (they did not run and are
+  # not sent again, R4.16); every connection of the session goes, so the next verb opens new ones
+  # (fence first) and follows the demoted node's MOVED to the slot's new primary.
+  defp after_readonly(%__MODULE__{cluster: true} = s, replies) do
+    if Enum.any?(replies, &match?({:err, "READONLY" <> _}, &1)), do: close_all(s), else: s
+  end
+
+  defp after_readonly(s, _replies), do: s
 
   defp loop(s, [], done, _round, _dl, _opts) do
     {:ok, done |> Enum.sort_by(fn {i, _} -> i end) |> Enum.map(fn {_, v} -> v end), s}

@@ -18,9 +18,9 @@ class Connector {
    */
   constructor(bundle, { open, log = () => {} } = {}) {
     this.bundle = bundle;
-    this.open = open || ((url, b, l, { cluster, ca } = {}) => {
+    this.open = open || ((url, b, l, { cluster, ca, seeds } = {}) => {
       const engine = require('./engine');
-      return (cluster ? engine.ClusterEngineSession : engine.EngineSession).open(url, b, l, { ca });
+      return cluster ? engine.ClusterEngineSession.open(url, b, l, { ca, seeds }) : engine.EngineSession.open(url, b, l, { ca });
     });
     this.log = log;
     this.sessions = new Map(); // name -> {url, cluster, ca, engine}
@@ -70,9 +70,12 @@ class Connector {
   /** The session's live connection; a lost one is replaced by a fresh connect (fence included). */
   async engineOf(name, entry) {
     if (entry.engine && entry.engine.alive) return entry.engine;
+    // On a cluster every node the last slot map named is a seed too: the url's node may be the
+    // one that died (R8.11).
+    if (entry.engine?.knownNodes) entry.seeds = entry.engine.knownNodes();
     entry.engine = null;
     this.log(`[${name}] reconnecting`);
-    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster, ca: entry.ca });
+    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster, ca: entry.ca, seeds: entry.seeds });
     return entry.engine;
   }
 

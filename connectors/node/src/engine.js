@@ -83,6 +83,7 @@ function loadRedis() {
   if (!redisModule) {
     throw new Error(`node-redis not found (tried require('@redis/client'), require('redis'), and ${DEBIAN_NODE_DIR}); install Debian's node-redis`);
   }
+  skipFailedMasters();
   return redisModule;
 }
 
@@ -138,6 +139,30 @@ function tlsSocketOptions(url, ca, { sni = true } = {}) {
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   if (sni && host && !net.isIP(host)) options.servername = host;
   return options;
+}
+
+/**
+ * node-redis 4.5's cluster client learns its nodes from CLUSTER NODES and takes every line whose
+ * master id is `-` for a primary it must connect to (CLUSTER_NODES transformReply, then
+ * RedisClusterSlots #reset awaits every such client's connect). A primary that died and was
+ * replaced keeps such a line, flagged `fail` and serving no slot, until it comes back as a
+ * replica: so after an unclean failover no session could open until then (R8.10, R8.11). Such
+ * lines (flagged `fail` or `noaddr`, no slot) are left out; a failing primary that still serves
+ * slots stays (nothing else serves them yet).
+ */
+function skipFailedMasters() {
+  let nodes;
+  try {
+    nodes = require('@redis/client/dist/lib/commands/CLUSTER_NODES');
+  } catch (e) {
+    return; // another node-redis layout: its own parsing stands
+  }
+  if (nodes.emqSkipsFailedMasters || typeof nodes.transformReply !== 'function') return;
+  const parse = nodes.transformReply;
+  nodes.transformReply = (reply) => parse(reply).filter(
+    (n) => !(n.slots?.length === 0 && n.flags?.some((f) => f === 'fail' || f === 'noaddr')),
+  );
+  nodes.emqSkipsFailedMasters = true;
 }
 
 // ---- errors ---------------------------------------------------------------------------------------
@@ -464,10 +489,9 @@ const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before 
  *     session again on the next verb, fence first (§7).
  */
 class ClusterEngineSession extends EngineSession {
-  static async open(url, bundle, log = () => {}, { ca } = {}) {
+  static async open(url, bundle, log = () => {}, { ca, seeds = [] } = {}) {
     const { createCluster } = loadRedis();
     if (typeof createCluster !== 'function') throw engineError('this node-redis has no cluster client');
-    const session = new ClusterEngineSession(bundle, log);
     const parsed = new URL(url);
     const defaults = {
       disableOfflineQueue: true,
@@ -480,36 +504,51 @@ class ClusterEngineSession extends EngineSession {
     };
     if (parsed.username) defaults.username = decodeURIComponent(parsed.username);
     if (parsed.password) defaults.password = decodeURIComponent(parsed.password);
-    const options = { rootNodes: [{ url }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS };
-    if (parsed.protocol === 'rediss:') {
-      // R10.4: node-redis learns the nodes from CLUSTER NODES and dials each at its IP address
-      // (commands/CLUSTER_NODES transformNodeAddress drops the ",hostname" the engine announces),
-      // which no certificate names. nodeAddressMap (RedisClusterSlots #getNodeAddress, consulted
-      // for every node client it creates) gives it the host name instead, learnt here from the
-      // seed, so each node is dialled, and its certificate checked, by its announced name. A node
-      // with no name known stays at its address: its certificate check then fails (never skipped).
-      session.hosts = new Map();
-      session.tlsUrl = url;
-      session.tlsCa = ca;
+    // The url first, then every node the session's last slot map named (R8.11), one at a time:
+    // node-redis's own rootNodes stop at the first one whose connection fails.
+    const roots = [url];
+    for (const address of seeds) {
+      const at = new URL(url);
+      at.host = address;
+      if (!roots.includes(at.href)) roots.push(at.href);
+    }
+    let session = null;
+    let last = null;
+    for (const root of roots) {
+      session = new ClusterEngineSession(bundle, log);
+      const mine = session;
+      const options = { rootNodes: [{ url: root }], defaults, useReplicas: false, maxCommandRedirections: REDIRECT_ROUNDS };
       try {
-        await session._learnHosts(null);
+        if (parsed.protocol === 'rediss:') {
+          // R10.4: node-redis learns the nodes from CLUSTER NODES and dials each at its IP address
+          // (commands/CLUSTER_NODES transformNodeAddress drops the ",hostname" the engine
+          // announces), which no certificate names. nodeAddressMap (RedisClusterSlots
+          // #getNodeAddress, consulted for every node client it creates) gives it the host name
+          // instead, learnt here from the root, so each node is dialled, and its certificate
+          // checked, by its announced name. A node with no name known stays at its address: its
+          // certificate check then fails (never skipped).
+          session.hosts = new Map();
+          session.tlsUrl = root;
+          session.tlsCa = ca;
+          await session._learnHosts(null);
+          options.nodeAddressMap = (address) => mine.hosts.get(address);
+        }
+        const cluster = createCluster(options);
+        session.cluster = cluster;
+        cluster.on('error', (err) => mine._onClientError(err));
+        await cluster.connect();
+        if (!session.alive) throw engineError('engine connection failed while learning the slot map');
+        last = null;
+        break;
       } catch (err) {
-        throw asEngineError(err?.socketError ?? err);
+        session._kill();
+        // A refused or failed first connection surfaces as ReconnectStrategyError, whose message
+        // is our strategy's; its socketError names the cause.
+        last = asEngineError(err?.socketError ?? err);
       }
-      options.nodeAddressMap = (address) => session.hosts.get(address);
     }
-    const cluster = createCluster(options);
-    session.cluster = cluster;
-    cluster.on('error', (err) => session._onClientError(err));
-    try {
-      await cluster.connect();
-      if (!session.alive) throw engineError('engine connection failed while learning the slot map');
-    } catch (err) {
-      session._kill();
-      // A refused or failed first connection surfaces as ReconnectStrategyError, whose message is
-      // our strategy's; its socketError names the cause.
-      throw asEngineError(err?.socketError ?? err);
-    }
+    if (last) throw last;
+    session.known = session._mastersNow();
     try {
       await session._checkFence();
     } catch (err) {
@@ -522,6 +561,7 @@ class ClusterEngineSession extends EngineSession {
   constructor(bundle, log) {
     super(bundle, log);
     this.cluster = null;
+    this.known = []; // host:port of the primaries the slot map named last (seeds for a reopen)
     this.hosts = null; // rediss:// only: "ip:port" of CLUSTER NODES -> { host, port } announced
   }
 
@@ -560,7 +600,23 @@ class ClusterEngineSession extends EngineSession {
   _kill() {
     const wasAlive = this.alive;
     this.alive = false;
+    const now = this._mastersNow();
+    if (now.length) this.known = now;
     if (this.cluster && wasAlive) this.cluster.disconnect().catch(() => {});
+  }
+
+  /** `host:port` of every primary the slot map named last: seeds for the session's next open. */
+  knownNodes() {
+    return this.known;
+  }
+
+  _mastersNow() {
+    const out = [];
+    for (const node of this.cluster?.getMasters?.() ?? []) {
+      const socket = node.client?.options?.socket;
+      if (socket?.host && socket?.port) out.push(`${socket.host}:${socket.port}`);
+    }
+    return out;
   }
 
   _clientFor(args) {
@@ -644,6 +700,12 @@ class ClusterEngineSession extends EngineSession {
         });
       }
       if (failure) throw asEngineError(failure);
+      // R8.11: READONLY says the node was demoted (a failover). Those calls failed (they did not
+      // run and are not sent again, R4.17); the session closes, so the next verb opens it again:
+      // a fresh slot map, new connections, the fence read first.
+      if (results.some((r) => r?.status === 'rejected' && /^READONLY/.test(r.reason?.message ?? ''))) {
+        this._kill();
+      }
       todo = [];
       again.sort((a, b) => a[0] - b[0]);
       let mapRefreshed = false;

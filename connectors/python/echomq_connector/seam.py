@@ -31,7 +31,7 @@ import redis
 import redis.connection
 from redis.backoff import NoBackoff, default_backoff
 from redis.crc import key_slot
-from redis.exceptions import AskError, MovedError, NoScriptError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import AskError, ClusterDownError, MovedError, NoScriptError, ReadOnlyError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -866,6 +866,13 @@ class ClusterSession(Session):
                     elif isinstance(r, AskError):
                         todo.append((i, self._node_at(r.host, r.port), True))
                     else:
+                        if isinstance(r, (ReadOnlyError, ClusterDownError)):
+                            # R8.11: the node was demoted (READONLY), or the cluster is re-forming:
+                            # the slot map is stale. The next call reads it again, and the fence,
+                            # on fresh connections; this one is not sent again (R4.17).
+                            if node.redis_connection is not None:
+                                node.redis_connection.connection_pool.disconnect()
+                            self._stale = True
                         results[i] = r
             if not todo:
                 return results

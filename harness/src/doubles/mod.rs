@@ -22,7 +22,9 @@
 //!   success), what G8's fault phase catches; with the Python connector's broken-on-purpose flags;
 //! - **wrong time** (`time`): a lease, delay or backoff off by a little (a grace period, a
 //!   rounding, a ms↔s mix-up, a margin taken off), caught by scores judged to the millisecond;
-//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8, the reference on one node
+//! - **cluster breakers** (`cluster`, and `Quirks` flags): SPEC §8 (R8.10 and R8.11 too: a
+//!   session that gives up after a lost connection, an enqueue re-sent after a reset, `READONLY`
+//!   taken as final, a slot map kept after a node died), the reference on one node
 //!   (`redial_unfenced` breaks R3.5 as `silent_reconnect` does, the two `leak_on_*` break R5.13;
 //!   four `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe;
 //!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value; `eval_on_noscript`,
@@ -239,6 +241,17 @@ pub enum Double {
     /// The Python connector with `--silent-node-reconnect`: on a cluster, redis-py's node pool
     /// replaces a killed connection and the session sends its script without the fence read.
     PythonSilentNodeReconnect,
+    /// After its first `engine` error a session answers every later call with kind `engine`
+    /// without sending it, until it is connected again: a worker loop that stopped.
+    GivesUpAfterError,
+    /// An `enqueue` that failed on a lost connection (reset, refused, closed) is sent once more.
+    ResendEnqueueAfterReset,
+    /// Reference quirk on a cluster: `READONLY` is final: the slot map stays, and the
+    /// connection that said it too.
+    ReadonlyFinal,
+    /// Reference quirk on a cluster: a lost connection leaves the slot map (and the dead node's
+    /// connection) as it was.
+    StaleSlotMapAfterDeath,
 }
 
 impl Double {
@@ -450,6 +463,18 @@ impl Double {
                 ..Quirks::default()
             })),
             Self::PythonSilentNodeReconnect => python_double("--silent-node-reconnect"),
+            Self::GivesUpAfterError => Box::new(cluster::GivesUpAfterError::new(reference())),
+            Self::ResendEnqueueAfterReset => {
+                Box::new(cluster::ResendEnqueueAfterReset::new(reference()))
+            }
+            Self::ReadonlyFinal => Box::new(reference().with_quirks(Quirks {
+                readonly_final: true,
+                ..Quirks::default()
+            })),
+            Self::StaleSlotMapAfterDeath => Box::new(reference().with_quirks(Quirks {
+                stale_slot_map: true,
+                ..Quirks::default()
+            })),
         }
     }
 

@@ -489,4 +489,28 @@ pub const TABLE: &[Entry] = &[
         also: &[],
         why_also: "",
     },
+    Entry {
+        double: Double::GivesUpAfterError,
+        breaks: "R8.10: across an unclean failover a session keeps working; an error fails one call",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ResendEnqueueAfterReset,
+        breaks: "R4.17: an enqueue whose connection was lost is never sent again behind the caller's back",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ReadonlyFinal,
+        breaks: "R8.11: READONLY makes the slot map stale; the next call reads it again",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::StaleSlotMapAfterDeath,
+        breaks: "R8.11: a lost connection makes the slot map stale; the next call reads it again",
+        also: &[],
+        why_also: "",
+    },
 ];

@@ -12,11 +12,22 @@ use crate::engine::server_flags;
 use crate::error::HarnessError;
 use crate::settings;
 
-/// A running server; killed on drop.
+/// A running server; killed on drop. G8's unclean failover kills, stops and restarts a
+/// cluster node through a shared reference ([`Running::signal`], [`Running::restart`]), so the
+/// process and its registrations sit behind a lock.
 pub struct Running {
     pub port: u16,
-    child: Child,
+    process: std::sync::Mutex<Process>,
     _dir: tempfile::TempDir,
+    /// How it was started, to start it again on the same port and directory.
+    program: PathBuf,
+    password: String,
+    extra: Vec<String>,
+}
+
+/// The server process and what registered it.
+struct Process {
+    child: Child,
     /// The owner file, removed when the server stops.
     record: Option<PathBuf>,
     _guard: Guard,
@@ -127,16 +138,38 @@ fn start_once_at(
         .tempdir()
         .map_err(|e| HarnessError::io("temp dir", e))?;
     let port = free_port()?;
+    // A TLS engine's flags come last: its `--port 0` wins over the plain port (SPEC §10), and a
+    // restart keeps them.
+    let mut extra = extra.to_vec();
+    if let Some(t) = tls {
+        extra.extend(t.server_flags(port));
+    }
+    let process = spawn(path, password, port, dir.path(), &extra)?;
+    let running = Running {
+        port,
+        process: std::sync::Mutex::new(process),
+        _dir: dir,
+        program: path.to_path_buf(),
+        password: password.to_string(),
+        extra,
+    };
+    running.wait_listening()?;
+    Ok(running)
+}
+
+fn spawn(
+    path: &Path,
+    password: &str,
+    port: u16,
+    dir: &Path,
+    extra: &[String],
+) -> Result<Process, HarnessError> {
     let child = Command::new(path)
-        .args(match tls {
-            Some(t) => t.server_flags(port),
-            None => vec!["--port".into(), port.to_string()],
-        })
-        .args(["--bind", "127.0.0.1"])
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(server_flags(password))
         .args([
             "--dir",
-            &dir.path().display().to_string(),
+            &dir.display().to_string(),
             "--logfile",
             "valkey.log",
         ])
@@ -146,59 +179,98 @@ fn start_once_at(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| HarnessError::io(format!("start {}", path.display()), e))?;
-    let guard = register_pid(child.id());
-    let record = record_server(child.id(), port, dir.path());
-    let mut running = Running {
-        port,
+    Ok(Process {
+        _guard: register_pid(child.id()),
+        record: record_server(child.id(), port, dir),
         child,
-        _dir: dir,
-        record,
-        _guard: guard,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        // Exited first: a port that answers may be another process's, not this server's.
-        if let Ok(Some(status)) = running.child.try_wait() {
-            let log =
-                std::fs::read_to_string(running._dir.path().join("valkey.log")).unwrap_or_default();
-            return Err(HarnessError::ServerExited {
-                program: "valkey-server",
-                status: status.to_string(),
-                last_line: log.lines().last().unwrap_or("").to_string(),
-            });
-        }
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            // The server may have failed to bind another port (a cluster bus) and not exited yet:
-            // it binds every port before it serves, so a moment is enough for it to say so.
-            std::thread::sleep(Duration::from_millis(50));
-            if let Ok(None) = running.child.try_wait() {
-                return Ok(running);
-            }
-            continue;
-        }
-        if Instant::now() > deadline {
-            running.stop();
-            return Err(HarnessError::Engine(format!(
-                "valkey-server did not listen on port {port} within 20 s"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    })
 }
 
 impl Running {
-    /// Kills the server and reaps it.
-    pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(path) = self.record.take() {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Process> {
+        self.process.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until the server answers on its port; an exit first is its error.
+    fn wait_listening(&self) -> Result<(), HarnessError> {
+        let port = self.port;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            // Exited first: a port that answers may be another process's, not this server's.
+            if let Ok(Some(status)) = self.lock().child.try_wait() {
+                let log = std::fs::read_to_string(self._dir.path().join("valkey.log"))
+                    .unwrap_or_default();
+                return Err(HarnessError::ServerExited {
+                    program: "valkey-server",
+                    status: status.to_string(),
+                    last_line: log.lines().last().unwrap_or("").to_string(),
+                });
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // The server may have failed to bind another port (a cluster bus) and not exited
+                // yet: it binds every port before it serves, so a moment is enough to say so.
+                std::thread::sleep(Duration::from_millis(50));
+                if let Ok(None) = self.lock().child.try_wait() {
+                    return Ok(());
+                }
+                continue;
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return Err(HarnessError::Engine(format!(
+                    "valkey-server did not listen on port {port} within 20 s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills the server (SIGKILL) and reaps it; its directory stays, for a restart.
+    pub fn kill(&self) {
+        let mut p = self.lock();
+        // A stopped process dies of SIGKILL too.
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+        if let Some(path) = p.record.take() {
             let _ = std::fs::remove_file(path);
         }
     }
 
+    /// Kills the server and reaps it.
+    pub fn stop(&mut self) {
+        self.kill();
+    }
+
+    /// Sends `signal` to the server (`STOP`, `CONT`); a server already gone is not an error.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = i32::try_from(self.pid())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    /// Starts the server again, after [`Running::kill`], on its port and directory (a cluster
+    /// node finds its `nodes.conf` there) with its flags and `more`, and waits until it answers.
+    pub fn restart(&self, more: &[String]) -> Result<(), HarnessError> {
+        self.kill();
+        let mut flags = self.extra.clone();
+        flags.extend_from_slice(more);
+        let process = spawn(
+            &self.program,
+            &self.password,
+            self.port,
+            self._dir.path(),
+            &flags,
+        )?;
+        *self.lock() = process;
+        self.wait_listening()
+    }
+
     /// The server's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.lock().child.id()
     }
 
     /// The server's working directory (its log, a cluster node's config).

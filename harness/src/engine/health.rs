@@ -166,6 +166,11 @@ fn node_health(admin: &mut Admin, cluster: bool) -> Result<NodeHealth, HarnessEr
     Ok(h)
 }
 
+/// One cluster node's health, read at `port` (real or announced).
+pub fn node_snapshot(engine: &Engine, port: u16) -> Result<NodeHealth, HarnessError> {
+    Admin::connect(&engine.node_url(port)).and_then(|mut a| node_health(&mut a, true))
+}
+
 /// Reads every node's health; a node that does not answer is recorded as such, not an error.
 pub fn snapshot(engine: &Engine) -> Health {
     let mut nodes = BTreeMap::new();

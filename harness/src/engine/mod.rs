@@ -9,6 +9,7 @@ pub mod container;
 pub mod health;
 pub mod migration;
 pub mod named;
+pub mod nodes;
 mod target;
 mod tls_boot;
 pub mod version;

@@ -32,6 +32,9 @@
 
 mod replies;
 pub mod resp;
+mod rule;
+
+pub use rule::{Fault, Fired, Matcher, Rule};
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -41,96 +44,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use resp::{Command, Splitter};
-
-/// What the proxy does to the command a rule picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// Forward the command, read the engine's whole reply, close the client without it.
-    LostReply,
-    /// Close the connection before the command is forwarded.
-    DropBefore,
-    /// Forward the first half of the reply's bytes, then close.
-    CutReply,
-    /// Hold the reply this long, then forward it.
-    Delay(Duration),
-    /// Close the next new connection before reading a byte (matchers do not apply).
-    ResetOnConnect,
-}
-
-impl Fault {
-    /// A short stable name for evidence.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::LostReply => "lost reply",
-            Self::DropBefore => "dropped before forwarding",
-            Self::CutReply => "reply cut in the middle",
-            Self::Delay(_) => "reply delayed",
-            Self::ResetOnConnect => "reset on connect",
-        }
-    }
-}
-
-/// Which commands a rule counts. Every field given must match.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Matcher {
-    /// The command name, any case (`EVALSHA`).
-    pub name: Option<String>,
-    /// The first argument, any case (a script SHA).
-    pub arg1: Option<String>,
-    /// The 1-based index of the command on its connection.
-    pub nth_of_connection: Option<u64>,
-}
-
-impl Matcher {
-    /// `EVALSHA <sha>`.
-    pub fn evalsha(sha: &str) -> Self {
-        Self {
-            name: Some("EVALSHA".into()),
-            arg1: Some(sha.to_ascii_lowercase()),
-            nth_of_connection: None,
-        }
-    }
-
-    /// The n-th command (1-based) of any connection.
-    pub fn nth(n: u64) -> Self {
-        Self {
-            nth_of_connection: Some(n),
-            ..Self::default()
-        }
-    }
-
-    fn matches(&self, c: &Command, index: u64) -> bool {
-        self.name
-            .as_ref()
-            .is_none_or(|n| c.name() == n.to_ascii_uppercase())
-            && self
-                .arg1
-                .as_ref()
-                .is_none_or(|a| c.arg1().as_deref() == Some(&a.to_ascii_lowercase()))
-            && self.nth_of_connection.is_none_or(|n| n == index)
-    }
-}
-
-/// One armed fault: it fires once, on the `skip + 1`-th matching command (counted from arming,
-/// over every connection), and is then gone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
-    pub matcher: Matcher,
-    pub skip: u32,
-    pub fault: Fault,
-}
-
-/// A fault that fired: on which connection, which command, and what was done.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fired {
-    /// The proxy's connection number, from 1.
-    pub conn: u64,
-    /// The command's 1-based index on that connection (0 for [`Fault::ResetOnConnect`]).
-    pub index: u64,
-    /// `EVALSHA d9fec2bf`.
-    pub command: String,
-    pub fault: Fault,
-}
 
 /// Replies withheld until enough commands arrived ([`Proxy::hold`]), in up to `windows_left`
 /// windows: each window ends when `until` commands arrived in it or none came for `quiet`.
@@ -161,6 +74,13 @@ struct State {
     open: Vec<(TcpStream, TcpStream)>,
     conns: u64,
     commands: u64,
+    /// New connections are closed at once (a node the harness restarts, until it has rejoined).
+    refusing: bool,
+    /// Connections numbered up to this one answer every `EVALSHA` with `-READONLY` and forward
+    /// nothing more ([`Proxy::readonly_before_now`]); 0: none.
+    readonly_upto: u64,
+    /// `-READONLY` replies given so far.
+    readonly_given: u64,
 }
 
 struct Shared {
@@ -195,6 +115,8 @@ enum Action {
     Close,
     /// Forward once the hold's window (its number) closes ([`Proxy::hold`]).
     Held(u32),
+    /// Answer these bytes instead of an engine reply (the command was not forwarded).
+    Inject(&'static [u8]),
 }
 
 impl Proxy {
@@ -320,6 +242,27 @@ impl Proxy {
         (s.conns, s.commands)
     }
 
+    /// While `on`, every new connection is closed at once, before a byte is read; open ones stay.
+    pub fn refuse(&self, on: bool) {
+        self.shared.lock().refusing = on;
+    }
+
+    /// From now on, every connection already open answers each `EVALSHA` with
+    /// `-READONLY You can't write against a read only replica.` and forwards nothing: what a
+    /// client meets whose connection still reaches a primary that was demoted (through an
+    /// endpoint that kept pointing at it). Connections opened later are forwarded as before.
+    pub fn readonly_before_now(&self) {
+        let mut s = self.shared.lock();
+        s.readonly_upto = s.conns;
+    }
+
+    /// Ends [`Proxy::readonly_before_now`]; returns how many `-READONLY` replies it gave.
+    pub fn end_readonly(&self) -> u64 {
+        let mut s = self.shared.lock();
+        s.readonly_upto = 0;
+        std::mem::take(&mut s.readonly_given)
+    }
+
     /// Closes every open connection (the listener stays).
     pub fn close_all(&self) {
         for (a, b) in std::mem::take(&mut self.shared.lock().open) {
@@ -360,6 +303,11 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
                     command: "connect".into(),
                     fault: Fault::ResetOnConnect,
                 });
+                drop(s);
+                let _ = client.shutdown(Shutdown::Both);
+                continue;
+            }
+            if s.refusing {
                 drop(s);
                 let _ = client.shutdown(Shutdown::Both);
                 continue;
@@ -436,6 +384,10 @@ fn up(
                 }
             };
             index += 1;
+            if readonly(shared, conn, &cmd) {
+                let _ = tx.send(Action::Inject(READONLY));
+                continue;
+            }
             let fault = pick(shared, conn, index, &cmd);
             match fault {
                 None | Some(Fault::ResetOnConnect) => {
@@ -477,6 +429,19 @@ fn up(
     }
     // The client went away: the reply side forwards what is owed, then closes.
     drop(tx);
+}
+
+/// The reply of a demoted primary to a write ([`Proxy::readonly_before_now`]).
+const READONLY: &[u8] = b"-READONLY You can't write against a read only replica.\r\n";
+
+/// True when `cmd` on connection `conn` is answered `-READONLY` (and counted).
+fn readonly(shared: &Shared, conn: u64, cmd: &Command) -> bool {
+    let mut s = shared.lock();
+    let hit = conn <= s.readonly_upto && cmd.name() == "EVALSHA";
+    if hit {
+        s.readonly_given += 1;
+    }
+    hit
 }
 
 /// The window of the hold that withholds `cmd`'s reply, if one does (counting it as arrived).

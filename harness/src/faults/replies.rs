@@ -37,6 +37,12 @@ pub(super) fn relay(
         if let Action::Close = action {
             break;
         }
+        if let Action::Inject(bytes) = action {
+            if client.write_all(bytes).is_err() {
+                break;
+            }
+            continue;
+        }
         let Some(n) = next_reply(&mut upstream, &mut buf, &mut chunk) else {
             break;
         };
@@ -114,5 +120,6 @@ fn deliver(client: &mut TcpStream, shared: &Shared, action: Action, reply: &[u8]
             false
         }
         Action::Lose | Action::Close => false,
+        Action::Inject(bytes) => client.write_all(bytes).is_ok(),
     }
 }

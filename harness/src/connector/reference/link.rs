@@ -102,6 +102,10 @@ pub(super) struct Cluster {
     answered_by: Option<(String, u16)>,
     /// Load on the node the slot map names even after a redirect (only a double does this).
     load_by_slot: bool,
+    /// A lost connection (or a timeout) makes the slot map stale (always, except in a double).
+    refresh_on_loss: bool,
+    /// `READONLY` makes the slot map stale (always, except in a double).
+    refresh_on_readonly: bool,
 }
 
 /// How a cluster session answers `ASK` (SPEC R8.6).
@@ -192,6 +196,8 @@ impl Link {
             ask: Ask::Follow,
             answered_by: None,
             load_by_slot: false,
+            refresh_on_loss: true,
+            refresh_on_readonly: true,
         })))
     }
 
@@ -203,6 +209,26 @@ impl Link {
             c.resend_pipelines = q.resend_pipelines;
             c.ask = q.ask;
             c.load_by_slot = q.load_by_slot;
+            c.refresh_on_loss = !q.stale_slot_map;
+            c.refresh_on_readonly = !q.readonly_final;
+        }
+    }
+
+    /// After a command failed (SPEC R8.11): a lost connection, a timeout, `READONLY` (the node
+    /// was demoted) or `CLUSTERDOWN` says the slot map may be wrong, so the next call reads it
+    /// again, on fresh connections, and the session reads the fence first (R8.9). The failed
+    /// call itself is never sent again (R4.17).
+    pub(super) fn after_error(&mut self, e: &redis::RedisError) {
+        if let Self::Cluster(c) = self {
+            let lost = e.is_io_error()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+                || e.is_timeout()
+                || e.kind() == RedisKind::Server(ServerErrorKind::ClusterDown);
+            let readonly = e.kind() == RedisKind::Server(ServerErrorKind::ReadOnly);
+            if (lost && c.refresh_on_loss) || (readonly && c.refresh_on_readonly) {
+                c.stale = true;
+            }
         }
     }
 
@@ -226,11 +252,26 @@ impl Link {
     }
 
     /// A fresh cluster connection (a fresh slot map); the caller reads the fence on it (R3.1).
+    /// Every node of the last slot map is a seed besides the url's: the seed node may be the one
+    /// that died (R8.11).
     pub(super) fn reconnect(&mut self) -> RedisResult<()> {
         if let Self::Cluster(c) = self {
+            let mut seeds = vec![c.url.clone()];
+            for (primary, _, replicas) in &c.slots {
+                for port in std::iter::once(primary).chain(replicas) {
+                    seeds.push(node_url(&c.url, *port)?);
+                }
+            }
+            seeds.dedup();
+            // The old connections go first: a node's dead one must not be reused.
+            c.pipes.clear();
+            c.client = ClusterClient::builder(seeds)
+                .retries(0)
+                .connection_timeout(c.timeout)
+                .response_timeout(c.timeout)
+                .build()?;
             c.con = c.client.get_connection()?;
             c.slots = read_slots(&mut c.con)?;
-            c.pipes.clear();
             c.stale = false;
         }
         Ok(())
@@ -249,7 +290,11 @@ impl Link {
             c.answered_by = None;
         }
         let first = self.con().req_command(cmd).and_then(Value::extract_error);
-        self.follow(cmd, first)
+        let r = self.follow(cmd, first);
+        if let Err(e) = &r {
+            self.after_error(e);
+        }
+        r
     }
 
     /// Follows the redirects `reply` names (a cluster only), at most [`MAX_REDIRECTS`].
@@ -378,10 +423,11 @@ impl Link {
     /// Forgets every pipeline connection after a failure on one: a late reply must never be read
     /// as the reply to a later command (R4.16).
     fn drop_pipes_on_error<T>(&mut self, r: RedisResult<T>) -> RedisResult<T> {
-        if r.is_err()
-            && let Self::Cluster(c) = self
-        {
-            c.pipes.clear();
+        if let Err(e) = &r {
+            self.after_error(e);
+            if let Self::Cluster(c) = self {
+                c.pipes.clear();
+            }
         }
         r
     }

@@ -60,4 +60,10 @@ pub struct Quirks {
     /// On `rediss://`, the chain is verified and the name is not: redis-rs's
     /// `set_danger_accept_invalid_hostnames` (breaks R10.4).
     pub tls_skip_names: bool,
+    /// On a cluster, a lost connection leaves the slot map as it was: the session keeps the
+    /// dead node's connection and never reads the map again (breaks R8.11).
+    pub stale_slot_map: bool,
+    /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
+    /// the connection that said it stays (breaks R8.11).
+    pub readonly_final: bool,
 }

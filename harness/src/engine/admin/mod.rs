@@ -18,6 +18,7 @@ use crate::protocol::keyspace::Keyspace;
 
 mod monitor;
 pub mod shards;
+pub mod side;
 
 pub use monitor::Monitor;
 use shards::Shard;

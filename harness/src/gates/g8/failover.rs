@@ -57,6 +57,9 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
             events.join("; ")
         )));
     }
+    // A replica still in its first sync would be promoted without the data (a loaded machine
+    // did that once): the graceful failover's premise is a replica that has caught up.
+    super::unclean::topology::wait_in_sync(ctx, old, new)?;
     replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
     let deadline = Instant::now() + FAILOVER_WITHIN;
     loop {

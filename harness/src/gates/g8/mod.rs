@@ -11,7 +11,9 @@
 //! is judged by the accounting of indeterminate calls ([`accounting`]). Deterministic: a connector
 //! that re-sends after a lost reply, or answers for a call it could not know, fails on every run.
 //! On a cluster every node has its proxy (its clients reach it through one), and the graceful
-//! failover of [`failover`] follows.
+//! failover of [`failover`] follows, then the two unclean ones of [`unclean`] (a primary killed,
+//! a primary stalled) under a crew of the connector's sessions, every acknowledged job
+//! attributed to the engine or to the connector, then the slot migration of [`migration`].
 //!
 //! (c) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
 //! while ≥ 100 connections are killed on the engine (`CLIENT KILL`) at random points — before a call
@@ -30,6 +32,7 @@ pub mod fault_phase;
 pub mod late_reply;
 pub mod migration;
 mod plan;
+pub mod unclean;
 
 use crashes::crashes;
 
@@ -68,6 +71,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     fault_phase::run(ctx, out)?;
     if ctx.engine.is_cluster() {
         failover::run(ctx, out)?;
+        unclean::run(ctx, out)?;
         migration::run(ctx, out)?;
     } else {
         late_reply::run(ctx, out)?;

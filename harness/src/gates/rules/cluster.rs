@@ -211,4 +211,60 @@ pub const CLUSTER: &[Rule] = &[
         ],
         unbreakable: "",
     },
+    Rule {
+        id: RuleId::new(8, 10),
+        summary: "on a cluster: across an unclean failover a session keeps working: an engine error fails one call, never the session; no job the promoted replica had is lost, none run twice or left claimed",
+        checks: &[
+            "G8: a crew (producer, two workers, reaper) runs through a SIGKILL and a SIGSTOP of a seeded shard's primary; every worker claims on that shard again within twice the failover plus twenty of its slowest calls",
+            "G8: every acknowledged job attributed: lost beyond the promoted replica's offset is the engine's (counted), lost within it, completed twice, enqueued twice or unexpected is the connector's",
+        ],
+        cases: &[],
+        gates: &[GateId::G8],
+        ways: &[
+            Way::by(
+                How::Never,
+                "the session gives up after an engine error: no worker claims again after the failover",
+                &[Double::GivesUpAfterError],
+            ),
+            Way::by(
+                How::Twice,
+                "an enqueue re-sent after its connection was reset",
+                &[Double::ResendEnqueueAfterReset],
+            ),
+            Way::not(
+                How::TooFew,
+                "a job the promoted replica had lost by the connector",
+                "no connector can delete an acknowledged job without a script call the fault phase and the attribution would name; the attribution judges it on every run",
+            ),
+        ],
+        unbreakable: "",
+    },
+    Rule {
+        id: RuleId::new(8, 11),
+        summary: "on a cluster: a lost connection, MOVED or READONLY makes the slot map stale: the next call reads it again on fresh connections (and the fence, R8.9), never re-sending the failed call",
+        checks: &[
+            "G8: after the SIGKILL every worker claims on the shard again (a session that keeps the dead node's connection does not)",
+            "G8: after the SIGSTOP the woken node's proxy answers READONLY on every connection opened before; every worker claims on the shard again",
+        ],
+        cases: &[],
+        gates: &[GateId::G8],
+        ways: &[
+            Way::by(
+                How::Never,
+                "the slot map never read again after a node died",
+                &[Double::StaleSlotMapAfterDeath],
+            ),
+            Way::by(
+                How::Otherwise,
+                "READONLY taken as the call's final answer",
+                &[Double::ReadonlyFinal],
+            ),
+            Way::not(
+                How::Twice,
+                "the failed call re-sent on the fresh connections",
+                "that is R4.17's way, judged by the fault phase on every node (ResendEnqueueAfterReset)",
+            ),
+        ],
+        unbreakable: "",
+    },
 ];

@@ -1,0 +1,331 @@
+//! Who lost what across an unclean failover (SPEC R8.10): every acknowledged job of the crew
+//! sorted into Jepsen's categories, each anomaly attributed to the engine (the asynchronous
+//! replication window) or to the connector. Pure: the calls, what the drain found and what the
+//! promoted replica took over go in, a [`Verdict`] comes out; the unit tests need no engine.
+//!
+//! A job is its payload: every enqueue call sends a payload of its own, so a job id the engine
+//! hands out twice (a lost enqueue rolls the queue's counter back) never joins two jobs.
+//! - **lost**: an acknowledged enqueue whose job no complete acknowledged and the drain did not
+//!   find. The engine's when the acknowledgement's position (the old primary's
+//!   `master_repl_offset`, read right after it: an upper bound of the write's own position) lies
+//!   beyond what the promoted replica took over (`master_replid2` up to `second_repl_offset - 1`),
+//!   or could not be read on the old history while the old primary could still acknowledge, or
+//!   its id was handed out again (a lost enqueue rolls the counter back) and completed by the
+//!   worker of the other job; else the connector's.
+//! - **completed twice**: two acknowledged completes of one job. The engine's when an earlier
+//!   complete's position lies beyond what the replica took over (the replica never saw it, so
+//!   the job was leased again); else the connector's.
+//! - **duplicated**: one payload under two job ids: an enqueue that ran twice (a re-send). Always
+//!   the connector's: the engine never copies a job.
+//! - **unexpected**: a payload no enqueue call sent. Always the connector's.
+//! - **recovered**: an enqueue that failed (indeterminate) whose job exists: allowed, counted.
+//!   Likewise a job gone after a complete that failed (it may have run) is not lost.
+//! - **no progress**: a worker that claimed nothing on the failed-over queue within the bound
+//!   after the new primary was announced. The connector's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::engine::nodes::{ReplPosition, TakeOver};
+
+/// A crew call's verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Enqueue,
+    Claim,
+    Complete,
+    Reap,
+}
+
+/// One call a crew member made, and what came of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// `producer`, `worker-1`, `reaper`.
+    pub member: String,
+    pub verb: Verb,
+    pub queue: String,
+    /// The queue lives on the shard that failed over.
+    pub victim: bool,
+    /// The job's payload: sent (enqueue), returned (claim), or the claimed job's (complete).
+    pub payload: Option<String>,
+    /// The job id: returned (enqueue, claim) or sent (complete).
+    pub id: Option<String>,
+    /// `Ok(reply)` in words, or `Err("kind: message")`.
+    pub reply: Result<String, String>,
+    /// For a complete, whether the engine said it completed the job.
+    pub done: bool,
+    /// Milliseconds since the scenario began.
+    pub start_ms: u64,
+    pub end_ms: u64,
+    /// The old primary's position read right after the acknowledgement (victim queues only).
+    pub pos: Option<ReplPosition>,
+}
+
+impl Call {
+    /// One line of evidence.
+    pub fn describe(&self) -> String {
+        let verb = format!("{:?}", self.verb).to_lowercase();
+        let what = match (&self.payload, &self.id) {
+            (Some(p), Some(id)) => format!("{p} {id}"),
+            (Some(p), None) => p.clone(),
+            (None, Some(id)) => id.clone(),
+            (None, None) => String::new(),
+        };
+        let reply = match &self.reply {
+            Ok(r) => format!("→ {r}"),
+            Err(e) => format!("→ error {e}"),
+        };
+        let pos = self.pos.as_ref().map_or(String::new(), |p| {
+            format!(
+                " (old primary at {}:{})",
+                p.replid.get(..8).unwrap_or(&p.replid),
+                p.offset
+            )
+        });
+        format!(
+            "{} {verb}({}, {what}) {reply} at {}–{} ms{pos}",
+            self.member, self.queue, self.start_ms, self.end_ms
+        )
+    }
+}
+
+/// What the run knows besides the calls.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Payloads the drain completed, with the id each was claimed under.
+    pub drained: Vec<(String, String)>,
+    /// What the promoted replica took over.
+    pub take_over: Option<TakeOver>,
+    /// When the fault was injected, and when the new topology was announced (settled).
+    pub fault_ms: u64,
+    /// Until when a call whose acknowledgement's position could not be read on the old history
+    /// may have been run by the old primary (sent by then; its reply may arrive later): the kill
+    /// (after it, only the new primary runs calls), or the zombie's demotion.
+    pub lossy_until_ms: u64,
+    pub announced_ms: u64,
+    /// The workers of the crew, and how long after `announced_ms` each must have claimed on the
+    /// failed-over queue again.
+    pub workers: Vec<String>,
+    pub bound_ms: u64,
+}
+
+/// One anomaly, with the calls that concern its job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anomaly {
+    /// `lost`, `completed twice`, `duplicated`, `unexpected`, `no progress`.
+    pub kind: &'static str,
+    /// The payload (or the worker, for no progress).
+    pub subject: String,
+    pub calls: Vec<String>,
+}
+
+/// The accounting of one scenario.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub acked: usize,
+    pub engine: Vec<Anomaly>,
+    pub connector: Vec<Anomaly>,
+    pub recovered: usize,
+    /// Acknowledged jobs gone after a complete that failed (it may have run): not lost.
+    pub completed_unacknowledged: usize,
+    /// The replication the replica lacked: the last position read on the old primary's history
+    /// minus what the replica took over, in bytes; and from the first engine-lost
+    /// acknowledgement to the last, in ms, and both relative to the fault (negative: before).
+    pub window_bytes: u64,
+    pub window_ms: u64,
+    pub window_from_fault_ms: Option<(i64, i64)>,
+    /// Calls that failed after the fault.
+    pub refused: usize,
+    /// From the fault to the first claim on the failed-over queue that succeeded after the
+    /// announcement (none: `None`).
+    pub first_claim_ms: Option<u64>,
+}
+
+/// True when an acknowledgement at `pos`, of a call sent at `start_ms`, may lie beyond what the
+/// replica took over.
+fn beyond(pos: Option<&ReplPosition>, t: Option<&TakeOver>, start_ms: u64, f: &Facts) -> bool {
+    match (pos, t) {
+        (Some(p), Some(t)) if p.replid == t.replid2 => p.offset >= t.second_repl_offset,
+        // Not read on the old history (the node was gone, or already following the new
+        // primary): the engine's only while the old primary could still acknowledge.
+        _ => start_ms <= f.lossy_until_ms,
+    }
+}
+
+/// Sorts every acknowledged job of `calls`.
+pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
+    let t = f.take_over.as_ref();
+    let mut v = Verdict::default();
+    // Every id each payload was seen under, and every acknowledged complete of it.
+    let mut ids: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut completes: BTreeMap<&str, Vec<&Call>> = BTreeMap::new();
+    let mut sent: BTreeSet<&str> = BTreeSet::new();
+    for c in calls {
+        let (Some(p), ok) = (c.payload.as_deref(), c.reply.is_ok()) else {
+            continue;
+        };
+        match c.verb {
+            Verb::Enqueue => {
+                sent.insert(p);
+            }
+            Verb::Claim if ok => {
+                if let Some(id) = &c.id {
+                    ids.entry(p).or_default().insert(id);
+                }
+            }
+            Verb::Complete if ok && c.done => completes.entry(p).or_default().push(c),
+            _ => {}
+        }
+    }
+    let drained: BTreeMap<&str, usize> =
+        f.drained.iter().fold(BTreeMap::new(), |mut m, (p, id)| {
+            ids.entry(p.as_str()).or_default().insert(id.as_str());
+            *m.entry(p.as_str()).or_default() += 1;
+            m
+        });
+    let about = |p: &str| -> Vec<String> {
+        calls
+            .iter()
+            .filter(|c| c.payload.as_deref() == Some(p))
+            .map(Call::describe)
+            .collect()
+    };
+    let mut last_old = None::<u64>;
+    let mut first_lost = None::<u64>;
+    let mut last_lost = None::<u64>;
+    for c in calls.iter().filter(|c| c.verb == Verb::Enqueue) {
+        let p = c.payload.as_deref().unwrap_or_default();
+        if let (Some(pos), Some(t)) = (&c.pos, t)
+            && pos.replid == t.replid2
+        {
+            last_old = Some(last_old.map_or(pos.offset, |o| o.max(pos.offset)));
+        }
+        let done = completes.get(p).map_or(0, Vec::len) + drained.get(p).copied().unwrap_or(0);
+        if c.reply.is_err() {
+            v.recovered += usize::from(done > 0 || ids.contains_key(p));
+            continue;
+        }
+        v.acked += 1;
+        if done > 0 {
+            continue;
+        }
+        // A complete that failed may have run (its reply was lost): the job may be gone rightly.
+        if calls.iter().any(|o| {
+            o.verb == Verb::Complete && o.reply.is_err() && o.payload.as_deref() == Some(p)
+        }) {
+            v.completed_unacknowledged += 1;
+            continue;
+        }
+        let lost = Anomaly {
+            kind: "lost",
+            subject: p.to_string(),
+            calls: about(p),
+        };
+        // A lost enqueue rolls the queue's counter back, so the engine may hand this job's id to
+        // another job as well; a worker that claimed that other job then completes this one.
+        let reused = calls.iter().any(|o| {
+            o.verb == Verb::Complete
+                && o.done
+                && o.queue == c.queue
+                && o.id == c.id
+                && o.payload.as_deref() != Some(p)
+                && o.start_ms >= c.start_ms
+        });
+        if c.victim && (beyond(c.pos.as_ref(), t, c.start_ms, f) || reused) {
+            first_lost = Some(first_lost.map_or(c.end_ms, |m| m.min(c.end_ms)));
+            last_lost = Some(last_lost.map_or(c.end_ms, |m| m.max(c.end_ms)));
+            v.engine.push(lost);
+        } else {
+            v.connector.push(lost);
+        }
+    }
+    for (p, cs) in &completes {
+        let n = cs.len() + drained.get(p).copied().unwrap_or(0);
+        if n < 2 {
+            continue;
+        }
+        let a = Anomaly {
+            kind: "completed twice",
+            subject: p.to_string(),
+            calls: about(p),
+        };
+        let lost_complete = cs
+            .iter()
+            .take(n - 1)
+            .any(|c| c.victim && beyond(c.pos.as_ref(), t, c.start_ms, f));
+        if lost_complete {
+            v.engine.push(a);
+        } else {
+            v.connector.push(a);
+        }
+    }
+    for (p, set) in &ids {
+        if set.len() > 1 {
+            v.connector.push(Anomaly {
+                kind: "duplicated",
+                subject: p.to_string(),
+                calls: about(p),
+            });
+        }
+        if !sent.contains(p) {
+            v.connector.push(Anomaly {
+                kind: "unexpected",
+                subject: p.to_string(),
+                calls: about(p),
+            });
+        }
+    }
+    progress(calls, f, &mut v);
+    if let (Some(t), Some(o)) = (t, last_old) {
+        v.window_bytes = (o + 1).saturating_sub(t.second_repl_offset);
+    }
+    if let (Some(a), Some(b)) = (first_lost, last_lost) {
+        v.window_ms = b - a;
+        v.window_from_fault_ms = Some((a as i64 - f.fault_ms as i64, b as i64 - f.fault_ms as i64));
+    }
+    v.refused = calls
+        .iter()
+        .filter(|c| c.start_ms >= f.fault_ms && c.reply.is_err())
+        .count();
+    v
+}
+
+/// Every worker claims on the failed-over queue again within the bound after the announcement.
+fn progress(calls: &[Call], f: &Facts, v: &mut Verdict) {
+    let again = |c: &&Call| {
+        c.verb == Verb::Claim && c.victim && c.reply.is_ok() && c.start_ms >= f.announced_ms
+    };
+    v.first_claim_ms = calls
+        .iter()
+        .filter(again)
+        .map(|c| c.end_ms.saturating_sub(f.fault_ms))
+        .min();
+    for w in &f.workers {
+        let first = calls
+            .iter()
+            .filter(again)
+            .filter(|c| &c.member == w)
+            .map(|c| c.end_ms)
+            .min();
+        if first.is_some_and(|t| t <= f.announced_ms + f.bound_ms) {
+            continue;
+        }
+        let mut tail: Vec<String> = calls
+            .iter()
+            .filter(|c| &c.member == w && c.start_ms >= f.fault_ms)
+            .map(Call::describe)
+            .collect();
+        let n = tail.len();
+        if n > 6 {
+            tail.drain(3..n - 3);
+            tail.insert(3, format!("… {} calls …", n - 6));
+        }
+        v.connector.push(Anomaly {
+            kind: "no progress",
+            subject: w.clone(),
+            calls: tail,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

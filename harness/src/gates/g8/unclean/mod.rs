@@ -1,0 +1,419 @@
+//! G8 on a cluster: two unclean failovers (SPEC R8.10, R8.11), after the graceful one, while a
+//! crew of the connector's sessions (a producer, two workers, a reaper: [`crew`]) runs
+//! throughout:
+//! - **kill**: SIGKILL to the primary of a seeded random shard; its replica promotes itself
+//!   (automatic failover on for this scenario only, with a short node timeout: [`topology::Tuning`]);
+//!   then the node is started again and rejoins as a replica;
+//! - **stall**: SIGSTOP to the primary past the node timeout; once its replica is promoted,
+//!   SIGCONT: a zombie that runs what was waiting in its sockets as a primary, then answers as the
+//!   replica it became. Its proxy answers `-READONLY` on every connection opened before the
+//!   stall, as an endpoint that kept pointing at the demoted node would.
+//!
+//! Every acknowledged job is then attributed ([`attribution`]): what the engine lost in its
+//! asynchronous replication window is counted and reported, never a FAIL; what the connector
+//! lost, duplicated or left behind, and a worker that stopped claiming, FAIL with the job's calls.
+
+pub mod attribution;
+pub mod crew;
+mod evidence;
+pub(super) mod topology;
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use self::attribution::{Facts, Verb};
+use self::crew::{ROLES, Role, Shared};
+use self::topology::{ENGINE_WITHIN, Tuning, agreed, replica_of, role, wait_for, wait_in_sync};
+use crate::connector::Verbs;
+use crate::connector::starts::StartReason;
+use crate::engine::Admin;
+use crate::engine::nodes::TakeOver;
+use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
+use crate::protocol::grammar::key;
+
+/// Enqueues the kill scenario's primary acknowledges after its replica is cut off.
+const BURST: u64 = 10;
+/// The crew's workers.
+const WORKERS: usize = 2;
+
+/// The two scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Kill,
+    Stall,
+}
+
+impl Kind {
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::Kill => "kill",
+            Self::Stall => "stall",
+        }
+    }
+}
+
+/// The phase: both scenarios, one after the other.
+pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
+    let t0 = Instant::now();
+    for kind in [Kind::Kill, Kind::Stall] {
+        scenario(ctx, out, &url, &mut admin, kind)?;
+    }
+    out.figure("unclean_phase_ms", t0.elapsed().as_millis() as u64);
+    Ok(())
+}
+
+/// What the scenario saw happen, in ms since the crew began.
+struct Timeline {
+    fault_ms: u64,
+    promoted_ms: u64,
+    announced_ms: u64,
+    bound_ms: u64,
+    take_over: TakeOver,
+    /// `-READONLY` replies the zombie's proxy gave (stall).
+    readonly: u64,
+}
+
+/// The node the scenario kills or stops; started or woken again when dropped, whatever happened.
+struct Victim<'a> {
+    ctx: &'a GateContext<'a>,
+    port: u16,
+    killed: Cell<bool>,
+    stopped: Cell<bool>,
+}
+
+impl Victim<'_> {
+    fn heal(&self) -> Result<(), GateError> {
+        let e = self.ctx.engine;
+        let proxy = e.proxy_at(self.port)?;
+        if self.stopped.replace(false) {
+            e.pause_node(self.port, false)?;
+        }
+        if self.killed.replace(false) {
+            e.restart_node(self.port)?;
+        }
+        proxy.end_readonly();
+        Ok(())
+    }
+}
+
+impl Drop for Victim<'_> {
+    fn drop(&mut self) {
+        let _ = self.heal();
+        if let Ok(p) = self.ctx.engine.proxy_at(self.port) {
+            p.refuse(false);
+        }
+    }
+}
+
+fn scenario(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    url: &crate::engine::Target,
+    admin: &mut Admin,
+    kind: Kind,
+) -> Result<(), GateError> {
+    let tag = kind.tag();
+    admin.refresh(&|p| ctx.engine.node_url(p))?;
+    let primaries = admin.primaries();
+    let mut rng =
+        StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
+    let shard = rng.random_range(0..primaries.len().max(1));
+    let primary = ctx.engine.real_port(primaries[shard]);
+    let replica = replica_of(ctx, primary)?;
+    wait_in_sync(ctx, primary, replica)?;
+    let events = ctx.engine.health_events();
+    if !events.is_empty() {
+        return Err(GateError::instrument(format!(
+            "the engine changed during the gate, before its {tag} failover: {}",
+            events.join("; ")
+        )));
+    }
+    let queues = admin.one_name_per_primary(&format!("g8{tag}"));
+    let victim: Vec<bool> = queues
+        .iter()
+        .map(|q| admin.shard_of(&key(q, "pending")) == shard)
+        .collect();
+    (ctx.progress)(&format!(
+        "G8: {tag}: the primary of shard {shard} (port {primary}) under a crew of {} sessions",
+        ROLES.len()
+    ));
+    ctx.factory.warm(ROLES.len(), StartReason::Concurrent);
+    let mut members = Vec::new();
+    for role in ROLES {
+        let mut c = ctx.factory.make()?;
+        if let Err(e) = c.connect(&role.name(), url) {
+            out.fail(format!(
+                "{tag}: the {} could not connect ({})",
+                role.name(),
+                e.evidence()
+            ));
+            return Ok(());
+        }
+        members.push((role, c));
+    }
+    let shared = Shared::new(tag, queues.clone(), victim, ctx.engine.node_url(primary));
+    let node = Victim {
+        ctx,
+        port: primary,
+        killed: Cell::new(false),
+        stopped: Cell::new(false),
+    };
+    let tuning = Tuning::apply(ctx, replica)?;
+    let timeline = std::thread::scope(|sc| {
+        for (role, c) in members {
+            let s = &shared;
+            sc.spawn(move || crew::run(role, c, &role.name(), s));
+        }
+        let r = drive(ctx, &shared, kind, &node, replica);
+        shared.stop.store(true, Ordering::SeqCst);
+        r
+    });
+    let healed = node.heal();
+    drop(tuning);
+    drop(node);
+    let timeline = timeline?;
+    healed?;
+    // The cluster as the scenario left it: the old primary a replica of the new one, in sync.
+    wait_for(
+        &format!("{tag}: the cluster settling after the rejoin"),
+        || agreed(ctx, replica, primary, "slave", None),
+    )?;
+    wait_in_sync(ctx, replica, primary)?;
+    // Both failovers are the gate's doing: later changes are judged from here.
+    ctx.engine.mark_health();
+    admin.refresh(&|p| ctx.engine.node_url(p))?;
+    let drained = drain(ctx, url, admin, &queues)?;
+    judge(out, kind, &shared, &timeline, drained, admin, &queues)
+}
+
+/// The fault, the promotion, the progress and the rejoin, while the crew runs.
+fn drive(
+    ctx: &GateContext<'_>,
+    s: &Shared,
+    kind: Kind,
+    node: &Victim<'_>,
+    replica: u16,
+) -> Result<Timeline, GateError> {
+    let e = ctx.engine;
+    let primary = node.port;
+    let proxy = e.proxy_at(primary)?;
+    // Warm-up: the crew works on the shard before the fault.
+    wait_for("the crew's first jobs on the failed-over shard", || {
+        s.victim_acks.load(Ordering::SeqCst) >= 20 && claimed_since(s, 0) == WORKERS
+    })?;
+    let slowest = s
+        .ledger()
+        .iter()
+        .filter(|c| c.reply.is_ok())
+        .map(|c| c.end_ms - c.start_ms)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut fault_ms = s.ms();
+    match kind {
+        Kind::Kill => {
+            // The replica is cut off first (its link closed, and it cannot authenticate to come
+            // back), so a burst the primary acknowledges is one the replica never has: the
+            // engine's loss on every run, which the accounting must tell from the connector's.
+            let burst_from = s.victim_acks.load(Ordering::SeqCst);
+            topology::cut_off(ctx, primary, replica)?;
+            wait_for("a burst acknowledged past the cut-off replica", || {
+                s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
+            })?;
+            // Clients reach the node again only once it has rejoined as a replica.
+            proxy.refuse(true);
+            node.killed.set(true);
+            fault_ms = s.ms();
+            e.kill_node(primary)?;
+            topology::reconnect(ctx, replica)?;
+        }
+        Kind::Stall => {
+            node.stopped.set(true);
+            e.pause_node(primary, true)?;
+        }
+    }
+    wait_for("the replica's promotion", || {
+        role(ctx, replica).as_deref() == Some("master")
+    })?;
+    let promoted_ms = s.ms();
+    let take_over = e.take_over(replica)?;
+    wait_for("the promotion agreed by every other node", || {
+        agreed(ctx, replica, primary, "", Some(primary))
+    })?;
+    let mut readonly = 0;
+    if kind == Kind::Stall {
+        // The zombie wakes: what waited in its sockets runs, then it learns it was replaced.
+        proxy.readonly_before_now();
+        node.stopped.set(false);
+        e.pause_node(primary, false)?;
+        s.side_generation.fetch_add(1, Ordering::SeqCst);
+        wait_for("the woken primary's demotion", || {
+            agreed(ctx, replica, primary, "slave", None)
+        })?;
+    }
+    let announced_ms = s.ms();
+    // Every worker claims on the shard again within a bound scaled to what this run measured:
+    // twice the failover itself, and twenty of the crew's slowest calls before it.
+    let bound_ms = 2 * (announced_ms - fault_ms) + 20 * slowest;
+    let _ = wait_for("progress", || {
+        claimed_since(s, announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
+    });
+    if kind == Kind::Kill {
+        node.killed.set(false);
+        e.restart_node(primary)?;
+        wait_for("the killed node's rejoin as a replica", || {
+            agreed(ctx, replica, primary, "slave", None)
+        })?;
+        proxy.refuse(false);
+    } else {
+        readonly = proxy.end_readonly();
+    }
+    // A few more rounds on the healed cluster (bounded as the progress was).
+    let healed_ms = s.ms();
+    let _ = wait_for("work after the rejoin", || {
+        claimed_since(s, healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
+    });
+    Ok(Timeline {
+        fault_ms,
+        promoted_ms,
+        announced_ms,
+        bound_ms,
+        take_over,
+        readonly,
+    })
+}
+
+/// How many workers claimed on the failed-over shard in a call begun at or after `since_ms`.
+fn claimed_since(s: &Shared, since_ms: u64) -> usize {
+    let calls = s.calls.lock().unwrap_or_else(|e| e.into_inner());
+    let mut who = std::collections::BTreeSet::new();
+    for c in calls.iter() {
+        if c.verb == Verb::Claim && c.victim && c.reply.is_ok() && c.start_ms >= since_ms {
+            who.insert(c.member.as_str());
+        }
+    }
+    who.len()
+}
+
+/// Reaps, claims and completes everything left, with the connector under test: each job's
+/// payload and the id it was claimed under.
+fn drain(
+    ctx: &GateContext<'_>,
+    url: &crate::engine::Target,
+    admin: &mut Admin,
+    queues: &[String],
+) -> Result<Vec<(String, String)>, GateError> {
+    let mut d = ctx.factory.make()?;
+    d.connect("drain", url)?;
+    let deadline = Instant::now() + ENGINE_WITHIN;
+    let mut out = Vec::new();
+    for q in queues {
+        loop {
+            if Instant::now() > deadline {
+                return Err(GateError::instrument(format!(
+                    "the drain after the unclean failover did not finish in {} s",
+                    ENGINE_WITHIN.as_secs()
+                )));
+            }
+            d.reap("drain", q, 1_000_000, 1000)?;
+            match d.claim("drain", q, 60_000)? {
+                Some(j) => {
+                    if d.complete("drain", q, &j.id, j.attempts)? {
+                        out.push((j.payload, j.id));
+                    }
+                }
+                None => {
+                    let active: u64 = admin.query(&["ZCARD", &key(q, "active")])?;
+                    if active == 0 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(crew::LEASE_MS as u64 / 10));
+                }
+            }
+        }
+    }
+    let _ = d.disconnect("drain");
+    Ok(out)
+}
+
+/// The accounting, its evidence and its figures.
+fn judge(
+    out: &mut GateOutcome,
+    kind: Kind,
+    s: &Shared,
+    t: &Timeline,
+    drained: Vec<(String, String)>,
+    admin: &mut Admin,
+    queues: &[String],
+) -> Result<(), GateError> {
+    let tag = kind.tag();
+    let calls = s.ledger();
+    let facts = Facts {
+        drained,
+        take_over: Some(t.take_over.clone()),
+        fault_ms: t.fault_ms,
+        lossy_until_ms: if kind == Kind::Kill {
+            t.fault_ms
+        } else {
+            t.announced_ms
+        },
+        announced_ms: t.announced_ms,
+        workers: ROLES
+            .iter()
+            .filter(|r| matches!(r, Role::Worker(_)))
+            .map(|r| r.name())
+            .collect(),
+        bound_ms: t.bound_ms,
+    };
+    let v = attribution::attribute(&calls, &facts);
+    evidence::record(out, tag, &v, calls.len(), t.bound_ms, &t.take_over);
+    let f = |name: &str| format!("unclean_{tag}_{name}");
+    out.figure(&f("calls"), calls.len());
+    out.figure(&f("jobs_acked"), v.acked);
+    out.figure(&f("engine_lost"), v.engine.len());
+    out.figure(&f("engine_window_ms"), v.window_ms);
+    out.figure(&f("engine_window_bytes"), v.window_bytes);
+    out.figure(&f("connector_anomalies"), v.connector.len());
+    out.figure(&f("recovered"), v.recovered);
+    out.figure(&f("writes_refused"), v.refused);
+    out.figure(&f("promotion_ms"), t.promoted_ms - t.fault_ms);
+    out.figure(&f("announced_ms"), t.announced_ms - t.fault_ms);
+    out.figure(&f("progress_bound_ms"), t.bound_ms);
+    if let Some(ms) = v.first_claim_ms {
+        out.figure(&f("first_claim_ms"), ms);
+    }
+    if kind == Kind::Stall {
+        out.figure(&f("readonly_replies"), t.readonly);
+    }
+    // What the crew met, by the first words of each error: what "refused" was.
+    let mut seen = std::collections::BTreeMap::<String, u64>::new();
+    for c in &calls {
+        if let Err(e) = &c.reply {
+            *seen.entry(e.chars().take(60).collect()).or_default() += 1;
+        }
+    }
+    out.figure(
+        &f("errors_seen"),
+        serde_json::to_value(&seen).unwrap_or_default(),
+    );
+    let mut left = Vec::new();
+    for q in queues {
+        for set in ["pending", "active", "delayed", "dead"] {
+            let n: u64 = admin.query(&["ZCARD", &key(q, set)])?;
+            if n > 0 {
+                left.push(format!("{} holds {n}", key(q, set)));
+            }
+        }
+    }
+    out.none_of(
+        &left,
+        &format!("{tag}: after the drain no job is left in any set (no orphan)"),
+        "left",
+    );
+    Ok(())
+}
