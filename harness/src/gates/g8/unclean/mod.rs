@@ -371,7 +371,7 @@ fn judge(
         bound_ms: t.bound_ms,
     };
     let v = attribution::attribute(&calls, &facts);
-    evidence::record(out, tag, &v, calls.len(), t.bound_ms, &t.take_over);
+    evidence::record(out, tag, &v, t.bound_ms, &t.take_over);
     let f = |name: &str| format!("unclean_{tag}_{name}");
     out.figure(&f("calls"), calls.len());
     out.figure(&f("jobs_acked"), v.acked);
