@@ -65,10 +65,13 @@ fn refused(
             accepted.len(),
             seen.len()
         )),
-        Err(e) => out.pass(format!(
-            "{what} refused at the handshake ({rule}), connect kind engine: {}",
-            e.message
-        )),
+        // The connector's words name ports and clocks: a figure, not the held line.
+        Err(e) => {
+            out.pass(format!(
+                "{what} refused at the handshake ({rule}), connect kind engine"
+            ));
+            out.figure(&format!("tls_refused_{}", lie.key()), e.message);
+        }
     }
     let _ = c.call(&crate::connector::Request::Disconnect {
         session: "tls-refuse".into(),

@@ -41,6 +41,16 @@ pub enum Present {
 }
 
 impl Present {
+    /// A short name, for figures.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Good => "good",
+            Self::OtherCa => "other_ca",
+            Self::OtherName => "other_name",
+            Self::Expired => "expired",
+        }
+    }
+
     /// In words, for evidence.
     pub fn describe(self) -> &'static str {
         match self {
