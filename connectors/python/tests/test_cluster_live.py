@@ -43,27 +43,22 @@ def binaries() -> tuple[str, str] | None:
     return server, cli
 
 
-def free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
+def pick_ports() -> tuple[list[int], list[int]]:
+    """NODES client ports and NODES cluster-bus ports, all free and distinct.
 
-
-def pick_ports() -> list[int]:
-    """NODES free ports whose cluster-bus ports (+10000) are free too."""
-    for _ in range(50):
-        with socket.socket() as s:
+    The bus ports are given with `--cluster-port` rather than taken as port + 10000: an ephemeral
+    port above 55535 has no +10000 twin, and some machines hand out only such ports."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(2 * NODES):
+            s = socket.socket()
             s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + NODES + 10000 > 65535:
-            continue
-        ports = list(range(base, base + NODES))
-        if all(free(p) and free(p + 10000) for p in ports):
-            return ports
-    raise RuntimeError("no free ports for a cluster")
+            held.append(s)
+        ports = [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+    return ports[:NODES], ports[NODES:]
 
 
 def admin(port: int):
@@ -107,12 +102,12 @@ def setUpModule():
         raise unittest.SkipTest("no valkey-server/valkey-cli found (set EMQ_VALKEY_SERVER)")
     server, cli = found
     TMPDIR = tempfile.mkdtemp(prefix="emq-pycluster-")
-    PORTS = pick_ports()
+    PORTS, buses = pick_ports()
     try:
-        for p in PORTS:
+        for p, bus in zip(PORTS, buses):
             SERVERS.append(subprocess.Popen(
                 [server, "--port", str(p), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                 "--requirepass", PASSWORD, "--masterauth", PASSWORD, "--save", "", "--appendonly", "no",
+                 "--cluster-port", str(bus), "--requirepass", PASSWORD, "--masterauth", PASSWORD, "--save", "", "--appendonly", "no",
                  "--cluster-config-file", os.path.join(TMPDIR, f"nodes-{p}.conf"), "--dir", TMPDIR,
                  "--logfile", os.path.join(TMPDIR, f"valkey-{p}.log")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
