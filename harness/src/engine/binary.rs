@@ -76,7 +76,7 @@ pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
 
 /// [`start`] with further server flags (a cluster node's).
 pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
-    start_picking(path, password, &|| Ok(extra.to_vec()))
+    start_picking(path, password, &|| Ok(extra.to_vec()), None)
 }
 
 /// True when a server could not listen on a port it was given: another process took the port
@@ -91,16 +91,18 @@ pub(crate) fn is_port_clash(e: &HarnessError) -> bool {
 const PORT_TRIES: u32 = 5;
 
 /// Starts the server with `extra()` flags (asked again on each try, so a flag naming a port can
-/// name a new one), on a fresh port, again after a port clash.
+/// name a new one), on a fresh port, again after a port clash; with `tls`, on a TLS port only
+/// (SPEC §10), with its certificate.
 pub(crate) fn start_picking(
     path: &Path,
     password: &str,
     extra: &dyn Fn() -> Result<Vec<String>, HarnessError>,
+    tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
     let mut tries = 0;
     loop {
         tries += 1;
-        match start_once(path, password, &extra()?) {
+        match start_once_at(path, password, &extra()?, tls) {
             Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
             other => return other,
         }
@@ -113,18 +115,7 @@ pub fn start_tls(
     password: &str,
     tls: &crate::tls::RunTls,
 ) -> Result<Running, HarnessError> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match start_once_at(path, password, &[], Some(tls)) {
-            Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
-            other => return other,
-        }
-    }
-}
-
-fn start_once(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
-    start_once_at(path, password, extra, None)
+    start_picking(path, password, &|| Ok(Vec::new()), Some(tls))
 }
 
 fn start_once_at(

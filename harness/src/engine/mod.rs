@@ -150,7 +150,7 @@ pub struct Engine {
 /// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
 /// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
 fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessError> {
-    let first = running.nodes[0].port;
+    let first = running.admin_port(running.nodes[0].port);
     let mut admin = Admin::connect(&url_of("127.0.0.1", first, Some(password), 0))?;
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
@@ -208,7 +208,7 @@ impl Engine {
                 Self::binary_tls(opts.valkey_server.as_deref())?
             }
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
-            (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref())?,
+            (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref(), opts.tls)?,
             (EngineChoice::Auto, None) => {
                 if docker {
                     Self::container(&opts.image)?
@@ -270,10 +270,16 @@ impl Engine {
         ))
     }
 
-    fn cluster(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+    /// A cluster of `path`'s binary; with `tls`, over TLS only (SPEC §10).
+    fn cluster(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
         let password = random_password();
-        let running = cluster::start(&path, &password)?;
+        let run = if tls {
+            Some(crate::tls::RunTls::new()?)
+        } else {
+            None
+        };
+        let running = cluster::start(&path, &password, run)?;
         let port = seed_port(&running, &password)?;
         Ok(Self::booted(
             EngineKind::Cluster,
@@ -350,7 +356,7 @@ impl Engine {
     pub fn url(&self, db: u32) -> String {
         let db = match self.kind {
             EngineKind::Url => self.base_db,
-            EngineKind::Cluster => 0,
+            EngineKind::Cluster => return self.node_url_at(self.port),
             _ => db,
         };
         url_of(&self.host, self.port, self.password.as_deref(), db)
@@ -362,29 +368,47 @@ impl Engine {
         match &self.handle {
             // The seed: a primary that does not own the fence's slot ([`seed_port`]), as its
             // proxy (the port it announces).
-            Handle::Cluster(c) => Target {
-                url: self.node_url_at(c.proxy_of(self.port)),
-                cluster: true,
-                ca_file: None,
+            Handle::Cluster(c) => match &c.tls {
+                // The seed's TLS front, by the name its certificate gives (SPEC §10).
+                Some(t) => Target {
+                    url: self.tls_url(c.proxy_of(self.port), 0),
+                    cluster: true,
+                    ca_file: Some(t.run.ca_file()),
+                },
+                None => Target {
+                    url: url_of(
+                        &self.host,
+                        c.proxy_of(self.port),
+                        self.password.as_deref(),
+                        0,
+                    ),
+                    cluster: true,
+                    ca_file: None,
+                },
             },
             _ => match &self.tls {
                 // Through the TLS proxy, by the name its certificate gives (SPEC §10).
                 Some(t) => Target {
-                    url: EngineUrl {
-                        scheme: Scheme::Rediss,
-                        user: None,
-                        password: self.password.clone(),
-                        host: crate::tls::TLS_HOST.into(),
-                        port: Some(t.front.port()),
-                        db: Some(db),
-                    }
-                    .to_string(),
+                    url: self.tls_url(t.front.port(), db),
                     cluster: false,
                     ca_file: Some(t.run.ca_file()),
                 },
                 None => Target::single(self.url(db)),
             },
         }
+    }
+
+    /// The `rediss://` url of a TLS front at `port`, by the name its certificate gives.
+    fn tls_url(&self, port: u16, db: u32) -> String {
+        EngineUrl {
+            scheme: Scheme::Rediss,
+            user: None,
+            password: self.password.clone(),
+            host: crate::tls::TLS_HOST.into(),
+            port: Some(port),
+            db: Some(db),
+        }
+        .to_string()
     }
 
     /// [`Engine::target`], but on a TLS engine straight to its TLS port, past the proxy: for
@@ -401,7 +425,10 @@ impl Engine {
 
     /// The run's certificates, on a TLS engine (SPEC §10).
     pub fn tls(&self) -> Option<&std::sync::Arc<crate::tls::RunTls>> {
-        self.tls.as_ref().map(|t| &t.run)
+        match &self.handle {
+            Handle::Cluster(c) => c.tls.as_ref().map(|t| &t.run),
+            _ => self.tls.as_ref().map(|t| &t.run),
+        }
     }
 
     /// The TLS proxy every connector of a single TLS engine connects through (its front sees
@@ -465,7 +492,12 @@ impl Engine {
         }
     }
 
+    /// The harness's url of the node listening at `port` (real): on a TLS cluster, its back's.
     fn node_url_at(&self, port: u16) -> String {
+        let port = match &self.handle {
+            Handle::Cluster(c) => c.admin_port(port),
+            _ => port,
+        };
         url_of(&self.host, port, self.password.as_deref(), 0)
     }
 
@@ -506,12 +538,17 @@ impl Engine {
     pub fn describe(&self) -> String {
         if self.is_cluster() {
             return format!(
-                "cluster ({} primaries, {} replicas) {} ({} {})",
+                "cluster ({} primaries, {} replicas) {} ({} {}{})",
                 cluster::PRIMARIES,
                 cluster::PRIMARIES * cluster::REPLICAS_PER_PRIMARY,
                 self.source,
                 self.product,
-                self.valkey_version
+                self.valkey_version,
+                if self.tls().is_some() {
+                    ", TLS only"
+                } else {
+                    ""
+                }
             );
         }
         format!(
