@@ -38,6 +38,8 @@ pub(super) struct Dial {
     /// A double's TLS departures ([`super::Quirks::tls_accept_any`], `tls_skip_names`).
     pub accept_any: bool,
     pub skip_names: bool,
+    /// A double's: the seed verified, the cluster's nodes not ([`super::Quirks::tls_seed_only`]).
+    pub seed_only: bool,
 }
 
 impl Dial {
@@ -49,7 +51,7 @@ impl Dial {
             .retries(0)
             .connection_timeout(timeout)
             .response_timeout(timeout);
-        if self.accept_any || self.skip_names {
+        if self.accept_any || self.skip_names || self.seed_only {
             // A double's: the cluster client checks neither the chain nor the name.
             builder = builder.tls(redis::cluster::TlsMode::Insecure);
         } else if let Some(pem) = &self.ca {
@@ -174,6 +176,10 @@ impl Link {
             con.set_read_timeout(Some(timeout))?;
             con.set_write_timeout(Some(timeout))?;
             return Ok(Self::One(con));
+        }
+        if dial.seed_only && dial.ca.is_some() {
+            // The double's seed check: one verified connection, closed at once.
+            drop(dial.client(url)?.get_connection_with_timeout(timeout)?);
         }
         let client = dial.cluster_client(vec![url.to_string()], timeout)?;
         let mut con = client.get_connection()?;
