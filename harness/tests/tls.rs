@@ -107,3 +107,45 @@ fn both_tls_engines_take_rediss_and_see_a_plaintext_first_byte() {
         assert!(seen[0].describe().contains("PING"), "{:?}", seen[0]);
     }
 }
+
+/// SPEC §10's bad input, both ways round: a `rediss://` url (with the run's CA) to a plaintext
+/// engine fails the connect with kind `engine` (bounded by the connect timeout), and so does a
+/// `redis://` url to a TLS engine's front (which closes a plaintext connection at once).
+#[test]
+fn rediss_to_plaintext_and_redis_to_tls_fail_with_kind_engine_in_bounded_time() {
+    use emq::connector::Verbs;
+    use emq::protocol::url::{EngineUrl, Scheme};
+    let bundle = common::bundle();
+    let tls = common::tls_engine();
+    let plain = common::binary_engine();
+    let tls_target = tls.target(3);
+    let mut to_plain = plain.target(3);
+    to_plain.url = EngineUrl {
+        scheme: Scheme::Rediss,
+        ..EngineUrl::parse(&to_plain.url).unwrap()
+    }
+    .to_string();
+    to_plain.ca_file = tls_target.ca_file.clone();
+    let mut to_tls = tls_target.clone();
+    to_tls.url = EngineUrl {
+        scheme: Scheme::Redis,
+        ..EngineUrl::parse(&tls_target.url).unwrap()
+    }
+    .to_string();
+    to_tls.ca_file = None;
+    for (what, target) in [
+        ("rediss:// to plaintext", to_plain),
+        ("redis:// to TLS", to_tls),
+    ] {
+        let mut c = emq::connector::reference::Reference::boxed(&bundle);
+        let e = c
+            .connect("s", &target)
+            .expect_err(&format!("{what}: the connect must fail"));
+        assert_eq!(e.kind, emq::error::ErrorKind::Engine, "{what}: {e:?}");
+    }
+    assert_eq!(
+        tls.tls().unwrap().take_plaintext().len(),
+        1,
+        "the front saw the plaintext one"
+    );
+}

@@ -295,15 +295,7 @@ impl Worker {
             "failover",
             out,
         );
-        let mut left = Vec::new();
-        for q in queues {
-            for set in ["pending", "active", "delayed", "dead"] {
-                let n: u64 = admin.query(&["ZCARD", &key(q, set)])?;
-                if n > 0 {
-                    left.push(format!("{} holds {n}", key(q, set)));
-                }
-            }
-        }
+        let left = super::left_in_sets(admin, queues)?;
         out.none_of(
             &left,
             "after the drain no job is left in any set (no orphan)",

@@ -203,6 +203,24 @@ pub(super) fn fresh(
     )))
 }
 
+/// Each set of `queues` that still holds a job after a drain, with how many (an orphan, R4.14).
+pub(super) fn left_in_sets(
+    admin: &mut crate::engine::Admin,
+    queues: &[String],
+) -> Result<Vec<String>, GateError> {
+    let mut left = Vec::new();
+    for q in queues {
+        for set in ["pending", "active", "delayed", "dead"] {
+            let k = crate::protocol::grammar::key(q, set);
+            let n: u64 = admin.query(&["ZCARD", &k])?;
+            if n > 0 {
+                left.push(format!("{k} holds {n}"));
+            }
+        }
+    }
+    Ok(left)
+}
+
 /// Across `what` (the failover, the migration): every acknowledged job (`queue/id`) but the
 /// `exempt` ones was completed, and none twice.
 pub(super) fn exactly_once(

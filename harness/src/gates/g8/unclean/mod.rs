@@ -401,15 +401,7 @@ fn judge(
         &f("errors_seen"),
         serde_json::to_value(&seen).unwrap_or_default(),
     );
-    let mut left = Vec::new();
-    for q in queues {
-        for set in ["pending", "active", "delayed", "dead"] {
-            let n: u64 = admin.query(&["ZCARD", &key(q, set)])?;
-            if n > 0 {
-                left.push(format!("{} holds {n}", key(q, set)));
-            }
-        }
-    }
+    let left = super::left_in_sets(admin, queues)?;
     out.none_of(
         &left,
         &format!("{tag}: after the drain no job is left in any set (no orphan)"),
