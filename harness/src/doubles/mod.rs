@@ -293,6 +293,12 @@ impl Double {
         use broken::{Check, Lenient};
         use rewrite::{Rewrite, Rewriter};
         let reference = || Reference::new(bundle);
+        // The reference with one departure of its `Quirks` switched on.
+        let quirked = |set: fn(&mut Quirks)| -> Box<dyn Connector + Send> {
+            let mut q = Quirks::default();
+            set(&mut q);
+            Box::new(reference().with_quirks(q))
+        };
         let lenient = |check| -> Box<dyn Connector + Send> {
             Box::new(Lenient {
                 inner: reference(),
@@ -316,44 +322,17 @@ impl Double {
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
             Self::ShallowBatch => Box::new(Rewriter::new(reference(), Rewrite::ShallowBatch)),
             Self::BrowseOneMore => Box::new(Rewriter::new(reference(), Rewrite::BrowseOneMore)),
-            Self::EvalOnNoscript => Box::new(reference().with_quirks(Quirks {
-                eval_on_noscript: true,
-                ..Quirks::default()
-            })),
-            Self::PreloadOnly => Box::new(reference().with_quirks(Quirks {
-                preload_only: true,
-                ..Quirks::default()
-            })),
-            Self::RedialUnfenced => Box::new(reference().with_quirks(Quirks {
-                redial_unfenced: true,
-                ..Quirks::default()
-            })),
-            Self::LeakOnDisconnect => Box::new(reference().with_quirks(Quirks {
-                leak_on_disconnect: true,
-                ..Quirks::default()
-            })),
-            Self::TrustAnyCertificate => Box::new(reference().with_quirks(Quirks {
-                tls_accept_any: true,
-                ..Quirks::default()
-            })),
-            Self::NameUnchecked => Box::new(reference().with_quirks(Quirks {
-                tls_skip_names: true,
-                ..Quirks::default()
-            })),
-            Self::TrustOnSeedOnly => Box::new(reference().with_quirks(Quirks {
-                tls_seed_only: true,
-                ..Quirks::default()
-            })),
+            Self::EvalOnNoscript => quirked(|q| q.eval_on_noscript = true),
+            Self::PreloadOnly => quirked(|q| q.preload_only = true),
+            Self::RedialUnfenced => quirked(|q| q.redial_unfenced = true),
+            Self::LeakOnDisconnect => quirked(|q| q.leak_on_disconnect = true),
+            Self::TrustAnyCertificate => quirked(|q| q.tls_accept_any = true),
+            Self::NameUnchecked => quirked(|q| q.tls_skip_names = true),
+            Self::TrustOnSeedOnly => quirked(|q| q.tls_seed_only = true),
             Self::PlaintextOnRediss => Box::new(tls::PlaintextOnRediss(reference())),
             Self::CaFileUnchecked => Box::new(tls::CaFileUnchecked(reference())),
-            Self::LeakOnReconnect => Box::new(reference().with_quirks(Quirks {
-                leak_on_reconnect: true,
-                ..Quirks::default()
-            })),
-            Self::AbandonOnTimeout => Box::new(reference().with_quirks(Quirks {
-                abandon_on_timeout: true,
-                ..Quirks::default()
-            })),
+            Self::LeakOnReconnect => quirked(|q| q.leak_on_reconnect = true),
+            Self::AbandonOnTimeout => quirked(|q| q.abandon_on_timeout = true),
             Self::RetryIgnoresMaxAttempts => {
                 Box::new(Rewriter::new(reference(), Rewrite::RetryIgnoresMaxAttempts))
             }
@@ -365,14 +344,8 @@ impl Double {
             }
             Self::EnqueueTwice => Box::new(Rewriter::new(reference(), Rewrite::EnqueueTwice)),
             Self::Unpipelined => Box::new(broken::Unpipelined(reference())),
-            Self::IncrByProbe => Box::new(reference().with_quirks(Quirks {
-                incrby_probe: true,
-                ..Quirks::default()
-            })),
-            Self::NoscriptLandsInBatch => Box::new(reference().with_quirks(Quirks {
-                noscript_lands: true,
-                ..Quirks::default()
-            })),
+            Self::IncrByProbe => quirked(|q| q.incrby_probe = true),
+            Self::NoscriptLandsInBatch => quirked(|q| q.noscript_lands = true),
             Self::ZombieSession => Box::new(broken::ZombieSession {
                 inner: reference(),
                 connected: Default::default(),
@@ -436,58 +409,25 @@ impl Double {
             )),
             Self::SeedNodeOnly => Box::new(cluster::SeedNodeOnly(reference())),
             Self::ClusterAnyDatabase => Box::new(cluster::ClusterAnyDatabase(reference())),
-            Self::LoadOnSeedOnly => Box::new(reference().with_quirks(Quirks {
-                load_on_seed: true,
-                ..Quirks::default()
-            })),
-            Self::UngroupedBatch => Box::new(reference().with_quirks(Quirks {
-                ungrouped_batches: true,
-                ..Quirks::default()
-            })),
-            Self::NoRedirects => Box::new(reference().with_quirks(Quirks {
-                no_redirects: true,
-                ..Quirks::default()
-            })),
-            Self::SilentReconnect => Box::new(reference().with_quirks(Quirks {
-                silent_reconnect: true,
-                ..Quirks::default()
-            })),
+            Self::LoadOnSeedOnly => quirked(|q| q.load_on_seed = true),
+            Self::UngroupedBatch => quirked(|q| q.ungrouped_batches = true),
+            Self::NoRedirects => quirked(|q| q.no_redirects = true),
+            Self::SilentReconnect => quirked(|q| q.silent_reconnect = true),
             Self::PythonSilentReconnect => python_double("--silent-reconnect"),
-            Self::ResendClusterPipeline => Box::new(reference().with_quirks(Quirks {
-                resend_pipelines: true,
-                ..Quirks::default()
-            })),
+            Self::ResendClusterPipeline => quirked(|q| q.resend_pipelines = true),
             Self::PythonClusterRetry => python_double("--cluster-retry"),
-            Self::IgnoresAsk => Box::new(reference().with_quirks(Quirks {
-                ask: Ask::Ignore,
-                ..Quirks::default()
-            })),
-            Self::AskWithoutAsking => Box::new(reference().with_quirks(Quirks {
-                ask: Ask::WithoutAsking,
-                ..Quirks::default()
-            })),
-            Self::LoadsWhereSlotMapSays => Box::new(reference().with_quirks(Quirks {
-                load_by_slot: true,
-                ..Quirks::default()
-            })),
+            Self::IgnoresAsk => quirked(|q| q.ask = Ask::Ignore),
+            Self::AskWithoutAsking => quirked(|q| q.ask = Ask::WithoutAsking),
+            Self::LoadsWhereSlotMapSays => quirked(|q| q.load_by_slot = true),
             Self::TryagainAsNothing => Box::new(cluster::TryagainAsNothing(reference())),
-            Self::SilentNodeReconnect => Box::new(reference().with_quirks(Quirks {
-                silent_node_reconnect: true,
-                ..Quirks::default()
-            })),
+            Self::SilentNodeReconnect => quirked(|q| q.silent_node_reconnect = true),
             Self::PythonSilentNodeReconnect => python_double("--silent-node-reconnect"),
             Self::GivesUpAfterError => Box::new(cluster::GivesUpAfterError::new(reference())),
             Self::ResendEnqueueAfterReset => {
                 Box::new(cluster::ResendEnqueueAfterReset::new(reference()))
             }
-            Self::ReadonlyFinal => Box::new(reference().with_quirks(Quirks {
-                readonly_final: true,
-                ..Quirks::default()
-            })),
-            Self::StaleSlotMapAfterDeath => Box::new(reference().with_quirks(Quirks {
-                stale_slot_map: true,
-                ..Quirks::default()
-            })),
+            Self::ReadonlyFinal => quirked(|q| q.readonly_final = true),
+            Self::StaleSlotMapAfterDeath => quirked(|q| q.stale_slot_map = true),
         }
     }
 
