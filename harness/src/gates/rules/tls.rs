@@ -104,6 +104,11 @@ pub const TLS: &[Rule] = &[
                 "names checked on the seed only",
                 &[Double::TrustOnSeedOnly],
             ),
+            Way::not(
+                How::Otherwise,
+                "a cluster's nodes dialled by address where the slot map names a host",
+                "no certificate names an address: a client that verifies fails every call routed off the seed (every gate on valkey-9.1-tls-cluster sees it), and one that stops checking names to make it work is NameUnchecked's or TrustOnSeedOnly's way",
+            ),
         ],
         unbreakable: "",
     },
