@@ -1,6 +1,6 @@
 //! The cluster engine: a real Valkey Cluster of six `valkey-server` nodes on loopback (three
-//! primaries, three replicas), created with `valkey-cli --cluster create`, one password on every
-//! node (`requirepass` and `masterauth`). Each node is a binary engine with its own owner file, so
+//! primaries, three replicas), created with `valkey-cli --cluster create`, the same users on every
+//! node (`crate::engine::acl`: a replica authenticates to its primary as the admin user). Each node is a binary engine with its own owner file, so
 //! the stale-engine sweep removes the nodes of a harness that is gone, as it does single servers.
 //!
 //! **Every client connection goes through the harness's fault proxy.** Each node has a
@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::engine::acl::Users;
 use crate::engine::binary::{self, free_port};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
@@ -43,16 +44,16 @@ pub struct Running {
 /// under load).
 pub const NODE_TIMEOUT_MS: u32 = 15_000;
 
-/// The flags that make a server a cluster node: cluster mode, its bus port, the password it
-/// gives its primary, and settings under which the cluster changes only when the harness asks
+/// The flags that make a server a cluster node: cluster mode, its bus port, the user and password
+/// it gives its primary, and settings under which the cluster changes only when the harness asks
 /// (a verdict must not depend on how busy the machine is):
 /// - `cluster-replica-no-failover yes`: a replica never promotes itself; the manual
 ///   `CLUSTER FAILOVER` of G8 still works (Valkey's `clusterHandleReplicaFailover` exempts it);
 /// - `cluster-require-full-coverage no`: a primary flagged failing by a slow peer keeps its
 ///   slots served instead of taking the whole cluster down;
 /// - [`NODE_TIMEOUT_MS`].
-fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
-    [
+fn node_flags(users: &Users, dir_hint: &str, bus: u16) -> Vec<String> {
+    let mut flags: Vec<String> = [
         "--cluster-enabled",
         "yes",
         "--cluster-port",
@@ -65,11 +66,11 @@ fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
         "yes",
         "--cluster-require-full-coverage",
         "no",
-        "--masterauth",
-        password,
     ]
     .map(String::from)
-    .to_vec()
+    .to_vec();
+    flags.extend(users.replication_flags());
+    flags
 }
 
 /// `valkey-cli` beside `valkey-server`, else on PATH.
@@ -91,7 +92,7 @@ pub fn locate_cli(server: &Path) -> Result<PathBuf, HarnessError> {
 
 /// Boots six nodes, creates the cluster and waits until every node reports `cluster_state:ok`
 /// with all [`SLOTS`] slots assigned and every replica in sync with its primary.
-pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
+pub fn start(server: &Path, users: &Users) -> Result<Running, HarnessError> {
     let cli = locate_cli(server)?;
     let mut running = Running {
         nodes: Vec::new(),
@@ -99,8 +100,8 @@ pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
     };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
         // A new bus port on each try: one taken meanwhile is a port clash, tried again.
-        let node = binary::start_picking(server, password, &|| {
-            Ok(node_flags(password, &i.to_string(), free_port()?))
+        let node = binary::start_picking(server, users, &|| {
+            Ok(node_flags(users, &i.to_string(), free_port()?))
         })?;
         let proxy = Proxy::start(&format!("127.0.0.1:{}", node.port))
             .map_err(|e| HarnessError::io("start a node's fault proxy", e))?;
@@ -111,7 +112,7 @@ pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
             "cluster-announce-client-port",
             &proxy.port().to_string(),
         ];
-        if cli_query(&cli, password, node.port, &set).is_none_or(|r| !r.contains("OK")) {
+        if cli_query(&cli, users, node.port, &set).is_none_or(|r| !r.contains("OK")) {
             return Err(HarnessError::Engine(format!(
                 "the node at port {} refused cluster-announce-client-port (Valkey 9.1 has it; 8.1 does not)",
                 node.port
@@ -126,7 +127,8 @@ pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect();
     let out = Command::new(&cli)
-        .args(["-a", password, "--no-auth-warning", "--cluster", "create"])
+        .args(users.cli_flags())
+        .args(["--cluster", "create"])
         .args(&addrs)
         .args([
             "--cluster-replicas",
@@ -148,13 +150,14 @@ pub fn start(server: &Path, password: &str) -> Result<Running, HarnessError> {
             out.status
         )));
     }
-    wait_ready(&cli, password, &running)?;
+    wait_ready(&cli, users, &running)?;
     Ok(running)
 }
 
-fn cli_query(cli: &Path, password: &str, port: u16, args: &[&str]) -> Option<String> {
+fn cli_query(cli: &Path, users: &Users, port: u16, args: &[&str]) -> Option<String> {
     let out = Command::new(cli)
-        .args(["-a", password, "--no-auth-warning", "-p", &port.to_string()])
+        .args(users.cli_flags())
+        .args(["-p", &port.to_string()])
         .args(args)
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -208,15 +211,14 @@ pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
             .all(|l| port(l).is_some_and(|p| proxy_ports.contains(&p)))
 }
 
-fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessError> {
+fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessError> {
     let deadline = Instant::now() + READY_WITHIN;
     let proxy_ports: Vec<u16> = running.proxies.iter().map(Proxy::port).collect();
     loop {
         let ready = running.nodes.iter().all(|n| {
-            let info = cli_query(cli, password, n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
-            let repl =
-                cli_query(cli, password, n.port, &["INFO", "replication"]).unwrap_or_default();
-            let nodes = cli_query(cli, password, n.port, &["CLUSTER", "NODES"]).unwrap_or_default();
+            let info = cli_query(cli, users, n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
+            let repl = cli_query(cli, users, n.port, &["INFO", "replication"]).unwrap_or_default();
+            let nodes = cli_query(cli, users, n.port, &["CLUSTER", "NODES"]).unwrap_or_default();
             info_ready(&info)
                 && (repl.contains("role:master") || repl.contains("master_link_status:up"))
                 && nodes_ready(&nodes)
