@@ -124,9 +124,40 @@ pub fn may_send(acl_name: &str) -> bool {
     ALLOWED.iter().any(|a| a.why == Why::Sent && a.name == name)
 }
 
+/// The commands SPEC R4.19's list names, in its order: the backticked commands that open each
+/// of its bullets (before the `:` that gives the reason). Pure; a test keeps it equal to
+/// [`sendable`], so SPEC's text and the engine's ACL are one list.
+pub fn listed_in_spec(spec: &str) -> Vec<String> {
+    let Some(start) = spec.find("**R4.19**") else {
+        return Vec::new();
+    };
+    let rule = &spec[start..];
+    let end = rule.find("\n\n").unwrap_or(rule.len());
+    let mut out = Vec::new();
+    for line in rule[..end].lines() {
+        let Some(item) = line.trim_start().strip_prefix("- ") else {
+            continue;
+        };
+        let head = item.split(": ").next().unwrap_or("");
+        out.extend(
+            head.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_lists_exactly_the_commands_the_connector_user_may_send() {
+        let spec = include_str!("../../../bundle/SPEC.md");
+        assert_eq!(listed_in_spec(spec), sendable());
+    }
 
     #[test]
     fn the_connector_user_holds_the_table_and_nothing_else() {
