@@ -12,7 +12,11 @@ use super::{GateContext, GateOutcome};
 
 /// The FAIL line of one entry, or `None` for the harness's own (its admin user's: G8's unclean
 /// failover cuts a replica off with a wrong `masterauth`, on purpose). Pure.
-pub fn violation(entry: &AclLogEntry, admin: Option<&str>, connector: Option<&str>) -> Option<String> {
+pub fn violation(
+    entry: &AclLogEntry,
+    admin: Option<&str>,
+    connector: Option<&str>,
+) -> Option<String> {
     if admin.is_some_and(|a| a == entry.username) {
         return None;
     }
@@ -71,9 +75,7 @@ pub fn judge_acl(ctx: &GateContext<'_>, out: &mut GateOutcome) {
         match node.and_then(|mut a| a.acl_log_take()) {
             Ok(entries) => {
                 for e in entries.iter().rev() {
-                    if let Some(line) =
-                        violation(e, engine.admin_user(), engine.connector_user())
-                    {
+                    if let Some(line) = violation(e, engine.admin_user(), engine.connector_user()) {
                         out.fail(line);
                     }
                 }
@@ -102,8 +104,12 @@ mod tests {
 
     #[test]
     fn a_refused_command_names_the_rule_the_command_and_the_user_in_one_line() {
-        let line = violation(&entry("command", "config|get", "emq"), Some("emq-admin"), Some("emq"))
-            .unwrap();
+        let line = violation(
+            &entry("command", "config|get", "emq"),
+            Some("emq-admin"),
+            Some("emq"),
+        )
+        .unwrap();
         assert_eq!(
             line,
             "R4.19: the engine refused CONFIG GET to user \"emq\" (toplevel), client 127.0.0.1:5000: only the commands SPEC R4.19 lists may be sent"
@@ -113,13 +119,24 @@ mod tests {
 
     #[test]
     fn a_failed_auth_as_another_user_fails_and_the_harness_own_entries_do_not() {
-        let line = violation(&entry("auth", "AUTH", "default"), Some("emq-admin"), Some("emq"))
-            .unwrap();
-        assert!(line.starts_with("R4.19: AUTH failed as user \"default\""), "{line}");
+        let line = violation(
+            &entry("auth", "AUTH", "default"),
+            Some("emq-admin"),
+            Some("emq"),
+        )
+        .unwrap();
+        assert!(
+            line.starts_with("R4.19: AUTH failed as user \"default\""),
+            "{line}"
+        );
         assert!(line.contains("the url's user (\"emq\")"), "{line}");
         // G8's unclean failover cuts a replica off with a wrong masterauth: the admin's entry.
         assert_eq!(
-            violation(&entry("auth", "AUTH", "emq-admin"), Some("emq-admin"), Some("emq")),
+            violation(
+                &entry("auth", "AUTH", "emq-admin"),
+                Some("emq-admin"),
+                Some("emq")
+            ),
             None
         );
         let mut many = entry("command", "info", "emq");

@@ -139,12 +139,7 @@ pub fn listed_in_spec(spec: &str) -> Vec<String> {
             continue;
         };
         let head = item.split(": ").next().unwrap_or("");
-        out.extend(
-            head.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string),
-        );
+        out.extend(head.split('`').skip(1).step_by(2).map(str::to_string));
     }
     out
 }
