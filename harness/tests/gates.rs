@@ -83,12 +83,15 @@ enum On {
     Cluster,
     /// A single TLS engine (SPEC §10).
     Tls,
+    /// A Valkey Cluster over TLS (SPEC §10 on §8).
+    TlsCluster,
 }
 
 fn boot(on: On) -> Engine {
     match on {
         On::Cluster => common::cluster_engine(),
         On::Tls => common::tls_engine(),
+        On::TlsCluster => common::tls_cluster_engine(),
         On::One => common::binary_engine(),
     }
 }
@@ -137,6 +140,7 @@ fn judge(
     let on = match on {
         On::Cluster => "a cluster",
         On::Tls => "a TLS engine",
+        On::TlsCluster => "a TLS cluster",
         On::One => "a single engine",
     };
     if wrong.is_empty() {
@@ -189,7 +193,9 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     if fail.is_empty() {
         return Vec::new();
     }
-    let on_engine = if is_cluster_double(d) {
+    let on_engine = if d.on_tls_cluster() {
+        On::TlsCluster
+    } else if is_cluster_double(d) {
         On::Cluster
     } else if is_tls_double(d) {
         On::Tls
@@ -199,6 +205,7 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     let on = match on_engine {
         On::Cluster => "_on_a_cluster",
         On::Tls => "_on_tls",
+        On::TlsCluster => "_on_a_tls_cluster",
         On::One => "",
     };
     let engine: Shared = Arc::default();
@@ -337,7 +344,13 @@ fn main() -> ExitCode {
     args.test_threads.get_or_insert(6);
     let python = emq::settings::python_connector().is_some() || emq::settings::in_ci();
     let mine = mine();
-    let (m1, m2, m3, m4) = (mine.clone(), mine.clone(), mine.clone(), mine.clone());
+    let (m1, m2, m3, m4, m5) = (
+        mine.clone(),
+        mine.clone(),
+        mine.clone(),
+        mine.clone(),
+        mine.clone(),
+    );
     let mut trials = vec![
         Trial::test("reference_passes_every_gate", move || {
             judge(Subject::Reference, &Arc::default(), On::One, &m1, &[])
@@ -347,6 +360,15 @@ fn main() -> ExitCode {
         }),
         Trial::test("reference_passes_every_gate_on_tls", move || {
             judge(Subject::Reference, &Arc::default(), On::Tls, &m4, &[])
+        }),
+        Trial::test("reference_passes_every_gate_on_a_tls_cluster", move || {
+            judge(
+                Subject::Reference,
+                &Arc::default(),
+                On::TlsCluster,
+                &m5,
+                &[],
+            )
         }),
         // A child process, so `Connector::kill` really kills it.
         Trial::test("python_connector_passes_every_gate", move || {

@@ -208,6 +208,9 @@ class ClusterTest(unittest.TestCase):
         self.c.ok("enqueue", session="s", queue=q, payload="before", delay_ms=0)
         old = owner(f"emq:{{{q}}}:pending")
         replica = next(p for p in PORTS if role(p) == "slave" and int(admin(p).info("replication")["master_port"]) == old)
+        # The replica holds the enqueue before it is promoted (replication is asynchronous).
+        wait("the replica in sync", lambda: int(admin(replica).info("replication")["slave_repl_offset"])
+             >= int(admin(old).info("replication")["master_repl_offset"]))
         # A manual failover gives up after cluster-node-timeout on a busy machine: ask up to 3 times.
         for attempt in range(3):
             admin(replica).execute_command("CLUSTER", "FAILOVER")

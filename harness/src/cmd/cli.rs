@@ -264,8 +264,9 @@ pub struct MatrixArgs {
     /// Judge every cell but these (as --cells). Needs --out.
     #[arg(long, value_delimiter = ',', value_parser = crate::report::shares::parse_cell, requires = "out")]
     pub skip_cells: Vec<String>,
-    /// Write this run's matrix.json and each cell's record (<connector>-<engine>.json) here: a
-    /// share for `matrix merge`, or a whole run's copy.
+    /// Write this run's matrix.json and each cell's record (<connector>-<engine>.json) here, and
+    /// only here (the committed matrix stays as it is): a share for `matrix merge`, or a run of
+    /// some cells.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

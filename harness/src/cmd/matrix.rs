@@ -457,6 +457,11 @@ fn run_and_write(
         }
         return Ok(crate::gates::Verdict::of_all(cells.iter().map(|c| c.verdict)).into());
     }
+    if opts.out.is_some() {
+        // `--out` names where this matrix goes: the committed one (a whole matrix, perhaps of
+        // other columns) is not replaced by it.
+        return Ok(m.grid().verdict().into());
+    }
     write_reports(&m, path, &opts.reports, opts.refresh)?;
     Ok(m.grid().verdict().into())
 }

@@ -109,6 +109,9 @@ pub enum Double {
     /// On `rediss://`, verifies the chain and not the name (redis-rs's
     /// `set_danger_accept_invalid_hostnames`).
     NameUnchecked,
+    /// On a `rediss://` cluster, verifies the seed's certificate and no other node's (the TLS
+    /// options given to the seed only).
+    TrustOnSeedOnly,
     /// Takes a `rediss://` url as `redis://`: plaintext to a TLS server.
     PlaintextOnRediss,
     /// Does not read `ca_file` before connecting: one that cannot be read falls back to the
@@ -273,6 +276,12 @@ impl Double {
 
     /// True for a double the Python connector plays (with a broken-on-purpose flag): it needs
     /// `EMQ_PYTHON_CONNECTOR`.
+    /// True for a double that only a TLS cluster tells apart (its seed is verified): judged on
+    /// `valkey-9.1-tls-cluster`; on a single TLS engine it is the reference.
+    pub fn on_tls_cluster(self) -> bool {
+        matches!(self, Self::TrustOnSeedOnly)
+    }
+
     pub fn is_python(self) -> bool {
         matches!(
             self,
@@ -340,6 +349,10 @@ impl Double {
             })),
             Self::NameUnchecked => Box::new(reference().with_quirks(Quirks {
                 tls_skip_names: true,
+                ..Quirks::default()
+            })),
+            Self::TrustOnSeedOnly => Box::new(reference().with_quirks(Quirks {
+                tls_seed_only: true,
                 ..Quirks::default()
             })),
             Self::PlaintextOnRediss => Box::new(tls::PlaintextOnRediss(reference())),

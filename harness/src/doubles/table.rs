@@ -166,6 +166,12 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::TrustOnSeedOnly,
+        breaks: "R10.3, R10.4: every node a cluster session reaches is verified, not the seed only",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::PlaintextOnRediss,
         breaks: "R10.2: a rediss:// session speaks TLS from its first byte",
         also: &[GateId::G2, GateId::G3, GateId::G4, GateId::G5, GateId::G8],

@@ -12,11 +12,49 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::protocol::url::{EngineUrl, Scheme};
+
 /// The harness's own user: every command, every key and channel.
 pub const ADMIN_USER: &str = "emq-admin";
 
 /// The user the url a connector is given names (SPEC §5's url rule).
 pub const CONNECTOR_USER: &str = "emq";
+
+/// A fresh random password per run.
+pub fn random_password() -> String {
+    let bytes: [u8; 16] = rand::random();
+    hex::encode(bytes)
+}
+
+/// The url of database `db` at `host:port`, with the user and password of `auth`.
+pub(super) fn url_of(host: &str, port: u16, auth: &Auth, db: u32) -> String {
+    EngineUrl {
+        scheme: Scheme::Redis,
+        user: auth.user.clone(),
+        password: auth.password.clone(),
+        host: host.to_string(),
+        port: Some(port),
+        db: Some(db),
+    }
+    .to_string()
+}
+
+/// A user and password of a url (either may be absent on a `url` engine).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Auth {
+    pub user: Option<String>,
+    pub password: Option<String>,
+}
+
+impl Auth {
+    /// Who a `url` engine's url says (the harness makes no user there).
+    pub fn of_url(url: &EngineUrl) -> Self {
+        Self {
+            user: url.user.clone(),
+            password: url.password.clone(),
+        }
+    }
+}
 
 /// The two users of one engine, with their passwords.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,9 +70,25 @@ impl Users {
     /// Fresh random passwords, for an engine that is Redis `redis` (or Valkey: `None`).
     pub fn random(redis: Option<(u32, u32)>) -> Self {
         Self {
-            admin_password: super::random_password(),
-            connector_password: super::random_password(),
+            admin_password: random_password(),
+            connector_password: random_password(),
             redis,
+        }
+    }
+
+    /// The harness's own user and password.
+    pub fn admin(&self) -> Auth {
+        Auth {
+            user: Some(ADMIN_USER.into()),
+            password: Some(self.admin_password.clone()),
+        }
+    }
+
+    /// The user and password of the url a connector is given.
+    pub fn connector(&self) -> Auth {
+        Auth {
+            user: Some(CONNECTOR_USER.into()),
+            password: Some(self.connector_password.clone()),
         }
     }
 

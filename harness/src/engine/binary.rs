@@ -77,7 +77,7 @@ pub fn start(path: &Path, users: &Users) -> Result<Running, HarnessError> {
 
 /// [`start`] with further server flags (a cluster node's).
 pub fn start_with(path: &Path, users: &Users, extra: &[String]) -> Result<Running, HarnessError> {
-    start_picking(path, users, &|| Ok(extra.to_vec()))
+    start_picking(path, users, &|| Ok(extra.to_vec()), None)
 }
 
 /// True when a server could not listen on a port it was given: another process took the port
@@ -92,16 +92,18 @@ pub(crate) fn is_port_clash(e: &HarnessError) -> bool {
 const PORT_TRIES: u32 = 5;
 
 /// Starts the server with `extra()` flags (asked again on each try, so a flag naming a port can
-/// name a new one), on a fresh port, again after a port clash.
+/// name a new one), on a fresh port, again after a port clash; with `tls`, on a TLS port only
+/// (SPEC §10), with its certificate.
 pub(crate) fn start_picking(
     path: &Path,
     users: &Users,
     extra: &dyn Fn() -> Result<Vec<String>, HarnessError>,
+    tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
     let mut tries = 0;
     loop {
         tries += 1;
-        match start_once(path, users, &extra()?) {
+        match start_once_at(path, users, &extra()?, tls) {
             Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
             other => return other,
         }
@@ -114,18 +116,7 @@ pub fn start_tls(
     users: &Users,
     tls: &crate::tls::RunTls,
 ) -> Result<Running, HarnessError> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match start_once_at(path, users, &[], Some(tls)) {
-            Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
-            other => return other,
-        }
-    }
-}
-
-fn start_once(path: &Path, users: &Users, extra: &[String]) -> Result<Running, HarnessError> {
-    start_once_at(path, users, extra, None)
+    start_picking(path, users, &|| Ok(Vec::new()), Some(tls))
 }
 
 fn start_once_at(

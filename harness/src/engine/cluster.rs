@@ -34,8 +34,46 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 pub struct Running {
     /// Every node, in creation order: the first [`PRIMARIES`] were created as primaries.
     pub nodes: Vec<binary::Running>,
-    /// Each node's fault proxy, in the order of `nodes`: the port the node announces to clients.
+    /// Each node's fault proxy, in the order of `nodes`: the port the node announces to clients
+    /// (on a TLS cluster, the proxy's TLS front).
     pub proxies: Vec<Proxy>,
+    /// A TLS cluster's certificates and, in the order of `nodes`, the plaintext way to each node
+    /// (SPEC §10): the harness's own connections and each node's fault proxy go through it.
+    pub tls: Option<Tls>,
+}
+
+/// What a TLS cluster adds: the run's certificates, a back per node.
+pub struct Tls {
+    pub run: std::sync::Arc<crate::tls::RunTls>,
+    pub backs: Vec<crate::tls::relay::Back>,
+}
+
+/// The flags that make a TLS node gossip, replicate and announce itself over TLS, by the host
+/// name its certificate gives (SPEC §10, R10.4): `CLUSTER SLOTS` then names `localhost`, so a
+/// client that connects by address cannot verify the name.
+fn tls_node_flags() -> Vec<String> {
+    [
+        "--tls-cluster",
+        "yes",
+        "--tls-replication",
+        "yes",
+        "--cluster-announce-hostname",
+        crate::tls::TLS_HOST,
+        "--cluster-preferred-endpoint-type",
+        "hostname",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The setting that names the port a node announces to clients: a TLS node announces its TLS
+/// port (`port 0`: it has no other).
+pub fn announce_setting(tls: bool) -> &'static str {
+    if tls {
+        "cluster-announce-client-tls-port"
+    } else {
+        "cluster-announce-client-port"
+    }
 }
 
 /// The node timeout: how long a node may not answer before its peers flag it failing. A gate's
@@ -91,42 +129,95 @@ pub fn locate_cli(server: &Path) -> Result<PathBuf, HarnessError> {
 }
 
 /// Boots six nodes, creates the cluster and waits until every node reports `cluster_state:ok`
-/// with all [`SLOTS`] slots assigned and every replica in sync with its primary.
-pub fn start(server: &Path, users: &Users) -> Result<Running, HarnessError> {
+/// with all [`SLOTS`] slots assigned and every replica in sync with its primary. With `tls`, every
+/// node listens, gossips and replicates over TLS only, with the run's certificates (SPEC §10).
+pub fn start(
+    server: &Path,
+    users: &Users,
+    tls: Option<std::sync::Arc<crate::tls::RunTls>>,
+) -> Result<Running, HarnessError> {
     let cli = locate_cli(server)?;
     let mut running = Running {
         nodes: Vec::new(),
         proxies: Vec::new(),
+        tls: tls.map(|run| Tls {
+            run,
+            backs: Vec::new(),
+        }),
     };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
-        // A new bus port on each try: one taken meanwhile is a port clash, tried again.
-        let node = binary::start_picking(server, users, &|| {
-            Ok(node_flags(users, &i.to_string(), free_port()?))
-        })?;
-        let proxy = Proxy::start(&format!("127.0.0.1:{}", node.port))
-            .map_err(|e| HarnessError::io("start a node's fault proxy", e))?;
+        let node = start_node(server, users, i, running.tls.as_ref())?;
+        let (proxy, admin_port) = match &mut running.tls {
+            Some(t) => {
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], node.port));
+                let back = crate::tls::relay::Back::start(&t.run, addr)
+                    .map_err(|e| HarnessError::io("start a node's TLS back", e))?;
+                let proxy = Proxy::start_tls(&back.addr().to_string(), &t.run)
+                    .map_err(|e| HarnessError::io("start a node's TLS front", e))?;
+                let port = back.addr().port();
+                t.backs.push(back);
+                (proxy, port)
+            }
+            None => (
+                Proxy::start(&format!("127.0.0.1:{}", node.port))
+                    .map_err(|e| HarnessError::io("start a node's fault proxy", e))?,
+                node.port,
+            ),
+        };
         // Set before the nodes meet, so the first gossip already carries the proxy's port.
-        let set = [
-            "CONFIG",
-            "SET",
-            "cluster-announce-client-port",
-            &proxy.port().to_string(),
-        ];
-        if cli_query(&cli, users, node.port, &set).is_none_or(|r| !r.contains("OK")) {
+        let setting = announce_setting(running.tls.is_some());
+        let set = ["CONFIG", "SET", setting, &proxy.port().to_string()];
+        if cli_query(&cli, users, admin_port, &set).is_none_or(|r| !r.contains("OK")) {
             return Err(HarnessError::Engine(format!(
-                "the node at port {} refused cluster-announce-client-port (Valkey 9.1 has it; 8.1 does not)",
+                "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not)",
                 node.port
             )));
         }
         running.nodes.push(node);
         running.proxies.push(proxy);
     }
+    create(&cli, users, &running)?;
+    wait_ready(&cli, users, &running)?;
+    Ok(running)
+}
+
+/// Node `i`, on fresh ports: a new bus port on each try, as one taken meanwhile is a port clash,
+/// tried again.
+fn start_node(
+    server: &Path,
+    users: &Users,
+    i: usize,
+    tls: Option<&Tls>,
+) -> Result<binary::Running, HarnessError> {
+    let flags = || {
+        let mut f = node_flags(users, &i.to_string(), free_port()?);
+        if tls.is_some() {
+            f.extend(tls_node_flags());
+        }
+        Ok(f)
+    };
+    binary::start_picking(server, users, &flags, tls.map(|t| &*t.run))
+}
+
+/// `valkey-cli --cluster create` on the nodes' own ports (over TLS on a TLS cluster: the nodes
+/// meet at the addresses it gives them).
+fn create(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessError> {
     let addrs: Vec<String> = running
         .nodes
         .iter()
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect();
-    let out = Command::new(&cli)
+    let mut cmd = Command::new(cli);
+    if let Some(t) = &running.tls {
+        cmd.args([
+            "--tls",
+            "--cacert",
+            &t.run.ca_file(),
+            "--sni",
+            crate::tls::TLS_HOST,
+        ]);
+    }
+    let out = cmd
         .args(users.cli_flags())
         .args(["--cluster", "create"])
         .args(&addrs)
@@ -150,8 +241,7 @@ pub fn start(server: &Path, users: &Users) -> Result<Running, HarnessError> {
             out.status
         )));
     }
-    wait_ready(&cli, users, &running)?;
-    Ok(running)
+    Ok(())
 }
 
 fn cli_query(cli: &Path, users: &Users, port: u16, args: &[&str]) -> Option<String> {
@@ -216,9 +306,10 @@ fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), Harnes
     let proxy_ports: Vec<u16> = running.proxies.iter().map(Proxy::port).collect();
     loop {
         let ready = running.nodes.iter().all(|n| {
-            let info = cli_query(cli, users, n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
-            let repl = cli_query(cli, users, n.port, &["INFO", "replication"]).unwrap_or_default();
-            let nodes = cli_query(cli, users, n.port, &["CLUSTER", "NODES"]).unwrap_or_default();
+            let port = running.admin_port(n.port);
+            let info = cli_query(cli, users, port, &["CLUSTER", "INFO"]).unwrap_or_default();
+            let repl = cli_query(cli, users, port, &["INFO", "replication"]).unwrap_or_default();
+            let nodes = cli_query(cli, users, port, &["CLUSTER", "NODES"]).unwrap_or_default();
             info_ready(&info)
                 && (repl.contains("role:master") || repl.contains("master_link_status:up"))
                 && nodes_ready(&nodes)
@@ -238,6 +329,20 @@ fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), Harnes
 }
 
 impl Running {
+    /// Where the harness reaches the node listening at `real` in plaintext: the node itself, or
+    /// on a TLS cluster its back.
+    pub fn admin_port(&self, real: u16) -> u16 {
+        match &self.tls {
+            Some(t) => self
+                .nodes
+                .iter()
+                .position(|n| n.port == real)
+                .and_then(|i| t.backs.get(i))
+                .map_or(real, |b| b.addr().port()),
+            None => real,
+        }
+    }
+
     /// The real port of the node announced at `port` (its proxy's), or `port` itself when no
     /// proxy has it (already a real port).
     pub fn real_port(&self, port: u16) -> u16 {

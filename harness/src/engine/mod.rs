@@ -121,23 +121,8 @@ enum Handle {
     Url,
 }
 
+use acl::{Auth, url_of};
 pub use target::Target;
-
-/// A user and password of a url (either may be absent on a `url` engine).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Auth {
-    user: Option<String>,
-    password: Option<String>,
-}
-
-impl Auth {
-    fn of(user: &str, password: &str) -> Self {
-        Self {
-            user: Some(user.to_string()),
-            password: Some(password.to_string()),
-        }
-    }
-}
 
 /// A live engine. Dropping it stops what the harness started.
 pub struct Engine {
@@ -175,9 +160,8 @@ pub struct Engine {
 /// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
 /// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
 fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, HarnessError> {
-    let first = running.nodes[0].port;
-    let auth = Auth::of(acl::ADMIN_USER, &users.admin_password);
-    let mut admin = Admin::connect(&url_of("127.0.0.1", first, &auth, 0))?;
+    let first = running.admin_port(running.nodes[0].port);
+    let mut admin = Admin::connect(&url_of("127.0.0.1", first, &users.admin(), 0))?;
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
     let fence = admin::shards::slot(crate::protocol::grammar::FENCE_KEY.as_bytes());
@@ -187,25 +171,6 @@ fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, Harn
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
         .map(|(port, _, _)| running.real_port(*port))
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
-}
-
-/// The url of database `db` at `host:port`, with the user and password of `auth`.
-fn url_of(host: &str, port: u16, auth: &Auth, db: u32) -> String {
-    EngineUrl {
-        scheme: Scheme::Redis,
-        user: auth.user.clone(),
-        password: auth.password.clone(),
-        host: host.to_string(),
-        port: Some(port),
-        db: Some(db),
-    }
-    .to_string()
-}
-
-/// A fresh random password per run.
-pub fn random_password() -> String {
-    let bytes: [u8; 16] = rand::random();
-    hex::encode(bytes)
 }
 
 impl Engine {
@@ -234,7 +199,7 @@ impl Engine {
                 Self::binary_tls(opts.valkey_server.as_deref())?
             }
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
-            (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref())?,
+            (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref(), opts.tls)?,
             (EngineChoice::Auto, None) => {
                 if docker {
                     Self::container(&opts.image)?
@@ -296,10 +261,16 @@ impl Engine {
         ))
     }
 
-    fn cluster(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+    /// A cluster of `path`'s binary; with `tls`, over TLS only (SPEC §10).
+    fn cluster(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
         let users = acl::Users::random(acl::redis_version_of_binary(&path));
-        let running = cluster::start(&path, &users)?;
+        let run = if tls {
+            Some(crate::tls::RunTls::new()?)
+        } else {
+            None
+        };
+        let running = cluster::start(&path, &users, run)?;
         let port = seed_port(&running, &users)?;
         Ok(Self::booted(
             EngineKind::Cluster,
@@ -325,8 +296,8 @@ impl Engine {
             source,
             host,
             port,
-            admin_auth: Auth::of(acl::ADMIN_USER, &users.admin_password),
-            connector_auth: Auth::of(acl::CONNECTOR_USER, &users.connector_password),
+            admin_auth: users.admin(),
+            connector_auth: users.connector(),
             base_db: 0,
             valkey_version: String::new(),
             product: String::new(),
@@ -353,18 +324,14 @@ impl Engine {
             .filter(|u| u.scheme == Scheme::Redis)
             .ok_or_else(bad)?;
         let port = parsed.port.ok_or_else(bad)?;
-        // The harness and the connectors are both who the url says: the harness makes no user.
-        let auth = Auth {
-            user: parsed.user.clone(),
-            password: parsed.password.clone(),
-        };
         Ok(Self {
             kind: EngineKind::Url,
             source: parsed.without_password(),
             host: parsed.host.clone(),
             port,
-            admin_auth: auth.clone(),
-            connector_auth: auth,
+            // The harness and the connectors are both who the url says: it makes no user.
+            admin_auth: Auth::of_url(&parsed),
+            connector_auth: Auth::of_url(&parsed),
             base_db: parsed.db_or_zero(),
             valkey_version: String::new(),
             product: String::new(),
@@ -382,20 +349,17 @@ impl Engine {
     /// connector's user and password (SPEC §5). A url engine has its one database; a cluster
     /// has database 0 only, and the url names its seed node.
     pub fn url(&self, db: u32) -> String {
-        url_of(&self.host, self.port, &self.connector_auth, self.db_for(db))
+        self.url_as(&self.connector_auth, db)
     }
 
-    /// [`Engine::url`] as the harness's admin user: its own connections' url.
-    fn admin_url(&self, db: u32) -> String {
-        url_of(&self.host, self.port, &self.admin_auth, self.db_for(db))
-    }
-
-    fn db_for(&self, db: u32) -> u32 {
-        match self.kind {
-            EngineKind::Url => self.base_db,
-            EngineKind::Cluster => 0,
-            _ => db,
-        }
+    /// [`Engine::url`] as `auth`: the connector's, or the harness's admin.
+    fn url_as(&self, auth: &Auth, db: u32) -> String {
+        let (port, db) = match (&self.handle, self.kind) {
+            (_, EngineKind::Url) => (self.port, self.base_db),
+            (Handle::Cluster(c), _) => (c.admin_port(self.port), 0),
+            _ => (self.port, db),
+        };
+        url_of(&self.host, port, auth, db)
     }
 
     /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
@@ -404,29 +368,42 @@ impl Engine {
         match &self.handle {
             // The seed: a primary that does not own the fence's slot ([`seed_port`]), as its
             // proxy (the port it announces).
-            Handle::Cluster(c) => Target {
-                url: url_of(&self.host, c.proxy_of(self.port), &self.connector_auth, 0),
-                cluster: true,
-                ca_file: None,
+            Handle::Cluster(c) => match &c.tls {
+                // The seed's TLS front, by the name its certificate gives (SPEC §10).
+                Some(t) => Target {
+                    url: self.tls_url(c.proxy_of(self.port), 0),
+                    cluster: true,
+                    ca_file: Some(t.run.ca_file()),
+                },
+                None => Target {
+                    url: url_of(&self.host, c.proxy_of(self.port), &self.connector_auth, 0),
+                    cluster: true,
+                    ca_file: None,
+                },
             },
             _ => match &self.tls {
                 // Through the TLS proxy, by the name its certificate gives (SPEC §10).
                 Some(t) => Target {
-                    url: EngineUrl {
-                        scheme: Scheme::Rediss,
-                        user: self.connector_auth.user.clone(),
-                        password: self.connector_auth.password.clone(),
-                        host: crate::tls::TLS_HOST.into(),
-                        port: Some(t.front.port()),
-                        db: Some(db),
-                    }
-                    .to_string(),
+                    url: self.tls_url(t.front.port(), db),
                     cluster: false,
                     ca_file: Some(t.run.ca_file()),
                 },
                 None => Target::single(self.url(db)),
             },
         }
+    }
+
+    /// The `rediss://` url of a TLS front at `port`, by the name its certificate gives.
+    fn tls_url(&self, port: u16, db: u32) -> String {
+        EngineUrl {
+            scheme: Scheme::Rediss,
+            user: self.connector_auth.user.clone(),
+            password: self.connector_auth.password.clone(),
+            host: crate::tls::TLS_HOST.into(),
+            port: Some(port),
+            db: Some(db),
+        }
+        .to_string()
     }
 
     /// [`Engine::target`], but on a TLS engine straight to its TLS port, past the proxy: for
@@ -443,7 +420,10 @@ impl Engine {
 
     /// The run's certificates, on a TLS engine (SPEC §10).
     pub fn tls(&self) -> Option<&std::sync::Arc<crate::tls::RunTls>> {
-        self.tls.as_ref().map(|t| &t.run)
+        match &self.handle {
+            Handle::Cluster(c) => c.tls.as_ref().map(|t| &t.run),
+            _ => self.tls.as_ref().map(|t| &t.run),
+        }
     }
 
     /// The TLS proxy every connector of a single TLS engine connects through (its front sees
@@ -476,8 +456,7 @@ impl Engine {
         self.admin_auth.password.as_deref()
     }
 
-    /// The harness's own user on every node ([`acl::ADMIN_USER`] on an engine it booted; the
-    /// url's, if it names one, on a `url` engine).
+    /// The harness's own user ([`acl::ADMIN_USER`] on an engine it booted; the url's, if any).
     pub fn admin_user(&self) -> Option<&str> {
         self.admin_auth.user.as_deref()
     }
@@ -503,9 +482,10 @@ impl Engine {
     /// An admin connection (the harness's instrument) on database `db`.
     pub fn admin(&self, db: u32) -> Result<Admin, HarnessError> {
         if self.is_cluster() {
-            return Admin::connect_cluster(&self.admin_url(db), &|port| self.node_url(port));
+            let seed = self.url_as(&self.admin_auth, db);
+            return Admin::connect_cluster(&seed, &|port| self.node_url(port));
         }
-        Admin::connect(&self.admin_url(db))
+        Admin::connect(&self.url_as(&self.admin_auth, db))
     }
 
     /// The url of a cluster's node at `port` (database 0, the admin user) for the harness's
@@ -524,7 +504,12 @@ impl Engine {
         }
     }
 
+    /// The harness's url of the node listening at `port` (real): on a TLS cluster, its back's.
     fn node_url_at(&self, port: u16) -> String {
+        let port = match &self.handle {
+            Handle::Cluster(c) => c.admin_port(port),
+            _ => port,
+        };
         url_of(&self.host, port, &self.admin_auth, 0)
     }
 
@@ -565,12 +550,17 @@ impl Engine {
     pub fn describe(&self) -> String {
         if self.is_cluster() {
             return format!(
-                "cluster ({} primaries, {} replicas) {} ({} {})",
+                "cluster ({} primaries, {} replicas) {} ({} {}{})",
                 cluster::PRIMARIES,
                 cluster::PRIMARIES * cluster::REPLICAS_PER_PRIMARY,
                 self.source,
                 self.product,
-                self.valkey_version
+                self.valkey_version,
+                if self.tls().is_some() {
+                    ", TLS only"
+                } else {
+                    ""
+                }
             );
         }
         format!(

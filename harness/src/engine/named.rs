@@ -9,12 +9,13 @@ use std::process::{Command, Stdio};
 
 /// The engines a matrix runs by default, the pinned one first; the last is a Valkey Cluster of
 /// the pinned engine's binary (a name with [`CLUSTER_SUFFIX`]).
-pub const DEFAULT_NAMES: [&str; 5] = [
+pub const DEFAULT_NAMES: [&str; 6] = [
     "valkey-9.1",
     "valkey-8.1",
     "redis-7.0",
     "valkey-9.1-cluster",
     "valkey-9.1-tls",
+    "valkey-9.1-tls-cluster",
 ];
 
 /// `<name>-cluster` names a cluster booted from engine `<name>`'s binary.

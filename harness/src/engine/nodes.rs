@@ -77,10 +77,8 @@ impl Engine {
     /// its `nodes.conf` makes it rejoin, and a peer's newer epoch for its slots makes it a replica.
     pub fn restart_node(&self, port: u16) -> Result<(), HarnessError> {
         let (node, proxy) = self.node(port)?;
-        node.restart(&[
-            "--cluster-announce-client-port".to_string(),
-            proxy.port().to_string(),
-        ])
+        let setting = cluster::announce_setting(self.tls().is_some());
+        node.restart(&[format!("--{setting}"), proxy.port().to_string()])
     }
 
     /// `CONFIG SET name value` on every node that answers; the ports that did not.

@@ -287,8 +287,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         6,
-        "6aec34a36897cd736910617da32dd6f708fd8424",
-        "6019a73d69e41d4eb2f44584a36fbca7ce2ebc8c",
+        "c35fd79dbfab68b30ea13067a2c02baa8124ef60",
+        "b2e330c0c7d117263ddaf20d759aec4a27f235f0",
     );
 
     #[test]

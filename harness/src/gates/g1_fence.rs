@@ -121,6 +121,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
         judge_order_on_cluster(&obs, out);
         cluster_urls(ctx, out, &url)?;
         super::g1_release::check(ctx, out, &mut admin, db, &url)?;
+        super::g1_tls::check(ctx, out, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
     judge_first_actions(&obs, out);

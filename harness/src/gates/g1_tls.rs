@@ -17,16 +17,28 @@ const LIES: [(Present, &str); 3] = [
     (Present::Expired, "R10.3"),
 ];
 
-/// The checks; nothing on an engine without TLS.
+/// The checks; nothing on an engine without TLS. On a cluster the seed's front presents the
+/// lies at `connect`, then a node the session discovers presents them at its first call.
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome, url: &Target) -> Result<(), GateError> {
-    let Some(front) = ctx.engine.tls_proxy().and_then(|p| p.front()) else {
+    let seed = ctx.engine.tls().and(
+        ctx.engine
+            .tls_proxy()
+            .or_else(|| ctx.engine.node_proxy(ctx.engine.port)),
+    );
+    let Some(front) = seed.and_then(|p| p.front()) else {
         return Ok(());
     };
     (ctx.progress)("G1: certificates that must be refused (TLS)");
     for (lie, rule) in LIES {
         refused(ctx, out, front, url, lie, rule)?;
     }
-    unreadable_ca(ctx, out, front, url)
+    unreadable_ca(ctx, out, front, url)?;
+    if ctx.engine.is_cluster() {
+        for (lie, rule) in &LIES[..2] {
+            super::g1_tls_nodes::refused_on_discovered(ctx, out, url, *lie, rule)?;
+        }
+    }
+    Ok(())
 }
 
 /// One `connect` while the front presents `lie` to every connection.
@@ -46,7 +58,9 @@ fn refused(
     let r = c.connect("tls-refuse", url);
     let took = t0.elapsed();
     front.present(Present::Good);
-    let seen = settled(front, front.conns() - before, took)?;
+    let seen = front
+        .settled(front.conns() - before, took)
+        .map_err(GateError::instrument)?;
     let what = lie.describe();
     let accepted: Vec<_> = seen.iter().filter(|p| p.completed).collect();
     match r {
@@ -77,29 +91,6 @@ fn refused(
         session: "tls-refuse".into(),
     });
     Ok(())
-}
-
-/// What the front saw of `opened` connections: each handshake's end is recorded by the front's
-/// own task, a moment after the client gave up; waited for up to ten times the connect's own
-/// time (at least 2 s), so a slow machine stretches the wait, never the verdict.
-fn settled(
-    front: &Front,
-    opened: u64,
-    took: std::time::Duration,
-) -> Result<Vec<crate::tls::relay::Presented>, GateError> {
-    let deadline = std::time::Instant::now() + (took * 10).max(std::time::Duration::from_secs(2));
-    let mut seen = front.take_presented();
-    while (seen.len() as u64) < opened {
-        if std::time::Instant::now() > deadline {
-            return Err(GateError::instrument(format!(
-                "the TLS front recorded {} of the {opened} handshakes it was presented",
-                seen.len()
-            )));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        seen.extend(front.take_presented());
-    }
-    Ok(seen)
 }
 
 /// `ca_file` naming no file: `invalid`, and no connection opened (R10.1).

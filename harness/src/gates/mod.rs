@@ -6,6 +6,7 @@ pub mod contract;
 pub mod g1_fence;
 pub mod g1_release;
 pub mod g1_tls;
+mod g1_tls_nodes;
 pub mod g2_sha1;
 pub mod g3_evalsha;
 pub mod g4_keys;

@@ -203,6 +203,26 @@ impl Front {
     pub fn conns(&self) -> u64 {
         self.shared.conns.load(Ordering::SeqCst)
     }
+
+    /// What the front saw of `opened` connections: each handshake's end is recorded by the
+    /// front's own task, a moment after the client gave up; waited for up to ten times the
+    /// client's own time `took` (at least 2 s), so a slow machine stretches the wait, never the
+    /// verdict.
+    pub fn settled(&self, opened: u64, took: Duration) -> Result<Vec<Presented>, String> {
+        let deadline = std::time::Instant::now() + (took * 10).max(Duration::from_secs(2));
+        let mut seen = self.take_presented();
+        while (seen.len() as u64) < opened {
+            if std::time::Instant::now() > deadline {
+                return Err(format!(
+                    "the TLS front recorded {} of the {opened} handshakes it was presented",
+                    seen.len()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            seen.extend(self.take_presented());
+        }
+        Ok(seen)
+    }
 }
 
 impl Drop for Front {

@@ -42,6 +42,14 @@ pub fn tls_engine() -> Engine {
     Engine::start(&opts).unwrap_or_else(|e| panic!("TLS engine: {e} (run ci/provision)"))
 }
 
+/// A Valkey Cluster of its own over TLS (SPEC §10 on §8): the `valkey-9.1-tls` build.
+pub fn tls_cluster_engine() -> Engine {
+    let name = emq::engine::named::EngineName::resolve("valkey-9.1-tls-cluster")
+        .unwrap_or_else(|e| panic!("{e} (run ci/provision --engines valkey-9.1-tls)"));
+    let opts = emq::cmd::matrix::engine_options(&name, EngineChoice::Cluster);
+    Engine::start(&opts).unwrap_or_else(|e| panic!("TLS cluster: {e} (run ci/provision)"))
+}
+
 /// The built `emq-gate` with `args` (and `env` set, `EMQ_ENGINE_URL` removed): its exit code and
 /// everything it printed, stdout then stderr.
 pub fn gate_with(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> (Option<i32>, String) {

@@ -38,10 +38,31 @@ pub(super) struct Dial {
     /// A double's TLS departures ([`super::Quirks::tls_accept_any`], `tls_skip_names`).
     pub accept_any: bool,
     pub skip_names: bool,
+    /// A double's: the seed verified, the cluster's nodes not ([`super::Quirks::tls_seed_only`]).
+    pub seed_only: bool,
 }
 
 impl Dial {
     /// A client for one node at `url`: over TLS with the session's CA, when it has one.
+    /// A cluster client on `seeds`, no retries (R4.17), with the session's trust on every node
+    /// (R10.2: the nodes it discovers and every fresh client after a loss, not the seed only).
+    fn cluster_client(&self, seeds: Vec<String>, timeout: Duration) -> RedisResult<ClusterClient> {
+        let mut builder = ClusterClient::builder(seeds)
+            .retries(0)
+            .connection_timeout(timeout)
+            .response_timeout(timeout);
+        if self.accept_any || self.skip_names || self.seed_only {
+            // A double's: the cluster client checks neither the chain nor the name.
+            builder = builder.tls(redis::cluster::TlsMode::Insecure);
+        } else if let Some(pem) = &self.ca {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+        builder.build()
+    }
+
     fn client(&self, url: &str) -> RedisResult<redis::Client> {
         let url = if self.accept_any && url.starts_with("rediss://") {
             format!("{url}#insecure")
@@ -156,17 +177,11 @@ impl Link {
             con.set_write_timeout(Some(timeout))?;
             return Ok(Self::One(con));
         }
-        let mut builder = ClusterClient::builder([url])
-            .retries(0)
-            .connection_timeout(timeout)
-            .response_timeout(timeout);
-        if let Some(pem) = &dial.ca {
-            builder = builder.certs(redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.clone()),
-            });
+        if dial.seed_only && dial.ca.is_some() {
+            // The double's seed check: one verified connection, closed at once.
+            drop(dial.client(url)?.get_connection_with_timeout(timeout)?);
         }
-        let client = builder.build()?;
+        let client = dial.cluster_client(vec![url.to_string()], timeout)?;
         let mut con = client.get_connection()?;
         let slots = read_slots(&mut con)?;
         let info = redis::IntoConnectionInfo::into_connection_info(url)?;
@@ -265,11 +280,7 @@ impl Link {
             seeds.dedup();
             // The old connections go first: a node's dead one must not be reused.
             c.pipes.clear();
-            c.client = ClusterClient::builder(seeds)
-                .retries(0)
-                .connection_timeout(c.timeout)
-                .response_timeout(c.timeout)
-                .build()?;
+            c.client = c.dial.cluster_client(seeds, c.timeout)?;
             c.con = c.client.get_connection()?;
             c.slots = read_slots(&mut c.con)?;
             c.stale = false;

@@ -174,6 +174,7 @@ impl Reference {
             ca,
             accept_any: self.quirks.tls_accept_any,
             skip_names: self.quirks.tls_skip_names,
+            seed_only: self.quirks.tls_seed_only,
         })
     }
 

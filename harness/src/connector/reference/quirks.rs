@@ -60,6 +60,10 @@ pub struct Quirks {
     /// On `rediss://`, the chain is verified and the name is not: redis-rs's
     /// `set_danger_accept_invalid_hostnames` (breaks R10.4).
     pub tls_skip_names: bool,
+    /// On a `rediss://` cluster, the seed alone is verified (a connection of its own at
+    /// `connect`); the cluster client checks no node's certificate (breaks R10.3 and R10.4 on
+    /// the nodes it discovers: a client that gives its TLS options to the seed only).
+    pub tls_seed_only: bool,
     /// On a cluster, a lost connection leaves the slot map as it was: the session keeps the
     /// dead node's connection and never reads the map again (breaks R8.11).
     pub stale_slot_map: bool,

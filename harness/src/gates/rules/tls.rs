@@ -56,6 +56,7 @@ pub const TLS: &[Rule] = &[
         summary: "the server's chain must verify to a CA of ca_file: another CA's certificate, or an expired one, is refused (kind engine, nothing sent)",
         checks: &[
             "G1 on a TLS engine: the front presents a certificate of another CA, then an expired one; each connect fails with kind engine and no handshake completes",
+            "G1 on a TLS cluster: the front of a primary other than the seed presents a certificate of another CA from before connect; the call routed to it fails with kind engine and no handshake with it completes",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -64,6 +65,11 @@ pub const TLS: &[Rule] = &[
                 How::Accepted,
                 "another CA's or an expired certificate trusted (redis-rs's #insecure)",
                 &[Double::TrustAnyCertificate],
+            ),
+            Way::by(
+                How::TooFew,
+                "the seed verified, the nodes a cluster client discovers not (TLS options given to the seed only)",
+                &[Double::TrustOnSeedOnly],
             ),
             Way::not(
                 How::Otherwise,
@@ -78,6 +84,7 @@ pub const TLS: &[Rule] = &[
         summary: "the certificate must name the host the connection was opened to (the url's, or the slot map's host name)",
         checks: &[
             "G1 on a TLS engine: the front presents a certificate of the run's CA for another name; the connect fails with kind engine and no handshake completes",
+            "G1 on a TLS cluster: a discovered primary's front presents it; the call routed there fails with kind engine and no handshake with it completes",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -91,6 +98,11 @@ pub const TLS: &[Rule] = &[
                 How::Accepted,
                 "no certificate checked at all",
                 &[Double::TrustAnyCertificate],
+            ),
+            Way::by(
+                How::TooFew,
+                "names checked on the seed only",
+                &[Double::TrustOnSeedOnly],
             ),
         ],
         unbreakable: "",

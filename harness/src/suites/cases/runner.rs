@@ -183,12 +183,7 @@ impl Run<'_> {
         let given = map.get("url").and_then(Value::as_str).unwrap_or("");
         if verb == "connect" && given.is_empty() {
             let target = self.engine.target(self.db);
-            let url = if self.engine.is_cluster() {
-                self.engine.url(self.db)
-            } else {
-                target.url
-            };
-            map.insert("url".into(), Value::String(url));
+            map.insert("url".into(), Value::String(target.url));
             if self.engine.is_cluster() {
                 map.insert("cluster".into(), Value::Bool(true));
             }
@@ -285,12 +280,8 @@ fn run_steps(
             connector
                 .call(&Request::Connect {
                     session: s.clone(),
-                    url: if engine.is_cluster() {
-                        engine.url(db)
-                    } else {
-                        target.url
-                    },
-                    cluster: engine.is_cluster(),
+                    url: target.url,
+                    cluster: target.cluster,
                     ca_file: target.ca_file,
                 })
                 .map_err(|e| Box::new(setup_fail(format!("connect {s}: {e}"))))?;

@@ -1,0 +1,98 @@
+//! G1 on a TLS cluster (SPEC R10.3, R10.4): a node the session discovers from the slot map is
+//! verified as the seed is. The front of a primary other than the seed presents a certificate
+//! that must be refused, from before `connect` until a call routed to that node is answered: no
+//! handshake with it may complete, and the call must fail with kind `engine`. A client that
+//! gives its CA (or its name checks) to the seed only accepts it.
+
+use crate::connector::{Connector, Request, Verbs};
+use crate::engine::admin::shards;
+use crate::engine::{Admin, Target};
+use crate::error::ErrorKind;
+use crate::gates::{GateContext, GateError, GateOutcome};
+use crate::tls::relay::Present;
+
+/// A queue whose keys live on a primary other than the seed, and that primary's announced port.
+fn queue_off_the_seed(ctx: &GateContext<'_>) -> Result<(String, u16), GateError> {
+    let engine = ctx.engine;
+    let seed = engine.proxy_port(engine.port);
+    let mut admin = Admin::connect(&engine.node_url(engine.port))?;
+    let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
+    let map = shards::parse_cluster_slots(&v).map_err(GateError::instrument)?;
+    for i in 0..10_000 {
+        let queue = format!("tls-node-{i}");
+        let slot = shards::slot(queue.as_bytes());
+        if let Some((port, _, _)) = map
+            .iter()
+            .find(|(port, ranges, _)| *port != seed && shards::holds(ranges, slot))
+        {
+            return Ok((queue, *port));
+        }
+    }
+    Err(GateError::instrument(
+        "no queue name maps to a primary other than the seed",
+    ))
+}
+
+/// One session while a discovered node's front presents `lie`.
+pub(super) fn refused_on_discovered(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    url: &Target,
+    lie: Present,
+    rule: &str,
+) -> Result<(), GateError> {
+    let (queue, port) = queue_off_the_seed(ctx)?;
+    let front = ctx
+        .engine
+        .node_proxy(port)
+        .and_then(|p| p.front())
+        .ok_or_else(|| GateError::instrument(format!("no TLS front at node {port}")))?;
+    let mut c = ctx.factory.make()?;
+    let _ = front.take_presented();
+    let before = front.conns();
+    front.present(lie);
+    let t0 = std::time::Instant::now();
+    let connected = c.connect("tls-node", url);
+    let call = connected.as_ref().ok().map(|()| {
+        c.call(&Request::PendingSize {
+            session: "tls-node".into(),
+            queue: queue.clone(),
+        })
+    });
+    let took = t0.elapsed();
+    front.present(Present::Good);
+    let seen = front
+        .settled(front.conns() - before, took)
+        .map_err(GateError::instrument)?;
+    let what = lie.describe();
+    let node = format!("node {port} (discovered from the slot map, not the seed)");
+    let accepted = seen.iter().filter(|p| p.completed).count();
+    match (connected, call) {
+        (Err(e), _) if e.kind != ErrorKind::Engine => out.fail(format!(
+            "connect failed with kind {} while {node} presented {what}; only kind engine is a refusal (R5.4): {}",
+            e.kind, e.message
+        )),
+        (Ok(()), Some(Ok(reply))) => out.fail(format!(
+            "pending_size on queue {queue:?}, whose slot {node} serves, answered {} while that node presented {what}: it must be refused ({rule}, R10.2: every node a session reaches is verified)",
+            reply.to_json()
+        )),
+        (Ok(()), Some(Err(e))) if e.kind != ErrorKind::Engine => out.fail(format!(
+            "pending_size on queue {queue:?} failed with kind {}, not engine, while {node} presented {what} (R5.4): {}",
+            e.kind, e.message
+        )),
+        _ if accepted > 0 => out.fail(format!(
+            "{accepted} of {} TLS handshakes with {node} completed while it presented {what}: the client accepted it ({rule})",
+            seen.len()
+        )),
+        _ if seen.is_empty() => out.fail(format!(
+            "the call routed to {node} failed, but no TLS handshake reached that node while it presented {what}: the refusal must come from verifying it ({rule})"
+        )),
+        _ => out.pass(format!(
+            "{what} refused on a node discovered from the slot map ({rule}, R10.2), the call kind engine"
+        )),
+    }
+    let _ = c.call(&Request::Disconnect {
+        session: "tls-node".into(),
+    });
+    Ok(())
+}
