@@ -283,6 +283,59 @@ fn untagged_root_is_refused_by_the_cluster_engine() -> Result<(), Failed> {
     Ok(())
 }
 
+/// SPEC R4.19, for the right reason: the reference's url names the connector's user, which the
+/// engine refuses `INFO`; each ACL double's G1 FAIL is the `ACL LOG` line naming the rule, the
+/// command (or the failed `AUTH`) and the user; and the log is empty again after the gate.
+fn the_acl_log_names_the_refused_command_the_failed_auth_and_the_user() -> Result<(), Failed> {
+    use emq::engine::admin::Admin;
+    let e = common::binary_engine();
+    let url = e.url(3);
+    assert!(url.starts_with("redis://emq:"), "{url}");
+    let mut as_connector = Admin::connect(&url).map_err(|x| x.to_string())?;
+    let refused = as_connector.query::<String>(&["INFO", "server"]);
+    assert!(
+        refused.as_ref().is_err_and(|x| x
+            .to_string()
+            .contains("no permissions to run the 'info' command")),
+        "{refused:?}"
+    );
+    e.admin(0)
+        .map_err(|x| x.to_string())?
+        .acl_log_take()
+        .map_err(|x| x.to_string())?;
+    let bundle = common::bundle();
+    for (d, want) in [
+        (
+            Double::InfoAtConnect,
+            "R4.19: the engine refused INFO to user \"emq\"",
+        ),
+        (
+            Double::AuthWithoutUser,
+            "R4.19: AUTH failed as user \"default\"",
+        ),
+    ] {
+        let factory = d.factory(&bundle);
+        let ctx = GateContext {
+            seed: seed(),
+            ..common::gate_context(&e, &bundle, factory.as_ref())
+        };
+        let g1 = common::run(&ctx, GateId::G1);
+        assert_eq!(g1.verdict, Verdict::Fail, "{d:?}: {:?}", g1.evidence);
+        assert!(
+            g1.evidence.iter().any(|l| l.text.starts_with(want)),
+            "{d:?}: no line starting {want:?} in {:#?}",
+            g1.evidence
+        );
+        let left = e.admin(0).map_err(|x| x.to_string())?.acl_log_take();
+        assert_eq!(
+            left.map(|l| l.len()).ok(),
+            Some(0),
+            "the gate resets the log"
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     // Six trials at a time unless told (`--test-threads`): a trial mostly waits on an engine, a
@@ -333,6 +386,10 @@ fn main() -> ExitCode {
         Trial::test(
             "the_table_says_why_a_double_fails_twice",
             the_table_says_why_a_double_fails_twice,
+        ),
+        Trial::test(
+            "the_acl_log_names_the_refused_command_the_failed_auth_and_the_user",
+            the_acl_log_names_the_refused_command_the_failed_auth_and_the_user,
         ),
     ];
     for d in Double::all() {

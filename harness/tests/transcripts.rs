@@ -278,7 +278,8 @@ fn record_transcripts_when_blessing() {
         }
         let url = engine.url(db);
         let (host_port_db, _) = (url.rsplit('@').next().unwrap().to_string(), ());
-        let bad_url = format!("redis://:wrong-password@{host_port_db}");
+        // The url's user with a wrong password (SPEC R4.19: the url names a user).
+        let bad_url = format!("redis://emq:wrong-password@{host_port_db}");
         let mut reference = Reference::new(&bundle);
         let mut buggy = Buggy;
         let inner: &mut dyn Connector = if *name == "error-internal" {
@@ -298,8 +299,8 @@ fn record_transcripts_when_blessing() {
         rec.lines.push(stop);
         let mut text = rec.lines.join("\n") + "\n";
         text = text
-            .replace(&url, "redis://:PASSWORD@127.0.0.1:PORT/0")
-            .replace(&bad_url, "redis://:wrong-password@127.0.0.1:PORT/0")
+            .replace(&url, "redis://emq:PASSWORD@127.0.0.1:PORT/0")
+            .replace(&bad_url, "redis://emq:wrong-password@127.0.0.1:PORT/0")
             .replace(&host_port_db, "127.0.0.1:PORT/0");
         std::fs::write(dir().join(format!("{name}.jsonl")), text).unwrap();
     }

@@ -4,7 +4,8 @@ This module, and only this module, imports redis-py, owns the raw client of ever
 knows the key schema (SPEC §1). Everything else talks to `Session` methods and sees only the
 exceptions of `errors` (a test in tests/test_seam.py fails if `redis` is imported elsewhere).
 
-Commands sent, and nothing else (besides what redis-py sends at connect: AUTH, SELECT):
+Commands sent, and nothing else (besides what redis-py sends at connect: AUTH as the url's user,
+SELECT; on a cluster CLUSTER SLOTS, never COMMAND: `_cluster_class`; SPEC R4.19's list):
   - at every new engine connection, before anything else (the fence, SPEC §3):
       HGETALL emq:fence; if empty: MULTI, HSETNX x3, EXEC, HGETALL emq:fence
   - transitions: EVALSHA <sha> ...; on a NOSCRIPT reply one SCRIPT LOAD <source> and the EVALSHA
@@ -18,6 +19,7 @@ Commands sent, and nothing else (besides what redis-py sends at connect: AUTH, S
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
 import socket
@@ -53,6 +55,24 @@ def job_root(q: str) -> str:
 
 
 SOCKET_TIMEOUT_S = 60.0
+
+
+@functools.cache
+def _cluster_class() -> type:
+    """redis-py's RedisCluster without its command table. SPEC R4.19 lists the commands a
+    connector may send, and COMMAND is not one: RedisCluster reads the engine's whole table
+    (`COMMAND`) when it is built, for CommandsParser to find the keys of the commands it routes
+    itself (redis/cluster.py:979, redis/_parsers/commands.py:108-109), and an engine's
+    least-privilege user refuses it (NOPERM), so no session could open. This connector routes
+    every command by its own slot on a node client (`_dispatch`), so the table is never read:
+    it stays empty. Imported here, not at the top: a single-engine session never loads it."""
+    from redis.cluster import RedisCluster
+
+    class _Cluster(RedisCluster):
+        def command(self, **kwargs: Any) -> dict:
+            return {}
+
+    return _Cluster
 
 # BROKEN ON PURPOSE when true (`--retry-on-error` or EMQ_PY_RETRY_ON_ERROR=1), for the gate's
 # self-test: redis-py's default retry policy is kept, so after a dropped connection it reconnects
@@ -652,7 +672,7 @@ class ClusterSession(Session):
 
     @_engine
     def open(self) -> None:
-        from redis.cluster import RedisCluster
+        RedisCluster = _cluster_class()
 
         # The default retry is kept only in the broken-on-purpose double (CLUSTER_RETRY).
         knobs = {} if CLUSTER_RETRY else {"cluster_error_retry_attempts": 0}  # see the class docstring

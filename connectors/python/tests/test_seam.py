@@ -61,3 +61,14 @@ class SoleSeam(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OnlyTheListedCommands(unittest.TestCase):
+    """SPEC R4.19: COMMAND is not on the list; redis-py's RedisCluster sends it when it is built."""
+
+    def test_the_cluster_client_reads_no_command_table(self):
+        from echomq_connector import seam
+
+        cls = seam._cluster_class()
+        # Called on a bare instance: no engine, so a COMMAND sent would raise, not return {}.
+        self.assertEqual(cls.command(object.__new__(cls)), {})

@@ -61,6 +61,9 @@ pub fn benchmark_args(
             a.extend(["--cacert".into(), ca.clone()]);
         }
     }
+    if let Some(u) = t.user {
+        a.extend(["--user".into(), u]);
+    }
     if let Some(p) = t.password {
         a.extend(["-a".into(), p]);
     }

@@ -7,7 +7,7 @@
 //!
 //! The names ([`Double`]) and the table compile always; the connectors only with the feature
 //! `doubles`. The production reference connector's only departures are
-//! `crate::connector::reference::Quirks` flags, all off outside a double. Seven kinds, one module
+//! `crate::connector::reference::Quirks` flags, all off outside a double. Eight kinds, one module
 //! each:
 //! - **rewriters** (`rewrite`): wrap a correct connector and change requests or replies on the
 //!   way (a short batch, an ignored token, a duplicated enqueue);
@@ -29,6 +29,9 @@
 //!   four `Quirks` flags break §4 instead: `incrby_probe`, redis-py's `incr()` in the probe;
 //!   `noscript_lands`, Debian's eredis reading a split `NOSCRIPT` as a value; `eval_on_noscript`,
 //!   redigo's `Script.Do`; `preload_only`, scripts loaded at connect and never again);
+//! - **ACL breakers** (`acl`): a command outside SPEC R4.19's list, the url's user ignored;
+//!   the engine's least-privilege user refuses them and G1's `ACL LOG` check (after every gate)
+//!   names them;
 //! - **a failure that does not reproduce** (`flaky`): one wrong reply in a factory's life, for
 //!   G7's replay verdict (`tests/interleavings.rs`).
 //!
@@ -37,6 +40,8 @@
 
 // The connectors themselves only with the feature; the names and the table always (the rule
 // catalogue names the doubles that break each rule, and `emq-gate rules` prints them).
+#[cfg(feature = "doubles")]
+pub mod acl;
 #[cfg(feature = "doubles")]
 pub mod broken;
 #[cfg(feature = "doubles")]
@@ -137,6 +142,12 @@ pub enum Double {
     ZombieSession,
     /// Engine errors reported as kind `internal`.
     EngineAsInternal,
+    /// Sends `INFO server` on the session's connection after each connect (a library's version
+    /// probe): a command outside SPEC R4.19's list, refused to the connector's user.
+    InfoAtConnect,
+    /// Ignores the url's user: `AUTH <password>` alone, as the `default` user, which is off, so
+    /// it cannot connect (R4.19).
+    AuthWithoutUser,
     /// Sends a bad queue name to the engine.
     LenientQueue,
     /// Sends an out-of-range `delay_ms`, `lease_ms` or `backoff_ms` to the engine.
@@ -351,6 +362,8 @@ impl Double {
                 connected: Default::default(),
             }),
             Self::EngineAsInternal => Box::new(broken::EngineAsInternal(reference())),
+            Self::InfoAtConnect => Box::new(acl::InfoAtConnect(reference())),
+            Self::AuthWithoutUser => Box::new(acl::AuthWithoutUser(reference())),
             Self::LenientQueue => lenient(Check::Queue),
             Self::LenientMs => lenient(Check::Ms),
             Self::LenientAttempts => lenient(Check::Attempts),

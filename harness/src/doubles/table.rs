@@ -196,6 +196,18 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::InfoAtConnect,
+        breaks: "R4.19: only the commands SPEC lists (INFO is not one)",
+        also: &[GateId::G2, GateId::G3, GateId::G4, GateId::G5, GateId::G8],
+        why_also: "every gate connects, each connect sends INFO, and the ACL LOG is read after every gate",
+    },
+    Entry {
+        double: Double::AuthWithoutUser,
+        breaks: "R4.19: a connector authenticates as the url's user (AUTH user password)",
+        also: &[GateId::G2, GateId::G3, GateId::G4, GateId::G5, GateId::G8],
+        why_also: "every gate connects, and the default user is off: no connect succeeds",
+    },
+    Entry {
         double: Double::LenientQueue,
         breaks: "R1.1: a bad queue name is invalid before a byte is sent",
         also: &[],

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::engine::acl::Users;
 use crate::engine::cleanup::{Guard, record_server, register_pid};
 use crate::engine::server_flags;
 use crate::error::HarnessError;
@@ -21,7 +22,7 @@ pub struct Running {
     _dir: tempfile::TempDir,
     /// How it was started, to start it again on the same port and directory.
     program: PathBuf,
-    password: String,
+    users: Users,
     extra: Vec<String>,
 }
 
@@ -70,13 +71,13 @@ pub(crate) fn free_port() -> Result<u16, HarnessError> {
 }
 
 /// Starts the server and waits until it answers.
-pub fn start(path: &Path, password: &str) -> Result<Running, HarnessError> {
-    start_with(path, password, &[])
+pub fn start(path: &Path, users: &Users) -> Result<Running, HarnessError> {
+    start_with(path, users, &[])
 }
 
 /// [`start`] with further server flags (a cluster node's).
-pub fn start_with(path: &Path, password: &str, extra: &[String]) -> Result<Running, HarnessError> {
-    start_picking(path, password, &|| Ok(extra.to_vec()), None)
+pub fn start_with(path: &Path, users: &Users, extra: &[String]) -> Result<Running, HarnessError> {
+    start_picking(path, users, &|| Ok(extra.to_vec()), None)
 }
 
 /// True when a server could not listen on a port it was given: another process took the port
@@ -95,14 +96,14 @@ const PORT_TRIES: u32 = 5;
 /// (SPEC §10), with its certificate.
 pub(crate) fn start_picking(
     path: &Path,
-    password: &str,
+    users: &Users,
     extra: &dyn Fn() -> Result<Vec<String>, HarnessError>,
     tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
     let mut tries = 0;
     loop {
         tries += 1;
-        match start_once_at(path, password, &extra()?, tls) {
+        match start_once_at(path, users, &extra()?, tls) {
             Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
             other => return other,
         }
@@ -112,15 +113,15 @@ pub(crate) fn start_picking(
 /// Starts a server that listens on a TLS port only (SPEC §10), with `tls`'s certificate.
 pub fn start_tls(
     path: &Path,
-    password: &str,
+    users: &Users,
     tls: &crate::tls::RunTls,
 ) -> Result<Running, HarnessError> {
-    start_picking(path, password, &|| Ok(Vec::new()), Some(tls))
+    start_picking(path, users, &|| Ok(Vec::new()), Some(tls))
 }
 
 fn start_once_at(
     path: &Path,
-    password: &str,
+    users: &Users,
     extra: &[String],
     tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
@@ -135,13 +136,13 @@ fn start_once_at(
     if let Some(t) = tls {
         extra.extend(t.server_flags(port));
     }
-    let process = spawn(path, password, port, dir.path(), &extra)?;
+    let process = spawn(path, users, port, dir.path(), &extra)?;
     let running = Running {
         port,
         process: std::sync::Mutex::new(process),
         _dir: dir,
         program: path.to_path_buf(),
-        password: password.to_string(),
+        users: users.clone(),
         extra,
     };
     running.wait_listening()?;
@@ -150,14 +151,14 @@ fn start_once_at(
 
 fn spawn(
     path: &Path,
-    password: &str,
+    users: &Users,
     port: u16,
     dir: &Path,
     extra: &[String],
 ) -> Result<Process, HarnessError> {
     let child = Command::new(path)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(server_flags(password))
+        .args(server_flags(users))
         .args([
             "--dir",
             &dir.display().to_string(),
@@ -250,7 +251,7 @@ impl Running {
         flags.extend_from_slice(more);
         let process = spawn(
             &self.program,
-            &self.password,
+            &self.users,
             self.port,
             self._dir.path(),
             &flags,

@@ -1,6 +1,6 @@
 //! The cluster engine: a real Valkey Cluster of six `valkey-server` nodes on loopback (three
-//! primaries, three replicas), created with `valkey-cli --cluster create`, one password on every
-//! node (`requirepass` and `masterauth`). Each node is a binary engine with its own owner file, so
+//! primaries, three replicas), created with `valkey-cli --cluster create`, the same users on every
+//! node (`crate::engine::acl`: a replica authenticates to its primary as the admin user). Each node is a binary engine with its own owner file, so
 //! the stale-engine sweep removes the nodes of a harness that is gone, as it does single servers.
 //!
 //! **Every client connection goes through the harness's fault proxy.** Each node has a
@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::engine::acl::Users;
 use crate::engine::binary::{self, free_port};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
@@ -81,16 +82,16 @@ pub fn announce_setting(tls: bool) -> &'static str {
 /// under load).
 pub const NODE_TIMEOUT_MS: u32 = 15_000;
 
-/// The flags that make a server a cluster node: cluster mode, its bus port, the password it
-/// gives its primary, and settings under which the cluster changes only when the harness asks
+/// The flags that make a server a cluster node: cluster mode, its bus port, the user and password
+/// it gives its primary, and settings under which the cluster changes only when the harness asks
 /// (a verdict must not depend on how busy the machine is):
 /// - `cluster-replica-no-failover yes`: a replica never promotes itself; the manual
 ///   `CLUSTER FAILOVER` of G8 still works (Valkey's `clusterHandleReplicaFailover` exempts it);
 /// - `cluster-require-full-coverage no`: a primary flagged failing by a slow peer keeps its
 ///   slots served instead of taking the whole cluster down;
 /// - [`NODE_TIMEOUT_MS`].
-fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
-    [
+fn node_flags(users: &Users, dir_hint: &str, bus: u16) -> Vec<String> {
+    let mut flags: Vec<String> = [
         "--cluster-enabled",
         "yes",
         "--cluster-port",
@@ -103,11 +104,11 @@ fn node_flags(password: &str, dir_hint: &str, bus: u16) -> Vec<String> {
         "yes",
         "--cluster-require-full-coverage",
         "no",
-        "--masterauth",
-        password,
     ]
     .map(String::from)
-    .to_vec()
+    .to_vec();
+    flags.extend(users.replication_flags());
+    flags
 }
 
 /// `valkey-cli` beside `valkey-server`, else on PATH.
@@ -132,7 +133,7 @@ pub fn locate_cli(server: &Path) -> Result<PathBuf, HarnessError> {
 /// node listens, gossips and replicates over TLS only, with the run's certificates (SPEC §10).
 pub fn start(
     server: &Path,
-    password: &str,
+    users: &Users,
     tls: Option<std::sync::Arc<crate::tls::RunTls>>,
 ) -> Result<Running, HarnessError> {
     let cli = locate_cli(server)?;
@@ -145,7 +146,7 @@ pub fn start(
         }),
     };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
-        let node = start_node(server, password, i, running.tls.as_ref())?;
+        let node = start_node(server, users, i, running.tls.as_ref())?;
         let (proxy, admin_port) = match &mut running.tls {
             Some(t) => {
                 let addr = std::net::SocketAddr::from(([127, 0, 0, 1], node.port));
@@ -166,7 +167,7 @@ pub fn start(
         // Set before the nodes meet, so the first gossip already carries the proxy's port.
         let setting = announce_setting(running.tls.is_some());
         let set = ["CONFIG", "SET", setting, &proxy.port().to_string()];
-        if cli_query(&cli, password, admin_port, &set).is_none_or(|r| !r.contains("OK")) {
+        if cli_query(&cli, users, admin_port, &set).is_none_or(|r| !r.contains("OK")) {
             return Err(HarnessError::Engine(format!(
                 "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not)",
                 node.port
@@ -175,8 +176,8 @@ pub fn start(
         running.nodes.push(node);
         running.proxies.push(proxy);
     }
-    create(&cli, password, &running)?;
-    wait_ready(&cli, password, &running)?;
+    create(&cli, users, &running)?;
+    wait_ready(&cli, users, &running)?;
     Ok(running)
 }
 
@@ -184,23 +185,23 @@ pub fn start(
 /// tried again.
 fn start_node(
     server: &Path,
-    password: &str,
+    users: &Users,
     i: usize,
     tls: Option<&Tls>,
 ) -> Result<binary::Running, HarnessError> {
     let flags = || {
-        let mut f = node_flags(password, &i.to_string(), free_port()?);
+        let mut f = node_flags(users, &i.to_string(), free_port()?);
         if tls.is_some() {
             f.extend(tls_node_flags());
         }
         Ok(f)
     };
-    binary::start_picking(server, password, &flags, tls.map(|t| &*t.run))
+    binary::start_picking(server, users, &flags, tls.map(|t| &*t.run))
 }
 
 /// `valkey-cli --cluster create` on the nodes' own ports (over TLS on a TLS cluster: the nodes
 /// meet at the addresses it gives them).
-fn create(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessError> {
+fn create(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessError> {
     let addrs: Vec<String> = running
         .nodes
         .iter()
@@ -217,7 +218,8 @@ fn create(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessEr
         ]);
     }
     let out = cmd
-        .args(["-a", password, "--no-auth-warning", "--cluster", "create"])
+        .args(users.cli_flags())
+        .args(["--cluster", "create"])
         .args(&addrs)
         .args([
             "--cluster-replicas",
@@ -242,9 +244,10 @@ fn create(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessEr
     Ok(())
 }
 
-fn cli_query(cli: &Path, password: &str, port: u16, args: &[&str]) -> Option<String> {
+fn cli_query(cli: &Path, users: &Users, port: u16, args: &[&str]) -> Option<String> {
     let out = Command::new(cli)
-        .args(["-a", password, "--no-auth-warning", "-p", &port.to_string()])
+        .args(users.cli_flags())
+        .args(["-p", &port.to_string()])
         .args(args)
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -298,15 +301,15 @@ pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
             .all(|l| port(l).is_some_and(|p| proxy_ports.contains(&p)))
 }
 
-fn wait_ready(cli: &Path, password: &str, running: &Running) -> Result<(), HarnessError> {
+fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessError> {
     let deadline = Instant::now() + READY_WITHIN;
     let proxy_ports: Vec<u16> = running.proxies.iter().map(Proxy::port).collect();
     loop {
         let ready = running.nodes.iter().all(|n| {
             let port = running.admin_port(n.port);
-            let info = cli_query(cli, password, port, &["CLUSTER", "INFO"]).unwrap_or_default();
-            let repl = cli_query(cli, password, port, &["INFO", "replication"]).unwrap_or_default();
-            let nodes = cli_query(cli, password, port, &["CLUSTER", "NODES"]).unwrap_or_default();
+            let info = cli_query(cli, users, port, &["CLUSTER", "INFO"]).unwrap_or_default();
+            let repl = cli_query(cli, users, port, &["INFO", "replication"]).unwrap_or_default();
+            let nodes = cli_query(cli, users, port, &["CLUSTER", "NODES"]).unwrap_or_default();
             info_ready(&info)
                 && (repl.contains("role:master") || repl.contains("master_link_status:up"))
                 && nodes_ready(&nodes)

@@ -7,6 +7,7 @@ use testcontainers::core::{IntoContainerPort, WaitFor};
 use testcontainers::runners::SyncRunner;
 use testcontainers::{Container, GenericImage, ImageExt};
 
+use crate::engine::acl::Users;
 use crate::engine::cleanup::{Guard, owner_labels, register_container};
 use crate::engine::server_flags;
 use crate::error::HarnessError;
@@ -29,24 +30,24 @@ pub fn available(image: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Starts `image` with a password and no persistence.
-pub fn start(image: &str, password: &str) -> Result<Running, HarnessError> {
-    start_with(image, password, None)
+/// Starts `image` with its users and no persistence.
+pub fn start(image: &str, users: &Users) -> Result<Running, HarnessError> {
+    start_with(image, users, None)
 }
 
 /// [`start`] listening on TLS only (SPEC §10): the run's certificate directory mounted
 /// read-only at `/tls`, the TLS port 6379.
 pub fn start_tls(
     image: &str,
-    password: &str,
+    users: &Users,
     tls: &crate::tls::RunTls,
 ) -> Result<Running, HarnessError> {
-    start_with(image, password, Some(tls))
+    start_with(image, users, Some(tls))
 }
 
 fn start_with(
     image: &str,
-    password: &str,
+    users: &Users,
     tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
     if !available(image) {
@@ -55,7 +56,7 @@ fn start_with(
         )));
     }
     let (name, tag) = image.rsplit_once(':').unwrap_or((image, "latest"));
-    let mut cmd = server_flags(password);
+    let mut cmd = server_flags(users);
     let mut mount = None;
     if let Some(t) = tls {
         let dir = t.shared_dir()?;

@@ -31,6 +31,8 @@ pub struct SlotMove {
     to_id: String,
     to_real_port: u16,
     host: String,
+    /// The admin user and password `MIGRATE` authenticates with on the target.
+    user: Option<String>,
     password: Option<String>,
 }
 
@@ -57,6 +59,7 @@ impl SlotMove {
             to_id,
             to_real_port: engine.real_port(to),
             host: engine.host.clone(),
+            user: engine.admin_user().map(str::to_string),
             password: engine.password().map(str::to_string),
         })
     }
@@ -71,8 +74,11 @@ impl SlotMove {
         }
         let port = self.to_real_port.to_string();
         let mut args: Vec<&str> = vec!["MIGRATE", &self.host, &port, "", "0", MIGRATE_TIMEOUT_MS];
-        if let Some(p) = &self.password {
-            args.extend(["AUTH", p.as_str()]);
+        // `AUTH2 user password`: the target's `default` user is off (R4.19's users).
+        match (&self.user, &self.password) {
+            (Some(u), Some(p)) => args.extend(["AUTH2", u.as_str(), p.as_str()]),
+            (None, Some(p)) => args.extend(["AUTH", p.as_str()]),
+            _ => {}
         }
         args.push("KEYS");
         args.extend(keys.iter().map(String::as_str));

@@ -1,6 +1,7 @@
 //! L0, the engine: a live Valkey the harness boots (container or binary) or is given (url), and
 //! removes again however the run ends.
 
+pub mod acl;
 pub mod admin;
 pub mod binary;
 pub mod cleanup;
@@ -28,30 +29,33 @@ pub use version::DEFAULT_IMAGE;
 /// Databases each booted engine offers, so every case can own one.
 pub const DATABASES: u32 = 1024;
 
-/// The server flags every booted engine runs with, binary or container: a password, no
-/// persistence, and [`DATABASES`] databases. Where it listens is the caller's (a loopback port for
-/// the binary; the container's own 6379).
-pub fn server_flags(password: &str) -> Vec<String> {
-    [
-        "--requirepass",
-        password,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--databases",
-        &DATABASES.to_string(),
-    ]
-    .map(String::from)
-    .to_vec()
+/// The server flags every booted engine runs with, binary or container: its users (the admin,
+/// the connector's, `default` off: [`acl`]), no persistence, and [`DATABASES`] databases. Where
+/// it listens is the caller's (a loopback port for the binary; the container's own 6379).
+pub fn server_flags(users: &acl::Users) -> Vec<String> {
+    let mut flags = users.server_flags();
+    flags.extend(
+        [
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--databases",
+            &DATABASES.to_string(),
+        ]
+        .map(String::from),
+    );
+    flags
 }
 
 #[cfg(test)]
 mod flags_tests {
     #[test]
-    fn both_engines_share_password_persistence_and_databases() {
-        let f = super::server_flags("pw");
-        assert_eq!(f[..2], ["--requirepass", "pw"]);
+    fn both_engines_share_users_persistence_and_databases() {
+        let users = super::acl::Users::random(None);
+        let f = super::server_flags(&users);
+        assert_eq!(f[..3], ["--user", "default", "off"]);
+        assert!(!f.iter().any(|x| x == "--requirepass"));
         assert!(f.windows(2).any(|w| w == ["--save", ""]));
         assert!(f.windows(2).any(|w| w == ["--appendonly", "no"]));
         assert!(f.windows(2).any(|w| w == ["--databases", "1024"]));
@@ -117,6 +121,7 @@ enum Handle {
     Url,
 }
 
+use acl::{Auth, url_of};
 pub use target::Target;
 
 /// A live engine. Dropping it stops what the harness started.
@@ -126,7 +131,12 @@ pub struct Engine {
     pub source: String,
     pub host: String,
     pub port: u16,
-    password: Option<String>,
+    /// Who the harness's own connections are (admin, `MONITOR`, the nodes): the admin user of
+    /// an engine it booted, the url's user of a `url` engine.
+    admin_auth: Auth,
+    /// Who a connector is, in the url it is given: [`acl::CONNECTOR_USER`] on an engine the
+    /// harness booted, the url's user on a `url` engine (which keeps what its url says).
+    connector_auth: Auth,
     /// The database of a `url` engine; booted engines use per-case databases.
     base_db: u32,
     /// The server's version from `INFO server` (`valkey_version`, or Redis's `redis_version`).
@@ -149,9 +159,9 @@ pub struct Engine {
 
 /// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
 /// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
-fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessError> {
+fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, HarnessError> {
     let first = running.admin_port(running.nodes[0].port);
-    let mut admin = Admin::connect(&url_of("127.0.0.1", first, Some(password), 0))?;
+    let mut admin = Admin::connect(&url_of("127.0.0.1", first, &users.admin(), 0))?;
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
     let fence = admin::shards::slot(crate::protocol::grammar::FENCE_KEY.as_bytes());
@@ -161,25 +171,6 @@ fn seed_port(running: &cluster::Running, password: &str) -> Result<u16, HarnessE
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
         .map(|(port, _, _)| running.real_port(*port))
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
-}
-
-/// The url of database `db` at `host:port`, with `password` when there is one.
-fn url_of(host: &str, port: u16, password: Option<&str>, db: u32) -> String {
-    EngineUrl {
-        scheme: Scheme::Redis,
-        user: None,
-        password: password.map(str::to_string),
-        host: host.to_string(),
-        port: Some(port),
-        db: Some(db),
-    }
-    .to_string()
-}
-
-/// A fresh random password per run.
-pub fn random_password() -> String {
-    let bytes: [u8; 16] = rand::random();
-    hex::encode(bytes)
 }
 
 impl Engine {
@@ -242,30 +233,30 @@ impl Engine {
     }
 
     fn container(image: &str) -> Result<Self, HarnessError> {
-        let password = random_password();
-        let running = container::start(image, &password)?;
+        let users = acl::Users::random(acl::redis_version_of_image(image));
+        let running = container::start(image, &users)?;
         let (host, port) = (running.host.clone(), running.port);
         Ok(Self::booted(
             EngineKind::Container,
             image.to_string(),
             host,
             port,
-            password,
+            &users,
             Handle::Container(Box::new(running)),
         ))
     }
 
     fn binary(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
-        let password = random_password();
-        let running = binary::start(&path, &password)?;
+        let users = acl::Users::random(acl::redis_version_of_binary(&path));
+        let running = binary::start(&path, &users)?;
         let port = running.port;
         Ok(Self::booted(
             EngineKind::Binary,
             path.display().to_string(),
             "127.0.0.1".into(),
             port,
-            password,
+            &users,
             Handle::Binary(running),
         ))
     }
@@ -273,31 +264,31 @@ impl Engine {
     /// A cluster of `path`'s binary; with `tls`, over TLS only (SPEC §10).
     fn cluster(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
-        let password = random_password();
+        let users = acl::Users::random(acl::redis_version_of_binary(&path));
         let run = if tls {
             Some(crate::tls::RunTls::new()?)
         } else {
             None
         };
-        let running = cluster::start(&path, &password, run)?;
-        let port = seed_port(&running, &password)?;
+        let running = cluster::start(&path, &users, run)?;
+        let port = seed_port(&running, &users)?;
         Ok(Self::booted(
             EngineKind::Cluster,
             path.display().to_string(),
             "127.0.0.1".into(),
             port,
-            password,
+            &users,
             Handle::Cluster(running),
         ))
     }
 
-    /// An engine the harness started: its own password, every database its to flush.
+    /// An engine the harness started: its own users, every database its to flush.
     fn booted(
         kind: EngineKind,
         source: String,
         host: String,
         port: u16,
-        password: String,
+        users: &acl::Users,
         handle: Handle,
     ) -> Self {
         Self {
@@ -305,7 +296,8 @@ impl Engine {
             source,
             host,
             port,
-            password: Some(password),
+            admin_auth: users.admin(),
+            connector_auth: users.connector(),
             base_db: 0,
             valkey_version: String::new(),
             product: String::new(),
@@ -337,7 +329,9 @@ impl Engine {
             source: parsed.without_password(),
             host: parsed.host.clone(),
             port,
-            password: parsed.password.clone(),
+            // The harness and the connectors are both who the url says: it makes no user.
+            admin_auth: Auth::of_url(&parsed),
+            connector_auth: Auth::of_url(&parsed),
             base_db: parsed.db_or_zero(),
             valkey_version: String::new(),
             product: String::new(),
@@ -351,15 +345,21 @@ impl Engine {
         })
     }
 
-    /// The `redis://` url of database `db` (booted engines), with the password. A url engine
-    /// has its one database; a cluster has database 0 only, and the url names its seed node.
+    /// The `redis://` url a connector is given for database `db` (booted engines): the
+    /// connector's user and password (SPEC §5). A url engine has its one database; a cluster
+    /// has database 0 only, and the url names its seed node.
     pub fn url(&self, db: u32) -> String {
-        let db = match self.kind {
-            EngineKind::Url => self.base_db,
-            EngineKind::Cluster => return self.node_url_at(self.port),
-            _ => db,
+        self.url_as(&self.connector_auth, db)
+    }
+
+    /// [`Engine::url`] as `auth`: the connector's, or the harness's admin.
+    fn url_as(&self, auth: &Auth, db: u32) -> String {
+        let (port, db) = match (&self.handle, self.kind) {
+            (_, EngineKind::Url) => (self.port, self.base_db),
+            (Handle::Cluster(c), _) => (c.admin_port(self.port), 0),
+            _ => (self.port, db),
         };
-        url_of(&self.host, self.port, self.password.as_deref(), db)
+        url_of(&self.host, port, auth, db)
     }
 
     /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
@@ -376,12 +376,7 @@ impl Engine {
                     ca_file: Some(t.run.ca_file()),
                 },
                 None => Target {
-                    url: url_of(
-                        &self.host,
-                        c.proxy_of(self.port),
-                        self.password.as_deref(),
-                        0,
-                    ),
+                    url: url_of(&self.host, c.proxy_of(self.port), &self.connector_auth, 0),
                     cluster: true,
                     ca_file: None,
                 },
@@ -402,8 +397,8 @@ impl Engine {
     fn tls_url(&self, port: u16, db: u32) -> String {
         EngineUrl {
             scheme: Scheme::Rediss,
-            user: None,
-            password: self.password.clone(),
+            user: self.connector_auth.user.clone(),
+            password: self.connector_auth.password.clone(),
             host: crate::tls::TLS_HOST.into(),
             port: Some(port),
             db: Some(db),
@@ -455,9 +450,25 @@ impl Engine {
         !matches!(self.kind, EngineKind::Url | EngineKind::Cluster)
     }
 
-    /// The password every node was booted with (a cluster's nodes share it).
+    /// The harness's own password on every node (the admin user's on an engine it booted; a
+    /// replica authenticates to its primary with it).
     pub fn password(&self) -> Option<&str> {
-        self.password.as_deref()
+        self.admin_auth.password.as_deref()
+    }
+
+    /// The harness's own user ([`acl::ADMIN_USER`] on an engine it booted; the url's, if any).
+    pub fn admin_user(&self) -> Option<&str> {
+        self.admin_auth.user.as_deref()
+    }
+
+    /// The user a connector's url names (`None`: none, on a `url` engine without one).
+    pub fn connector_user(&self) -> Option<&str> {
+        self.connector_auth.user.as_deref()
+    }
+
+    /// True when the harness made the engine's users (SPEC R4.19): it booted the engine.
+    pub fn has_acl_users(&self) -> bool {
+        self.kind != EngineKind::Url
     }
 
     /// The ports of a cluster's nodes (empty on a single engine).
@@ -471,12 +482,13 @@ impl Engine {
     /// An admin connection (the harness's instrument) on database `db`.
     pub fn admin(&self, db: u32) -> Result<Admin, HarnessError> {
         if self.is_cluster() {
-            return Admin::connect_cluster(&self.url(db), &|port| self.node_url(port));
+            let seed = self.url_as(&self.admin_auth, db);
+            return Admin::connect_cluster(&seed, &|port| self.node_url(port));
         }
-        Admin::connect(&self.url(db))
+        Admin::connect(&self.url_as(&self.admin_auth, db))
     }
 
-    /// The url of a cluster's node at `port` (database 0, the shared password) for the harness's
+    /// The url of a cluster's node at `port` (database 0, the admin user) for the harness's
     /// own connections: a port the node announces (its proxy's) is mapped to the node's real
     /// port, so `MONITOR`, `CLIENT KILL` and the admin never pass through a proxy.
     pub fn node_url(&self, port: u16) -> String {
@@ -498,7 +510,7 @@ impl Engine {
             Handle::Cluster(c) => c.admin_port(port),
             _ => port,
         };
-        url_of(&self.host, port, self.password.as_deref(), 0)
+        url_of(&self.host, port, &self.admin_auth, 0)
     }
 
     /// Readies database `db` for a run: flushes it when the harness may; refuses otherwise.

@@ -1,7 +1,7 @@
 //! Booting a single TLS engine (SPEC §10), binary or container: the run's certificates, the back
 //! the harness reaches the engine through, and the TLS proxy every connector connects through.
 
-use super::{Engine, EngineKind, Handle, binary, container, random_password};
+use super::{Engine, EngineKind, Handle, acl, binary, container};
 use crate::error::HarnessError;
 
 /// What a single TLS engine adds: the run's certificates, the back the harness reaches the engine
@@ -19,15 +19,15 @@ impl Engine {
     /// TLS port for the harness's own connections, and a TLS proxy for the connectors'.
     pub(super) fn binary_tls(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
-        let password = random_password();
+        let users = acl::Users::random(acl::redis_version_of_binary(&path));
         let run = crate::tls::RunTls::new()?;
-        let running = binary::start_tls(&path, &password, &run)?;
+        let running = binary::start_tls(&path, &users, &run)?;
         let port = running.port;
         Self::tls_booted(
             EngineKind::Binary,
             path.display().to_string(),
             port,
-            password,
+            &users,
             run,
             Handle::Binary(running),
         )
@@ -35,15 +35,15 @@ impl Engine {
 
     /// [`Engine::binary_tls`] in a container of `image` (a build with TLS).
     pub(super) fn container_tls(image: &str) -> Result<Self, HarnessError> {
-        let password = random_password();
+        let users = acl::Users::random(acl::redis_version_of_image(image));
         let run = crate::tls::RunTls::new()?;
-        let running = container::start_tls(image, &password, &run)?;
+        let running = container::start_tls(image, &users, &run)?;
         let port = running.port;
         Self::tls_booted(
             EngineKind::Container,
             image.to_string(),
             port,
-            password,
+            &users,
             run,
             Handle::Container(Box::new(running)),
         )
@@ -54,7 +54,7 @@ impl Engine {
         kind: EngineKind,
         source: String,
         tls_port: u16,
-        password: String,
+        users: &acl::Users,
         run: std::sync::Arc<crate::tls::RunTls>,
         handle: Handle,
     ) -> Result<Self, HarnessError> {
@@ -68,7 +68,7 @@ impl Engine {
             source,
             "127.0.0.1".into(),
             back.addr().port(),
-            password,
+            users,
             handle,
         );
         engine.tls = Some(TlsEngine {

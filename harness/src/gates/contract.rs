@@ -287,8 +287,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         6,
-        "67df2cf5f10f1b5dc34ce0714d862acce63faa0b",
-        "cb501119f81f654e0d116f11794bc69ce604a377",
+        "c35fd79dbfab68b30ea13067a2c02baa8124ef60",
+        "b2e330c0c7d117263ddaf20d759aec4a27f235f0",
     );
 
     #[test]

@@ -1,6 +1,7 @@
 //! The gate: eight checks, each a [`Verdict`] with evidence, run against one connector on one engine.
 //! The checks live in `gates/`; this module holds what they share and the order they run in.
 
+pub mod acl;
 pub mod contract;
 pub mod g1_fence;
 pub mod g1_release;
@@ -384,6 +385,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
         out.engine_event(events.join("; "));
     }
     judge_plaintext(ctx, &mut out);
+    acl::judge_acl(ctx, &mut out);
     if let Err(p) = result {
         let msg = p
             .downcast_ref::<String>()

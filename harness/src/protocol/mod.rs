@@ -3,6 +3,7 @@
 //! Nothing here talks to an engine; everything above builds on it.
 
 pub mod bundle;
+pub mod commands;
 pub mod embedded;
 pub mod gate;
 pub mod grammar;

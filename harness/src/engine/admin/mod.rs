@@ -16,6 +16,7 @@ use crate::error::HarnessError;
 pub use crate::protocol::keyspace::KeyData;
 use crate::protocol::keyspace::Keyspace;
 
+pub mod acl_log;
 mod monitor;
 pub mod shards;
 pub mod side;
@@ -174,6 +175,22 @@ impl Admin {
         }
         let i = self.shard_of(key);
         &mut self.shards[i].con
+    }
+
+    /// This node's `ACL LOG` (every entry the engine kept), then `ACL LOG RESET`, so the next
+    /// read sees only what came after (SPEC R4.19). On a single connection: one node.
+    pub fn acl_log_take(&mut self) -> Result<Vec<acl_log::AclLogEntry>, HarnessError> {
+        let v: Value = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut self.con)
+            .map_err(err)?;
+        let entries = acl_log::parse_acl_log(&v).map_err(HarnessError::Engine)?;
+        redis::cmd("ACL")
+            .arg("LOG")
+            .arg("RESET")
+            .query::<()>(&mut self.con)
+            .map_err(err)?;
+        Ok(entries)
     }
 
     /// Every node connection a node-wide command must reach: the primaries on a cluster, else

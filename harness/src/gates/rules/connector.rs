@@ -328,7 +328,7 @@ pub const CONNECTOR: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(4, 13),
-        summary: "a connector's commands on EchoMQ keys are bundle EVALSHA, the two reads, the fence and the probe INCR only",
+        summary: "a connector's commands on EchoMQ keys are bundle EVALSHA, the two reads, the fence and the probe INCR only (R4.19 lists every command it may send)",
         checks: &["G8: every MONITOR'd command from the connector"],
         cases: &[],
         gates: &[GateId::G8],
@@ -342,6 +342,39 @@ pub const CONNECTOR: &[Rule] = &[
                 How::Otherwise,
                 "HSET on emq:fence (an install outside HSETNX)",
                 &[Double::FenceHset],
+            ),
+        ],
+        unbreakable: "",
+    },
+    Rule {
+        id: RuleId::new(4, 19),
+        summary: "a connector authenticates as the url's user and sends only the commands SPEC lists, as a managed Valkey's least-privilege user allows",
+        checks: &[
+            "G1: after the gate, the ACL LOG of every node (read, then reset, by the harness's admin user) names no command refused to a connector's user and no AUTH failed but the harness's own; one FAIL line each, with the command and the user",
+            "G1-G8: the same after every gate, on every engine the harness boots (its connector user holds exactly SPEC's list; default is off)",
+        ],
+        cases: &[],
+        gates: &[GateId::G1],
+        ways: &[
+            Way::by(
+                How::TooMany,
+                "a command outside the list on the session's own connection (INFO after connect, a library's version probe)",
+                &[Double::InfoAtConnect],
+            ),
+            Way::by(
+                How::Otherwise,
+                "the url's user ignored: AUTH with the password alone, as the default user, which is off",
+                &[Double::AuthWithoutUser],
+            ),
+            Way::not(
+                How::Never,
+                "no AUTH at all",
+                "the engine answers NOAUTH to its first command, so every connect fails with kind engine and every gate FAILs at connect, as AuthWithoutUser shows; a double of its own would repeat it",
+            ),
+            Way::not(
+                How::Otherwise,
+                "a command only the scripts may call (ZADD, DEL) sent directly",
+                "the connector's user must hold what the scripts call inside (the engine checks a script's commands against its caller), so no ACL refuses it; R4.13's MONITOR check in G8 does (RawComplete)",
             ),
         ],
         unbreakable: "",

@@ -1,0 +1,149 @@
+//! SPEC R4.19 for every gate: after the gate, the `ACL LOG` of every node (read by the admin
+//! user, then reset) must hold no command refused to a connector and no failed `AUTH` but the
+//! harness's own. The engine is the witness, not `MONITOR`: a managed Valkey refuses the same
+//! commands to a least-privilege user, and a refused command never reaches `MONITOR` at all.
+
+use crate::engine::Engine;
+use crate::engine::admin::Admin;
+use crate::engine::admin::acl_log::AclLogEntry;
+use crate::protocol::commands::spelt;
+
+use super::{GateContext, GateOutcome};
+
+/// The FAIL line of one entry, or `None` for the harness's own (its admin user's: G8's unclean
+/// failover cuts a replica off with a wrong `masterauth`, on purpose). Pure.
+pub fn violation(
+    entry: &AclLogEntry,
+    admin: Option<&str>,
+    connector: Option<&str>,
+) -> Option<String> {
+    if admin.is_some_and(|a| a == entry.username) {
+        return None;
+    }
+    let times = if entry.count > 1 {
+        format!(" ({} times)", entry.count)
+    } else {
+        String::new()
+    };
+    let client = if entry.lib_name.is_empty() {
+        format!("client {}", entry.addr)
+    } else {
+        format!("client {} ({})", entry.addr, entry.lib_name)
+    };
+    let url_user = connector.unwrap_or("(none)");
+    Some(match entry.reason.as_str() {
+        "auth" => format!(
+            "R4.19: AUTH failed as user {:?}{times}, {client}: a connector authenticates as the url's user ({url_user:?}) with AUTH user password",
+            entry.username
+        ),
+        "command" => format!(
+            "R4.19: the engine refused {} to user {:?}{times} ({}), {client}: only the commands SPEC R4.19 lists may be sent",
+            spelt(&entry.object),
+            entry.username,
+            entry.context
+        ),
+        other => format!(
+            "R4.19: the engine refused {other} {:?} to user {:?}{times} ({}), {client}",
+            entry.object, entry.username, entry.context
+        ),
+    })
+}
+
+/// Every node's admin connection: each node of a cluster (replicas too: a connector that reads
+/// from one is refused there), or the one engine.
+fn nodes(engine: &Engine) -> Vec<Result<Admin, crate::error::HarnessError>> {
+    if engine.is_cluster() {
+        engine
+            .node_ports()
+            .into_iter()
+            .map(|p| Admin::connect(&engine.node_url(p)))
+            .collect()
+    } else {
+        vec![engine.admin(0)]
+    }
+}
+
+/// Reads and resets every node's `ACL LOG`, failing `out` with one line per entry that is not
+/// the harness's own. An engine the harness did not boot (`--url`) keeps what its url says: it
+/// is not judged. A log that cannot be read is an ERROR line (the instrument failed).
+pub fn judge_acl(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    let engine = ctx.engine;
+    if !engine.has_acl_users() {
+        return;
+    }
+    for node in nodes(engine) {
+        match node.and_then(|mut a| a.acl_log_take()) {
+            Ok(entries) => {
+                for e in entries.iter().rev() {
+                    if let Some(line) = violation(e, engine.admin_user(), engine.connector_user()) {
+                        out.fail(line);
+                    }
+                }
+            }
+            Err(e) => out.error(format!("ACL LOG could not be read (R4.19): {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(reason: &str, object: &str, user: &str) -> AclLogEntry {
+        AclLogEntry {
+            count: 1,
+            reason: reason.into(),
+            context: "toplevel".into(),
+            object: object.into(),
+            username: user.into(),
+            addr: "127.0.0.1:5000".into(),
+            name: String::new(),
+            lib_name: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_refused_command_names_the_rule_the_command_and_the_user_in_one_line() {
+        let line = violation(
+            &entry("command", "config|get", "emq"),
+            Some("emq-admin"),
+            Some("emq"),
+        )
+        .unwrap();
+        assert_eq!(
+            line,
+            "R4.19: the engine refused CONFIG GET to user \"emq\" (toplevel), client 127.0.0.1:5000: only the commands SPEC R4.19 lists may be sent"
+        );
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn a_failed_auth_as_another_user_fails_and_the_harness_own_entries_do_not() {
+        let line = violation(
+            &entry("auth", "AUTH", "default"),
+            Some("emq-admin"),
+            Some("emq"),
+        )
+        .unwrap();
+        assert!(
+            line.starts_with("R4.19: AUTH failed as user \"default\""),
+            "{line}"
+        );
+        assert!(line.contains("the url's user (\"emq\")"), "{line}");
+        // G8's unclean failover cuts a replica off with a wrong masterauth: the admin's entry.
+        assert_eq!(
+            violation(
+                &entry("auth", "AUTH", "emq-admin"),
+                Some("emq-admin"),
+                Some("emq")
+            ),
+            None
+        );
+        let mut many = entry("command", "info", "emq");
+        many.count = 4;
+        many.lib_name = "redis-py".into();
+        let line = violation(&many, Some("emq-admin"), Some("emq")).unwrap();
+        assert!(line.contains("INFO to user \"emq\" (4 times)"), "{line}");
+        assert!(line.contains("(redis-py)"), "{line}");
+    }
+}
