@@ -76,24 +76,21 @@ pub fn cell_key(connector: &str, engine: &str) -> String {
 }
 
 /// The committed record that is this cell, when there is one: `reports/<connector>.json` on the
-/// pinned engine (the first of the default engines), `<connector>-cluster.json` on its cluster.
+/// pinned engine (the first of the default engines), `<connector>-cluster.json` on its cluster,
+/// `<connector>-tls.json` over TLS and `<connector>-tls-cluster.json` on its TLS cluster.
 /// The records and the matrix are one set of cells, judged once: `matrix --check` compares
 /// both, and `matrix` writes both.
 pub fn record_stem(connector: &str, engine: &str) -> Option<String> {
-    let pinned = crate::engine::named::DEFAULT_NAMES[0];
-    let cluster = format!("{pinned}{}", crate::engine::named::CLUSTER_SUFFIX);
-    if engine == pinned {
-        Some(connector.to_string())
-    } else if engine == cluster {
-        Some(format!(
-            "{connector}{}",
-            crate::engine::named::CLUSTER_SUFFIX
-        ))
-    } else if engine == format!("{pinned}{}", crate::engine::named::TLS_SUFFIX) {
-        Some(format!("{connector}{}", crate::engine::named::TLS_SUFFIX))
-    } else {
-        None
-    }
+    use crate::engine::named::{CLUSTER_SUFFIX, DEFAULT_NAMES, TLS_SUFFIX};
+    let suffix = engine.strip_prefix(DEFAULT_NAMES[0])?;
+    [
+        "".to_string(),
+        CLUSTER_SUFFIX.to_string(),
+        TLS_SUFFIX.to_string(),
+        format!("{TLS_SUFFIX}{CLUSTER_SUFFIX}"),
+    ]
+    .contains(&suffix.to_string())
+    .then(|| format!("{connector}{suffix}"))
 }
 
 impl Matrix {
@@ -371,6 +368,17 @@ fn gates_per_cell(s: &mut String, grid: &Grid) {
 pub(crate) mod tests {
     use super::*;
     use crate::report::grid::tests::record;
+
+    #[test]
+    fn the_records_are_the_pinned_engines_cells() {
+        let stem = |e: &str| record_stem("go", e);
+        assert_eq!(stem("valkey-9.1").as_deref(), Some("go"));
+        assert_eq!(stem("valkey-9.1-cluster").as_deref(), Some("go-cluster"));
+        assert_eq!(stem("valkey-9.1-tls").as_deref(), Some("go-tls"));
+        assert_eq!(stem("valkey-9.1-tls-cluster").as_deref(), Some("go-tls-cluster"));
+        assert_eq!(stem("valkey-8.1"), None);
+        assert_eq!(stem("valkey-9.1-other"), None);
+    }
 
     pub(crate) fn sample() -> Matrix {
         let mut cells = Vec::new();
