@@ -375,7 +375,10 @@ pub(crate) mod tests {
         assert_eq!(stem("valkey-9.1").as_deref(), Some("go"));
         assert_eq!(stem("valkey-9.1-cluster").as_deref(), Some("go-cluster"));
         assert_eq!(stem("valkey-9.1-tls").as_deref(), Some("go-tls"));
-        assert_eq!(stem("valkey-9.1-tls-cluster").as_deref(), Some("go-tls-cluster"));
+        assert_eq!(
+            stem("valkey-9.1-tls-cluster").as_deref(),
+            Some("go-tls-cluster")
+        );
         assert_eq!(stem("valkey-8.1"), None);
         assert_eq!(stem("valkey-9.1-other"), None);
     }
