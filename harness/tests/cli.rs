@@ -392,3 +392,30 @@ fn check_says_when_a_record_is_of_an_older_contract() {
     assert_eq!(code, Some(3), "{text}");
     assert!(!text.contains("was made under contract"), "{text}");
 }
+
+/// `valkey-benchmark` runs as the connector's user beside the bench and its own `CONFIG GET` is
+/// refused (SPEC R4.19): that is the instrument's, so the gates after it still PASS (G1 failed
+/// on the engine's ACL LOG before the bench reset it).
+#[test]
+fn bench_gates_judge_the_connector_not_valkey_benchmark() {
+    let (code, text) = gate(&[
+        "-q", "bench", "--engine", "binary", "--n", "200", "--depths", "1", "--repeat", "1",
+        "--cycles", "10", "--json",
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    let json = &text[text.find('{').expect("a JSON report")..];
+    let report: serde_json::Value = serde_json::Deserializer::from_str(json)
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert!(
+        report["valkey_benchmark"].is_object() || report["valkey_benchmark"].is_string(),
+        "{text}"
+    );
+    let gates = report["gates"].as_array().expect("gates");
+    assert_eq!(gates.len(), 8, "{text}");
+    for g in gates {
+        assert_eq!(g["verdict"], "PASS", "{g}");
+    }
+}
