@@ -54,8 +54,8 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::EvalOnNoscript,
         breaks: "R4.9: a miss is answered by SCRIPT LOAD and EVALSHA again, never EVAL (redigo's Script.Do)",
-        also: &[],
-        why_also: "",
+        also: &[GateId::G1, GateId::G2, GateId::G4, GateId::G8],
+        why_also: "EVAL is not on R4.19's list: the engine refuses it to the connector's user, so the script never runs and is never cached, and each gate whose first call meets NOSCRIPT fails on it and on the ACL LOG",
     },
     Entry {
         double: Double::PreloadOnly,
@@ -126,8 +126,8 @@ pub const TABLE: &[Entry] = &[
     Entry {
         double: Double::IncrByProbe,
         breaks: "R4.11: the probe is n INCR key, not INCRBY key 1 (redis-py's incr())",
-        also: &[],
-        why_also: "",
+        also: &[GateId::G8],
+        why_also: "INCRBY is not on R4.19's list: G8's probe is refused to the connector's user, and the ACL LOG read after the gate names it",
     },
     Entry {
         double: Double::NoscriptLandsInBatch,
