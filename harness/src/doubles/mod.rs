@@ -52,6 +52,7 @@ pub mod faults;
 pub mod flaky;
 #[cfg(feature = "doubles")]
 pub mod rewrite;
+pub mod permits;
 mod table;
 #[cfg(feature = "doubles")]
 pub mod time;

@@ -103,9 +103,18 @@ fn first_emq(obs: &Observed, client: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// On a single engine: every connector connection whose first EchoMQ command is not a fence
-/// read. Every connection counts, since a session is one connection (R5.7) and each new one is
-/// a connect (R3.1). Returns the offenders and how many connections did EchoMQ work.
+/// True for an EchoMQ command that may come before the fence read on a new connection: a read
+/// of a read verb (`browse`'s `ZRANGE` and `HGET`/`HMGET`, `pending_size`'s `ZCARD`), which
+/// runs no script (R3.5 permits it: P3.1).
+fn is_read_verb(args: &[String]) -> bool {
+    let cmd = args[0].to_ascii_uppercase();
+    matches!(cmd.as_str(), "ZRANGE" | "ZCARD" | "HGET" | "HMGET") && !is_fence_read(args)
+}
+
+/// On a single engine: every connector connection that sent a script, or wrote an EchoMQ key,
+/// before it read the fence. Every connection counts, since a session is one connection (R5.7)
+/// and each new one is a connect (R3.1); the reads of a read verb may come first (R3.5, P3.1).
+/// Returns the offenders and how many connections did EchoMQ work.
 pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
     let mut current: Option<&str> = None;
     let mut opened: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
@@ -119,11 +128,13 @@ pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
     let mut bad = Vec::new();
     let mut working = 0;
     for (client, cmds) in &obs.commands {
-        let Some(first) = cmds.iter().find(|a| is_emq(a)) else {
+        if !cmds.iter().any(|a| is_emq(a)) {
             continue;
-        };
+        }
         working += 1;
-        if !is_fence_read(first) {
+        // The first EchoMQ command that is not a read verb's: a fence read, or a breach.
+        let first = cmds.iter().find(|a| is_emq(a) && !is_read_verb(a));
+        if first.is_some_and(|a| !is_fence_read(a)) {
             bad.push(Unfenced {
                 client: client.clone(),
                 during: during(opened.get(client.as_str()).copied().flatten()),
@@ -230,6 +241,35 @@ mod tests {
             bad[0]
                 .to_string()
                 .contains("opened during claim (call 2 of the crash phase, connects included)")
+        );
+    }
+
+    #[test]
+    fn a_read_verb_may_come_before_the_fence_read_and_a_script_may_not() {
+        // The Ruby connector's replacement connection: ZCARD (pending_size), then the fence read,
+        // then its first script: compliant (R3.5 lets a read verb come first).
+        let obs = monitor(&[
+            r#"[5 127.0.0.1:1] "ECHO" "emq-call 1 pending_size""#,
+            r#"[5 127.0.0.1:2] "ZCARD" "emq:{g8c}:pending""#,
+            r#"[5 127.0.0.1:2] "ZRANGE" "emq:{g8c}:pending" "0" "9""#,
+            r#"[5 127.0.0.1:2] "HMGET" "emq:{g8c}:job:j0000000000000001" "payload""#,
+            r#"[5 127.0.0.1:2] "HGETALL" "emq:fence""#,
+            r#"[5 127.0.0.1:2] "EVALSHA" "abc" "2" "emq:{g8c}:pending" "emq:{g8c}:active""#,
+            // Reads only, never a script: nothing to judge but the reads.
+            r#"[5 127.0.0.1:3] "ZCARD" "emq:{g8c}:pending""#,
+            // A read, then a script with no fence read: a breach.
+            r#"[5 127.0.0.1:4] "ZCARD" "emq:{g8c}:pending""#,
+            r#"[5 127.0.0.1:4] "EVALSHA" "abc" "2" "emq:{g8c}:pending" "emq:{g8c}:active""#,
+            // A write of an EchoMQ key before the fence read: a breach.
+            r#"[5 127.0.0.1:5] "HSETNX" "emq:fence" "protocol" "1""#,
+        ]);
+        let (bad, working) = unfenced_connections(&obs);
+        assert_eq!(working, 4);
+        let clients: Vec<&str> = bad.iter().map(|b| b.client.as_str()).collect();
+        assert_eq!(clients, ["127.0.0.1:4", "127.0.0.1:5"]);
+        assert_eq!(
+            bad[0].first,
+            ["ZCARD emq:{g8c}:pending", "EVALSHA abc (not a bundle script)"]
         );
     }
 

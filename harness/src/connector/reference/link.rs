@@ -40,6 +40,8 @@ pub(super) struct Dial {
     pub skip_names: bool,
     /// A double's: the seed verified, the cluster's nodes not ([`super::Quirks::tls_seed_only`]).
     pub seed_only: bool,
+    /// A permission double's paths ([`super::Permits::resp3`], `greet`).
+    pub permits: super::Permits,
 }
 
 impl Dial {
@@ -51,6 +53,9 @@ impl Dial {
             .retries(0)
             .connection_timeout(timeout)
             .response_timeout(timeout);
+        if self.permits.resp3 {
+            builder = builder.use_protocol(redis::ProtocolVersion::RESP3);
+        }
         if self.accept_any || self.skip_names || self.seed_only {
             // A double's: the cluster client checks neither the chain nor the name.
             builder = builder.tls(redis::cluster::TlsMode::Insecure);
@@ -79,13 +84,46 @@ impl Dial {
             )?,
             None => redis::Client::open(url.as_str())?,
         };
-        if !self.skip_names {
+        if !self.skip_names && !self.permits.resp3 {
             return Ok(client);
         }
-        let info = client.get_connection_info().clone();
-        let mut addr = info.addr().clone();
-        addr.set_danger_accept_invalid_hostnames(true);
-        redis::Client::open(info.set_addr(addr))
+        let mut info = client.get_connection_info().clone();
+        if self.permits.resp3 {
+            // `HELLO 3 AUTH user password` in place of `AUTH` (P4.5).
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_protocol(redis::ProtocolVersion::RESP3);
+            info = info.set_redis_settings(settings);
+        }
+        if self.skip_names {
+            let mut addr = info.addr().clone();
+            addr.set_danger_accept_invalid_hostnames(true);
+            info = info.set_addr(addr);
+        }
+        redis::Client::open(info)
+    }
+
+    /// A new plain connection to `url`, with the session's timeouts, greeted as a permission
+    /// double asks ([`super::Permits::greet`]).
+    fn connection(&self, url: &str, timeout: Duration) -> RedisResult<redis::Connection> {
+        let mut con = self.client(url)?.get_connection_with_timeout(timeout)?;
+        con.set_read_timeout(Some(timeout))?;
+        con.set_write_timeout(Some(timeout))?;
+        if self.permits.greet {
+            // A client library's set-up: a health check, a name, a transaction it gave up.
+            for args in [
+                &["PING"][..],
+                &["CLIENT", "SETNAME", "echomq-permits"],
+                &["MULTI"],
+                &["DISCARD"],
+            ] {
+                let mut cmd = redis::cmd(args[0]);
+                cmd.arg(&args[1..]);
+                con.req_command(&cmd)?.extract_error()?;
+            }
+        }
+        Ok(con)
     }
 }
 
@@ -171,11 +209,7 @@ impl Link {
     pub(super) fn open(dial: &Dial, timeout: Duration) -> RedisResult<Self> {
         let url = dial.url.as_str();
         if !dial.cluster {
-            let client = dial.client(url)?;
-            let con = client.get_connection_with_timeout(timeout)?;
-            con.set_read_timeout(Some(timeout))?;
-            con.set_write_timeout(Some(timeout))?;
-            return Ok(Self::One(con));
+            return Ok(Self::One(dial.connection(url, timeout)?));
         }
         if dial.seed_only && dial.ca.is_some() {
             // The double's seed check: one verified connection, closed at once.
@@ -419,16 +453,27 @@ impl Link {
                 let con = match c.pipes.entry(port) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {
-                        let client = c.dial.client(node_url(&c.url, port)?.as_str())?;
-                        let con = client.get_connection_with_timeout(c.timeout)?;
-                        con.set_read_timeout(Some(c.timeout))?;
-                        con.set_write_timeout(Some(c.timeout))?;
-                        e.insert(con)
+                        e.insert(c.dial.connection(&node_url(&c.url, port)?, c.timeout)?)
                     }
                 };
                 Ok(con)
             }
         }
+    }
+
+    /// On a cluster, a plain connection to every primary now rather than on first use
+    /// ([`super::Permits::eager_nodes`], P8.1); nothing on one engine.
+    pub(super) fn open_every_node(&mut self) -> RedisResult<()> {
+        if let Self::Cluster(c) = self {
+            let primaries: Vec<u16> = c.slots.iter().map(|(p, _, _)| *p).collect();
+            for port in primaries {
+                if !c.pipes.contains_key(&port) {
+                    let con = c.dial.connection(&node_url(&c.url, port)?, c.timeout)?;
+                    c.pipes.insert(port, con);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Forgets every pipeline connection after a failure on one: a late reply must never be read

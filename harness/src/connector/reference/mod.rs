@@ -14,12 +14,14 @@ use std::time::Duration;
 
 mod dispatch;
 mod link;
+mod permits;
 mod pipelined;
 mod quirks;
 mod resp;
 
 pub use link::Ask;
 use link::{Dial, Link};
+pub use permits::Permits;
 pub use quirks::Quirks;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
 
@@ -44,19 +46,27 @@ pub struct Reference {
     sessions: HashMap<String, Link>,
     /// Each session's dial, for [`Quirks::silent_reconnect`] and [`Quirks::redial_unfenced`] only.
     urls: HashMap<String, Dial>,
-    /// Sessions whose last verb failed with kind `engine`, for [`Quirks::redial_unfenced`] only.
+    /// Sessions whose last verb failed with kind `engine`, for [`Quirks::redial_unfenced`] and
+    /// [`Permits::reconnect_reads_first`] only.
     failed: std::collections::HashSet<String>,
+    /// Sessions on a connection opened by [`Permits::reconnect_reads_first`] that has not read
+    /// the fence yet: it does before the first script.
+    unfenced: std::collections::HashSet<String>,
     /// Connections kept open after their session let go of them, for the leak doubles only.
     leaked: Vec<Link>,
     /// Builds a queue's job root (`ARGV[1]`): always [`job_root`] except in a double.
     root: fn(&str) -> String,
     /// What a cluster double does differently; always the default except in a double.
     quirks: Quirks,
+    /// The permitted paths a permission double takes; none in the production reference.
+    permits: Permits,
     log: Vec<String>,
 }
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
+/// The read timeout of [`Permits::short_timeout`]: the shortest SPEC allows (P4.9).
+const PERMITTED_SHORTEST: Duration = Duration::from_secs(3);
 /// The read timeout of [`Quirks::abandon_on_timeout`]: short, but past G5's 2 s held window (a
 /// batch's first pipeline waits that long for its replies there) and under G1's 3.5 s held reply.
 pub(crate) const SHORT_TIMEOUT: Duration = Duration::from_millis(2500);
@@ -109,9 +119,11 @@ impl Reference {
             sessions: HashMap::new(),
             urls: HashMap::new(),
             failed: Default::default(),
+            unfenced: Default::default(),
             leaked: Vec::new(),
             root: job_root,
             quirks: Quirks::default(),
+            permits: Permits::default(),
             log: Vec::new(),
         }
     }
@@ -175,6 +187,7 @@ impl Reference {
             accept_any: self.quirks.tls_accept_any,
             skip_names: self.quirks.tls_skip_names,
             seed_only: self.quirks.tls_seed_only,
+            permits: self.permits,
         })
     }
 
@@ -188,14 +201,12 @@ impl Reference {
         ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
         let dial = self.dial(url, cluster, ca_file)?;
-        let io = if self.quirks.abandon_on_timeout {
-            SHORT_TIMEOUT
-        } else {
-            IO_TIMEOUT
-        };
-        let mut link = Self::open_timed(&dial, io)?;
+        let mut link = Self::open_timed(&dial, self.io_timeout())?;
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
+        if self.permits.eager_nodes {
+            link.open_every_node().map_err(engine_err)?;
+        }
         if self.quirks.preload_only {
             for name in SCRIPT_ORDER {
                 Self::load(&mut link, FENCE_KEY, &self.scripts[name], self.quirks)?;
@@ -209,11 +220,40 @@ impl Reference {
         if self.quirks.silent_reconnect
             || self.quirks.redial_unfenced
             || self.quirks.abandon_on_timeout
+            || self.permits.reconnect_reads_first
+            || self.permits.short_timeout
         {
             self.urls.insert(session.to_string(), dial);
         }
         self.failed.remove(session);
+        self.unfenced.remove(session);
         Ok(())
+    }
+
+    /// The read timeout of every connection: the production 60 s, or a double's.
+    fn io_timeout(&self) -> Duration {
+        if self.quirks.abandon_on_timeout {
+            SHORT_TIMEOUT
+        } else if self.permits.short_timeout {
+            PERMITTED_SHORTEST
+        } else {
+            IO_TIMEOUT
+        }
+    }
+
+    /// [`Permits::reconnect_reads_first`]: the fence read on the session's new connection,
+    /// before its first script (R3.1, R3.5).
+    fn fence_before_script(&mut self, session: &str) -> Result<(), ConnectorError> {
+        if !self.unfenced.remove(session) {
+            return Ok(());
+        }
+        let mut link = self
+            .sessions
+            .remove(session)
+            .expect("the caller made the session live");
+        let r = self.check_fence(&mut link);
+        self.sessions.insert(session.to_string(), link);
+        r
     }
 
     fn read_fence(link: &mut Link) -> Result<HashMap<String, String>, ConnectorError> {
@@ -314,6 +354,19 @@ impl Reference {
         {
             link = new;
         }
+        if self.permits.reconnect_reads_first
+            && !link.is_cluster()
+            && self.failed.remove(session)
+            && let Some(dial) = self.urls.get(session)
+            && let Ok(new) = Self::open_timed(dial, self.io_timeout())
+        {
+            // The old connection is closed as it is dropped (R5.13).
+            link = new;
+            self.unfenced.insert(session.to_string());
+        }
+        if self.permits.ping_every_verb {
+            link.send(&redis::cmd("PING")).map_err(engine_err)?;
+        }
         let fresh = if link.is_stale() {
             link.reconnect()
                 .map_err(engine_err)
@@ -335,6 +388,7 @@ impl Reference {
     ) -> Result<Value, ConnectorError> {
         let quirks = self.quirks;
         self.live(session)?;
+        self.fence_before_script(session)?;
         let script = &self.scripts[name];
         let link = self
             .sessions
@@ -352,7 +406,7 @@ impl Reference {
             cmd.arg(*a);
         }
         let sent = link.send(&cmd);
-        if quirks.abandon_on_timeout
+        if (quirks.abandon_on_timeout || self.permits.short_timeout)
             && let Err(e) = &sent
             && e.is_timeout()
         {
@@ -377,16 +431,19 @@ impl Reference {
         }
     }
 
-    /// [`Quirks::abandon_on_timeout`]: a new fenced connection for `session`, the old one kept
-    /// open in `leaked`, never closed.
+    /// After a read timeout: a new fenced connection for `session`. The old one is closed
+    /// ([`Permits::short_timeout`], R5.13), or kept open in `leaked`, never closed
+    /// ([`Quirks::abandon_on_timeout`]).
     fn abandon(&mut self, session: &str) -> Result<(), ConnectorError> {
         let dial = self.urls.get(session).ok_or_else(|| {
             ConnectorError::internal(format!("no dial kept for session {session:?}"))
         })?;
-        let mut fresh = Self::open_timed(dial, SHORT_TIMEOUT)?;
+        let mut fresh = Self::open_timed(dial, self.io_timeout())?;
         fresh.apply(&self.quirks);
         self.check_fence(&mut fresh)?;
-        if let Some(old) = self.sessions.insert(session.to_string(), fresh) {
+        if let Some(old) = self.sessions.insert(session.to_string(), fresh)
+            && self.quirks.abandon_on_timeout
+        {
             self.leaked.push(old);
         }
         Ok(())
@@ -433,6 +490,12 @@ impl Reference {
     /// Breaks SPEC the way `quirks` says (a cluster double, or the probe's `INCRBY`).
     pub fn with_quirks(mut self, quirks: Quirks) -> Self {
         self.quirks = quirks;
+        self
+    }
+
+    /// Takes the permitted paths `permits` names (a permission double: it must PASS).
+    pub fn with_permits(mut self, permits: Permits) -> Self {
+        self.permits = permits;
         self
     }
 
@@ -496,7 +559,7 @@ impl Connector for Reference {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         validate(request)?;
         let r = self.dispatch(request);
-        if self.quirks.redial_unfenced
+        if (self.quirks.redial_unfenced || self.permits.reconnect_reads_first)
             && let (Err(e), Some(s)) = (&r, request.session())
             && e.kind == crate::error::ErrorKind::Engine
         {

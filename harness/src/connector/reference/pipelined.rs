@@ -39,14 +39,17 @@ impl Reference {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let hmget = self.permits.hmget;
+        let read = |id: &str| {
+            // One `HGET` per job, or one `HMGET` of the one field (P4.3: both are permitted).
+            let mut c = redis::cmd(if hmget { "HMGET" } else { "HGET" });
+            c.arg(format!("{root}{id}")).arg("payload");
+            c
+        };
+        let link = self.sessions.get_mut(session).expect("live() kept it");
         let mut p = redis::pipe();
         for id in &ids {
-            p.add_command(
-                redis::cmd("HGET")
-                    .arg(format!("{root}{id}"))
-                    .arg("payload")
-                    .to_owned(),
-            );
+            p.add_command(read(id));
         }
         let replies = link
             .pipeline(&key(q, "pending"), &p, ids.len())
@@ -56,9 +59,11 @@ impl Reference {
             // A redirect inside the pipeline (a slot in migration answers `ASK`): that read did
             // not run, so it goes again alone, following the redirect (a read; R8.6).
             let v = match v {
-                Value::ServerError(_) => link
-                    .send(redis::cmd("HGET").arg(format!("{root}{id}")).arg("payload"))
-                    .map_err(engine_err)?,
+                Value::ServerError(_) => link.send(&read(&id)).map_err(engine_err)?,
+                v => v,
+            };
+            let v = match v {
+                Value::Array(mut one) if hmget && one.len() == 1 => one.remove(0),
                 v => v,
             };
             match v {
@@ -105,6 +110,7 @@ impl Reference {
             })
             .collect();
         let cluster = self.live(session)?.is_cluster();
+        self.fence_before_script(session)?;
         // The queues of each pipeline group: by slot on a cluster, all together on one engine.
         let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         let mut slots: Vec<Slot> = Vec::new();
@@ -150,12 +156,13 @@ impl Reference {
         depth: i64,
     ) -> Result<i64, ConnectorError> {
         let quirks = self.quirks;
+        let per_command = self.permits.write_per_command;
         let depth = usize::try_from(depth.max(1)).unwrap_or(1);
         let mut done = 0;
         let mut packed = Vec::new();
         loop {
             let link = self.live(session)?;
-            let round = send_round(link, &mut lanes, encoded, depth, &mut packed)?;
+            let round = send_round(link, &mut lanes, encoded, depth, &mut packed, per_command)?;
             if round.is_empty() {
                 return Ok(done);
             }
@@ -192,13 +199,15 @@ struct Lane {
 /// Each lane's chunk of one round: (lane, the enqueues it sent).
 type Round = Vec<(usize, Vec<usize>)>;
 
-/// Sends up to `depth` of each lane's enqueues, packed as one write per lane.
+/// Sends up to `depth` of each lane's enqueues, packed as one write per lane (or one write per
+/// command: [`super::Permits::write_per_command`]).
 fn send_round(
     link: &mut Link,
     lanes: &mut [Lane],
     encoded: &[Vec<u8>],
     depth: usize,
     packed: &mut Vec<u8>,
+    per_command: bool,
 ) -> Result<Round, ConnectorError> {
     let mut round: Round = Vec::new();
     for (l, lane) in lanes.iter_mut().enumerate() {
@@ -206,6 +215,14 @@ fn send_round(
             continue;
         }
         let chunk: Vec<usize> = lane.todo.drain(..depth.min(lane.todo.len())).collect();
+        if per_command {
+            for &q in &chunk {
+                link.send_packed(&lane.anchor, &encoded[q])
+                    .map_err(engine_err)?;
+            }
+            round.push((l, chunk));
+            continue;
+        }
         packed.clear();
         for &q in &chunk {
             packed.extend_from_slice(&encoded[q]);

@@ -108,7 +108,7 @@ fn judge_reconnects(obs: &crate::observe::Observed, cluster: bool, out: &mut Gat
     } else {
         "every connection the connector opened through the kills read the fence before its \
          first script (R3.5: a new connection is a connect, also one a client library opens by \
-         itself)"
+         itself; the reads of a read verb may come before the fence read, P3.1)"
     };
     out.figure("crash_connections_judged", working);
     if bad.is_empty() {

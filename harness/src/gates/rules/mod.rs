@@ -155,6 +155,7 @@ pub fn is_tls_double(double: Double) -> bool {
 
 mod cluster;
 mod connector;
+pub mod permits;
 mod protocol;
 mod tls;
 pub mod ways;
@@ -180,6 +181,15 @@ pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(
 /// every must has a rule, and every rule a check and a double (or a reason). Headings, tables,
 /// code and quoted text (between backticks) do not count. Returns the offending units.
 pub fn musts_without_rule(spec: &str) -> Vec<String> {
+    prose_units(spec)
+        .into_iter()
+        .filter(|u| says_any(u, &["must", "never"]) && !cites_rule(u))
+        .collect()
+}
+
+/// SPEC's normative text (§1 on) cut into units: each bullet, table row, heading or paragraph.
+/// Headings, tables and code blocks are left out: what is left is prose that states a rule.
+pub(crate) fn prose_units(spec: &str) -> Vec<String> {
     let body = spec.find("## 1.").map_or(spec, |i| &spec[i..]);
     let mut units: Vec<String> = Vec::new();
     for block in body.split("\n\n") {
@@ -205,14 +215,15 @@ pub fn musts_without_rule(spec: &str) -> Vec<String> {
             let t = u.trim_start();
             !t.starts_with('#') && !t.starts_with('|') && !t.starts_with("```")
         })
-        .filter(|u| {
-            let prose: String = u.split('`').step_by(2).collect::<Vec<_>>().join(" ");
-            let says = prose
-                .split(|c: char| !c.is_ascii_alphabetic())
-                .any(|w| w.eq_ignore_ascii_case("must") || w.eq_ignore_ascii_case("never"));
-            says && !cites_rule(u)
-        })
         .collect()
+}
+
+/// True when `unit`'s prose (outside backticks) holds one of `words`, as a whole word.
+pub(crate) fn says_any(unit: &str, words: &[&str]) -> bool {
+    let prose: String = unit.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+    prose
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| words.iter().any(|x| w.eq_ignore_ascii_case(x)))
 }
 
 /// True when `text` holds an `R<n>.<m>`.
@@ -292,6 +303,7 @@ pub fn text() -> String {
             ));
         }
     }
+    s.push_str(&permits::text());
     if loose.is_empty() {
         s.push_str("\nevery must and never of SPEC names a rule\n");
     } else {

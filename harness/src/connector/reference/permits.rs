@@ -1,0 +1,46 @@
+//! The choices SPEC leaves to a connector (its permissions, `**P<n>.<m>**`), each taken the
+//! other way than the production reference takes it. Only a permission double
+//! (`crate::doubles::permits`) turns one on, and each must PASS every gate: a gate that fails
+//! one judges a connector that follows SPEC to the letter, the worst verdict a certifier can give.
+
+/// The paths SPEC permits that the reference does not take by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Permits {
+    /// After a verb failed with kind `engine`, the session's next verb opens a new connection by
+    /// itself (one engine); a read verb runs on it before the fence is read, and the fence is
+    /// read before its first script (P3.1: reconnect by itself, a read verb first).
+    pub reconnect_reads_first: bool,
+    /// `browse` reads the payloads with one `HMGET` per job root instead of `HGET` (P4.3).
+    pub hmget: bool,
+    /// Every connection speaks RESP3: `HELLO 3 AUTH user password` in place of `AUTH` (P4.5).
+    pub resp3: bool,
+    /// Every new connection sends `PING`, `CLIENT SETNAME` and an empty `MULTI`/`DISCARD`
+    /// before its first EchoMQ command, as client libraries' set-up and health checks do
+    /// (P4.6, P4.7).
+    pub greet: bool,
+    /// `PING` before every verb, as a pool checks an idle connection (P4.6).
+    pub ping_every_verb: bool,
+    /// A read timeout of 3 s, the shortest SPEC allows; a connection that timed out is closed
+    /// and replaced by a new one that reads the fence (P4.9, with R4.18 and R5.13).
+    pub short_timeout: bool,
+    /// A `batch` pipeline written one command per write: still every command before any reply
+    /// is read (P4.2: how the bytes are cut into writes does not matter).
+    pub write_per_command: bool,
+    /// On a cluster, `connect` opens a connection to every primary at once instead of lazily
+    /// (P8.1).
+    pub eager_nodes: bool,
+}
+
+impl Permits {
+    /// Every permission at once, as a connector that takes each of them would.
+    pub const ALL: Permits = Permits {
+        reconnect_reads_first: true,
+        hmget: true,
+        resp3: true,
+        greet: true,
+        ping_every_verb: true,
+        short_timeout: true,
+        write_per_command: true,
+        eager_nodes: true,
+    };
+}
