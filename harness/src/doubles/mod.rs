@@ -168,7 +168,7 @@ pub enum Double {
     LenientProbeKey,
     /// Refuses probe keys that only look reserved (`EMQ:x`, `emqx`): stricter than R4.7.
     StrictProbeKey,
-    /// Refuses session names outside `[A-Za-z0-9_-]{1,64}`: stricter than SPEC §7.
+    /// Refuses session names outside `[A-Za-z0-9_-]{1,64}`: stricter than SPEC R5.10.
     StrictSessionName,
     /// Refuses the well-formed id `j0000000000000000`: stricter than R4.5.
     StrictIdZero,
