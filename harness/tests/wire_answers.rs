@@ -1,4 +1,4 @@
-//! SPEC §7's answers about the shape of a request, which the typed case format cannot express
+//! SPEC §5's and §4's answers about the shape of a request, which the typed case format cannot express
 //! (a `cmd` that is not a string, a string where an integer goes, `queues: null`, a number with a
 //! non-zero fraction, unknown fields), sent as raw JSON lines to every connector in another runtime that
 //! `ci/provision` installed: each must answer as SPEC says. The in-process reference has no JSON

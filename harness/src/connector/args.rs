@@ -27,7 +27,7 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
     req.check_args()
 }
 
-/// `connect`'s url: SPEC's url rule ([`EngineUrl`]: `redis://` or `rediss://`, a decimal port
+/// `connect`'s url: SPEC R9.1 ([`EngineUrl`]: `redis://` or `rediss://`, a decimal port
 /// and `/db`), on a cluster database 0 only (SPEC R8.1), and a `ca_file` only with `rediss://`
 /// (R10.1; whether the file reads is the connector's to find, when it opens the session).
 pub fn connect_url(url: &str, cluster: bool, ca_file: Option<&str>) -> Result<(), ConnectorError> {
@@ -291,7 +291,7 @@ mod spec_bounds {
 mod tests {
     use super::connect_url;
 
-    /// SPEC §5's url rule: no `/db` and an empty one both name database 0, on a cluster too.
+    /// SPEC R9.1: no `/db` and an empty one both name database 0, on a cluster too.
     #[test]
     fn an_empty_db_is_database_zero() {
         for cluster in [false, true] {

@@ -181,7 +181,7 @@ impl Connector for Lenient {
 pub enum Strictness {
     /// A probe key starting with `emq` in any case, colon or not (R4.7 is `emq:`, case-sensitive).
     ProbeKey,
-    /// A session name outside `[A-Za-z0-9_-]{1,64}` (SPEC §7: any non-empty string).
+    /// A session name outside `[A-Za-z0-9_-]{1,64}` (SPEC R5.10: any non-empty string).
     SessionName,
     /// A job id numbered 0 (R4.5: `j` and any 16 digits).
     IdZero,

@@ -50,9 +50,9 @@ pub mod cluster;
 pub mod faults;
 #[cfg(feature = "doubles")]
 pub mod flaky;
+pub mod permits;
 #[cfg(feature = "doubles")]
 pub mod rewrite;
-pub mod permits;
 mod table;
 #[cfg(feature = "doubles")]
 pub mod time;
@@ -169,7 +169,7 @@ pub enum Double {
     LenientProbeKey,
     /// Refuses probe keys that only look reserved (`EMQ:x`, `emqx`): stricter than R4.7.
     StrictProbeKey,
-    /// Refuses session names outside `[A-Za-z0-9_-]{1,64}`: stricter than SPEC §7.
+    /// Refuses session names outside `[A-Za-z0-9_-]{1,64}`: stricter than SPEC R5.10.
     StrictSessionName,
     /// Refuses the well-formed id `j0000000000000000`: stricter than R4.5.
     StrictIdZero,

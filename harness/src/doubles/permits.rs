@@ -39,13 +39,17 @@ pub enum Taker {
     WritePerCommand,
     /// On a cluster, a connection to every primary at `connect`, not lazily.
     EagerNodeConnections,
+    /// A `batch` sends its first enqueue alone, then pipelines of `depth`.
+    LoneFirstEnqueue,
+    /// On a cluster, `connect` reads `CLUSTER SHARDS` and `CLUSTER NODES` besides `SLOTS`.
+    ReadsEverySlotMap,
     /// Every permission above at once.
     Permissive,
 }
 
 impl Taker {
     /// Every permission double, in the order the self-tests run them.
-    pub const ALL: [Taker; 9] = [
+    pub const ALL: [Taker; 11] = [
         Taker::ReconnectReadsFirst,
         Taker::HmgetPayloads,
         Taker::Resp3Hello,
@@ -54,6 +58,8 @@ impl Taker {
         Taker::ShortestReadTimeout,
         Taker::WritePerCommand,
         Taker::EagerNodeConnections,
+        Taker::LoneFirstEnqueue,
+        Taker::ReadsEverySlotMap,
         Taker::Permissive,
     ];
 
@@ -70,6 +76,8 @@ impl Taker {
             Self::ShortestReadTimeout => p.short_timeout = true,
             Self::WritePerCommand => p.write_per_command = true,
             Self::EagerNodeConnections => p.eager_nodes = true,
+            Self::LoneFirstEnqueue => p.lone_first = true,
+            Self::ReadsEverySlotMap => p.every_slot_map = true,
             Self::Permissive => p = Permits::ALL,
         }
         p

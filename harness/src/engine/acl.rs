@@ -17,7 +17,7 @@ use crate::protocol::url::{EngineUrl, Scheme};
 /// The harness's own user: every command, every key and channel.
 pub const ADMIN_USER: &str = "emq-admin";
 
-/// The user the url a connector is given names (SPEC §5's url rule).
+/// The user the url a connector is given names (SPEC R9.1).
 pub const CONNECTOR_USER: &str = "emq";
 
 /// A fresh random password per run.

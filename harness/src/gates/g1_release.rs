@@ -15,7 +15,7 @@ use crate::observe::connector_clients;
 const SESSION: &str = "r1";
 const QUEUE: &str = "g1r";
 /// How long the proxy holds one reply in [`after_a_timeout`]: past the shortest read timeout SPEC
-/// §7 advises (3 s; G5's 2 s window rules out shorter ones), so such a connector gives up here,
+/// P4.11 sets (3 s; G5's 2 s window rules out shorter ones), so such a connector gives up here,
 /// and well within the harness's own 10 s.
 const HOLD: Duration = Duration::from_millis(3500);
 

@@ -232,7 +232,7 @@ fn proxy_for<'a>(
 /// How long the proxy waits for another held command before it lets the replies go: far above
 /// the gap between two writes of a connector that is sending. A batch's window waits for one
 /// enqueue past `depth`, which a correct connector never sends, so every connector pays it once
-/// there, and a read timeout shorter than this fails G5 (SPEC §7 advises 3 s at least).
+/// there, and a read timeout shorter than this fails G5 (SPEC P4.11 sets 3 s at least).
 const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Part 4, one engine (R4.11, R4.12): through the proxy, with every reply withheld, the probe's

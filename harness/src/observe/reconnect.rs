@@ -269,7 +269,10 @@ mod tests {
         assert_eq!(clients, ["127.0.0.1:4", "127.0.0.1:5"]);
         assert_eq!(
             bad[0].first,
-            ["ZCARD emq:{g8c}:pending", "EVALSHA abc (not a bundle script)"]
+            [
+                "ZCARD emq:{g8c}:pending",
+                "EVALSHA abc (not a bundle script)"
+            ]
         );
     }
 

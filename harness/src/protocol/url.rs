@@ -1,5 +1,5 @@
 //! An engine url, `redis://[[user]:password@]host[:port][/db]`, parsed once: the engine's
-//! `--url`, `connect`'s url (SPEC §5, the url rule), the bench's `valkey-benchmark` flags and a
+//! `--url`, `connect`'s url (SPEC R9.1), the bench's `valkey-benchmark` flags and a
 //! cluster node's url all read it here, so the rule has one spelling.
 //!
 //! What it accepts is SPEC's rule: the harness sends `redis://[:password@]host:port[/db]`, or

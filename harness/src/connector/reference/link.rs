@@ -461,6 +461,20 @@ impl Link {
         }
     }
 
+    /// On a cluster, `CLUSTER SHARDS` and `CLUSTER NODES` too, as other client libraries read
+    /// the slot map ([`super::Permits::every_slot_map`], P4.9); nothing on one engine.
+    pub(super) fn read_other_slot_maps(&mut self) -> RedisResult<()> {
+        if let Self::Cluster(c) = self {
+            for sub in ["SHARDS", "NODES"] {
+                c.con.route_command(
+                    &redis::cmd("CLUSTER").arg(sub).to_owned(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// On a cluster, a plain connection to every primary now rather than on first use
     /// ([`super::Permits::eager_nodes`], P8.1); nothing on one engine.
     pub(super) fn open_every_node(&mut self) -> RedisResult<()> {

@@ -207,6 +207,9 @@ impl Reference {
         if self.permits.eager_nodes {
             link.open_every_node().map_err(engine_err)?;
         }
+        if self.permits.every_slot_map {
+            link.read_other_slot_maps().map_err(engine_err)?;
+        }
         if self.quirks.preload_only {
             for name in SCRIPT_ORDER {
                 Self::load(&mut link, FENCE_KEY, &self.scripts[name], self.quirks)?;

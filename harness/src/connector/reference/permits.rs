@@ -27,8 +27,12 @@ pub struct Permits {
     /// is read (P4.2: how the bytes are cut into writes does not matter).
     pub write_per_command: bool,
     /// On a cluster, `connect` opens a connection to every primary at once instead of lazily
-    /// (P8.1).
+    /// (P8.1, P10.1).
     pub eager_nodes: bool,
+    /// A `batch` sends its first enqueue alone, then pipelines of `depth` (P4.3).
+    pub lone_first: bool,
+    /// On a cluster, `connect` also reads `CLUSTER SHARDS` and `CLUSTER NODES` (P4.9).
+    pub every_slot_map: bool,
 }
 
 impl Permits {
@@ -42,5 +46,7 @@ impl Permits {
         short_timeout: true,
         write_per_command: true,
         eager_nodes: true,
+        lone_first: true,
+        every_slot_map: true,
     };
 }

@@ -158,11 +158,14 @@ impl Reference {
         let quirks = self.quirks;
         let per_command = self.permits.write_per_command;
         let depth = usize::try_from(depth.max(1)).unwrap_or(1);
+        // P4.3: the first enqueue of each lane alone, then pipelines of `depth`.
+        let mut lone = self.permits.lone_first;
         let mut done = 0;
         let mut packed = Vec::new();
         loop {
             let link = self.live(session)?;
-            let round = send_round(link, &mut lanes, encoded, depth, &mut packed, per_command)?;
+            let d = if std::mem::take(&mut lone) { 1 } else { depth };
+            let round = send_round(link, &mut lanes, encoded, d, &mut packed, per_command)?;
             if round.is_empty() {
                 return Ok(done);
             }

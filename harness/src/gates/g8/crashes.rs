@@ -271,7 +271,7 @@ fn fill(
 }
 
 /// After a failed call, in turn: nothing (the next verb goes on the same session, as a caller's
-/// would: SPEC §7 lets the connector reconnect by itself there, and R3.5 says how, so that path
+/// would: SPEC P3.2 lets the connector reconnect by itself there, and R3.5 says how, so that path
 /// is crashed into too), the connector's own recovery (disconnect, connect again on the same
 /// instance), and a fresh instance from the factory (a child connector is not respawned for
 /// every crash). A session that keeps failing moves on to the next way at its next error.

@@ -158,19 +158,21 @@ mod connector;
 pub mod permits;
 mod protocol;
 mod tls;
+mod url;
 pub mod ways;
 mod wire;
 
 pub use ways::{How, Way};
 
 /// Every rule of SPEC, in SPEC's order: §1–§3 (the protocol), §4 (the connector), §5 (the wire),
-/// §8 (a cluster), then §10 (over TLS), one file per part of SPEC.
+/// §8 (a cluster), §9 (the url), then §10 (over TLS), one file per part of SPEC.
 pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
     protocol::PROTOCOL
         .iter()
         .chain(connector::CONNECTOR)
         .chain(wire::WIRE)
         .chain(cluster::CLUSTER)
+        .chain(url::URL)
         .chain(tls::TLS)
         .copied()
         .collect()
@@ -224,6 +226,76 @@ pub(crate) fn says_any(unit: &str, words: &[&str]) -> bool {
     prose
         .split(|c: char| !c.is_ascii_alphabetic())
         .any(|w| words.iter().any(|x| w.eq_ignore_ascii_case(x)))
+}
+
+/// The words that grant a choice: a unit of SPEC whose prose (outside backticks) holds one
+/// declares a permission (`**P<section>.<n>**`), or is rephrased so it grants nothing.
+pub const GRANTING: [&str; 5] = ["may", "allowed", "fine", "either", "optional"];
+
+/// SPEC's units (§1 on: list items, table rows, paragraphs) that say a [`GRANTING`] word and
+/// declare no permission, then the permission ids out of place: each section's `**P<s>.<n>**`
+/// are declared once, numbered 1, 2, … in document order, `<s>` being the section's number.
+/// Headings and code do not count. Pure.
+pub fn grants_without_permission(spec: &str) -> Vec<String> {
+    let body = spec.find("## 1.").map_or(spec, |i| &spec[i..]);
+    let mut out = Vec::new();
+    for section in body.split("\n## ") {
+        let number: String = section
+            .trim_start_matches("## ")
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let mut next = 1;
+        for part in section.split("**P").skip(1) {
+            let Some(id) = part.split("**").next() else {
+                continue;
+            };
+            if id.split_once('.').is_some_and(|(a, b)| {
+                !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && b.parse::<u32>().is_ok()
+            }) {
+                let want = format!("{number}.{next}");
+                if id != want {
+                    out.push(format!("P{id} where P{want} is due"));
+                }
+                next += 1;
+            }
+        }
+        let mut in_code = false;
+        for block in section.split("\n\n") {
+            let mut units: Vec<Vec<&str>> = Vec::new();
+            for line in block.lines() {
+                let t = line.trim_start();
+                if t.starts_with("```") {
+                    in_code = !in_code;
+                    continue;
+                }
+                if in_code {
+                    continue;
+                }
+                if t.starts_with("- ") || t.starts_with('|') || t.starts_with('#') {
+                    units.push(vec![t]);
+                } else if let Some(u) = units.last_mut() {
+                    u.push(t);
+                } else {
+                    units.push(vec![t]);
+                }
+            }
+            for u in units {
+                let text = u.join(" ");
+                if text.starts_with('#') {
+                    continue;
+                }
+                let prose: String = text.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+                let grants = prose
+                    .split(|c: char| !c.is_ascii_alphabetic())
+                    .any(|w| GRANTING.iter().any(|g| w.eq_ignore_ascii_case(g)));
+                if grants && !text.contains("**P") {
+                    out.push(text);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// True when `text` holds an `R<n>.<m>`.
@@ -345,7 +417,29 @@ pub fn complete() -> bool {
 
 #[cfg(test)]
 mod audit_tests {
-    use super::musts_without_rule;
+    use super::{SPEC, grants_without_permission, musts_without_rule};
+
+    #[test]
+    fn spec_says_may_only_to_grant_and_numbers_every_permission() {
+        let loose = grants_without_permission(SPEC);
+        assert!(
+            loose.is_empty(),
+            "SPEC grants without a permission id (**P<section>.<n>**), or numbers one out of \
+             order; give it one or rephrase (might, can, whether or not):\n{}",
+            loose.join("\n---\n")
+        );
+    }
+
+    #[test]
+    fn a_grant_without_a_permission_id_is_found() {
+        let spec = "## 1. A\n\n- a connector may do it\n- **P1.1** it may do that\n\n`may` in code\n\n\
+                    | row | optional |\n\n## 2. B\n\n**P2.2** a gap\n";
+        let found = grants_without_permission(spec);
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert!(found[0].starts_with("- a connector may"));
+        assert!(found[1].starts_with("| row |"));
+        assert!(found[2].starts_with("P2.2 where P2.1"));
+    }
 
     #[test]
     fn a_must_without_a_rule_is_found_and_one_with_a_rule_is_not() {

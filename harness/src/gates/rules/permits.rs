@@ -5,16 +5,13 @@
 //! A check stricter than its rule is invisible to broken doubles: only a connector that takes
 //! the permitted path meets it, and that is a false FAIL on a connector that follows SPEC.
 //!
-//! `tests/rules.rs` keeps this table and SPEC in step: every unit of SPEC whose prose grants
-//! something ([`PERMISSION_WORDS`]) declares or cites a `P` id, every id is here, and every
-//! entry names a double that takes it or says why no gate can see the difference.
+//! Kept in step with SPEC by the tests below and `super::grants_without_permission`: every unit
+//! of SPEC whose prose grants something declares a `P` id, every id is here in SPEC's order,
+//! and every entry names a double that takes it or says why none needs to. `tests/gates.rs`
+//! runs each double through every gate, on every engine its permission is about.
 
 use super::RuleId;
 use crate::doubles::permits::Taker;
-
-/// The words that grant a permission in SPEC's prose (outside backticks). SPEC keeps "may" for
-/// permissions alone, so a sentence that says one grants something and needs an id.
-pub const PERMISSION_WORDS: &[&str] = &["may", "allowed", "fine", "either", "optional"];
 
 /// One permission of SPEC.
 #[derive(Debug, Clone, Copy)]
@@ -36,40 +33,79 @@ pub struct Permit {
 const NEVER_SENT: &str = "the harness never sends that input, so no gate sees which path a \
                           connector takes";
 
+/// Why a permission about the bundle's version needs no double.
+const SAME_VERSION: &str = "the harness always names the version of the bundle it passes, so a \
+                            connector that compares them never refuses";
+
 /// Every permission of SPEC, in SPEC's order.
 pub const PERMITS: &[Permit] = &[
     Permit {
-        id: "P3.1",
-        rule: RuleId::new(3, 5),
-        what: "a session reconnects by itself on its next verb (the fence read before the first script) or fails the verb with kind engine; a read verb may come first on the new connection",
-        takers: &[Taker::ReconnectReadsFirst, Taker::Permissive],
-        untaken: "",
-    },
-    Permit {
-        id: "P4.1",
-        rule: RuleId::new(4, 11),
-        what: "how a pipeline's bytes are cut into writes (one write, or one per command)",
-        takers: &[Taker::WritePerCommand, Taker::Permissive],
-        untaken: "",
-    },
-    Permit {
-        id: "P4.2",
-        rule: RuleId::new(4, 13),
+        id: "P2.1",
+        rule: RuleId::new(2, 5),
         what: "browse's payloads by HGET per id or by HMGET",
         takers: &[Taker::HmgetPayloads, Taker::Permissive],
         untaken: "",
     },
     Permit {
+        id: "P3.1",
+        rule: RuleId::new(3, 5),
+        what: "a read verb (browse, pending_size) before the fence read on a new connection",
+        takers: &[Taker::ReconnectReadsFirst, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P3.2",
+        rule: RuleId::new(3, 5),
+        what: "after a lost connection, reconnect by itself on the next verb (the fence read first) or fail that verb with kind engine (the reference)",
+        takers: &[Taker::ReconnectReadsFirst, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P4.1",
+        rule: RuleId::new(4, 1),
+        what: "1.0 and 1e3 read as the integers 1 and 1000, or refused as invalid",
+        takers: &[],
+        untaken: NEVER_SENT,
+    },
+    Permit {
+        id: "P4.2",
+        rule: RuleId::new(4, 11),
+        what: "a pipeline's bytes cut into writes as the connector likes (one write, or one per command)",
+        takers: &[Taker::WritePerCommand, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
         id: "P4.3",
-        rule: RuleId::new(4, 19),
-        what: "AUTH user password, or HELLO 3 AUTH user password (RESP2 or RESP3)",
-        takers: &[Taker::Resp3Hello, Taker::Permissive],
+        rule: RuleId::new(4, 12),
+        what: "one enqueue of a batch alone first (to load the script), then pipelines of depth",
+        takers: &[Taker::LoneFirstEnqueue, Taker::Permissive],
         untaken: "",
     },
     Permit {
         id: "P4.4",
+        rule: RuleId::new(4, 12),
+        what: "a failed batch's message says how many enqueues landed",
+        takers: &[],
+        untaken: "no gate reads an error's message, only its kind",
+    },
+    Permit {
+        id: "P4.5",
         rule: RuleId::new(4, 19),
-        what: "PING, CLIENT SETNAME, CLIENT SETINFO and DISCARD on any connection, at any time",
+        what: "DISCARD to end a transaction",
+        takers: &[Taker::GreetsEachConnection, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P4.6",
+        rule: RuleId::new(4, 19),
+        what: "HELLO 3 AUTH user password in place of AUTH: RESP2 or RESP3",
+        takers: &[Taker::Resp3Hello, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P4.7",
+        rule: RuleId::new(4, 19),
+        what: "PING on any connection, new or idle",
         takers: &[
             Taker::GreetsEachConnection,
             Taker::PingsEveryVerb,
@@ -78,36 +114,86 @@ pub const PERMITS: &[Permit] = &[
         untaken: "",
     },
     Permit {
-        id: "P4.5",
+        id: "P4.8",
+        rule: RuleId::new(4, 19),
+        what: "CLIENT SETNAME and CLIENT SETINFO on every connection (the reference's client library sends SETINFO)",
+        takers: &[Taker::GreetsEachConnection, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P4.9",
+        rule: RuleId::new(4, 19),
+        what: "the slot map read with CLUSTER SLOTS (the reference), SHARDS or NODES",
+        takers: &[Taker::ReadsEverySlotMap, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P4.10",
         rule: RuleId::new(4, 18),
-        what: "a read timeout anywhere from 3 s to 60 s; after one, drop the connection, or read and discard the late reply",
+        what: "after a timeout, drop the connection, or read and discard the late reply, or match replies to requests",
+        takers: &[Taker::ShortestReadTimeout, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P4.11",
+        rule: RuleId::new(4, 18),
+        what: "a read timeout anywhere from 3 s to 60 s (the reference: 60 s)",
         takers: &[Taker::ShortestReadTimeout, Taker::Permissive],
         untaken: "",
     },
     Permit {
         id: "P5.1",
-        rule: RuleId::new(4, 1),
-        what: "1.0 and 1e3 read as the integers 1 and 1000, or refused as invalid",
+        rule: RuleId::new(2, 1),
+        what: "EMQ_BUNDLE_VERSION compared with the manifest, and a start refused on a mismatch",
         takers: &[],
-        untaken: NEVER_SENT,
+        untaken: SAME_VERSION,
     },
     Permit {
         id: "P8.1",
         rule: RuleId::new(8, 1),
-        what: "a cluster session's node connections opened at connect or lazily",
+        what: "a cluster session's node connections opened at connect or lazily (the reference)",
+        takers: &[Taker::EagerNodeConnections, Taker::Permissive],
+        untaken: "",
+    },
+    Permit {
+        id: "P8.2",
+        rule: RuleId::new(8, 7),
+        what: "after TRYAGAIN or CLUSTERDOWN, the call sent again (paused, bounded) or kind engine",
+        takers: &[],
+        untaken: "no double of its own yet: the reference answers kind engine, and G8's migration \
+                  judges both paths by the jobs alone (each exactly once, or the call failed and \
+                  the queue is untouched)",
+    },
+    Permit {
+        id: "P8.3",
+        rule: RuleId::new(8, 11),
+        what: "the slot map's refresh left to the client library, if it never re-sends the failed call",
+        takers: &[],
+        untaken: "the Python connector takes it (redis-py's RedisCluster refreshes its own map, \
+                  retries 0) and passes every cluster cell of the matrix",
+    },
+    Permit {
+        id: "P9.1",
+        rule: RuleId::new(9, 1),
+        what: "urls beyond what the harness sends (no user, a percent-encoded password, IPv6, a default port)",
+        takers: &[],
+        untaken: NEVER_SENT,
+    },
+    Permit {
+        id: "P9.2",
+        rule: RuleId::new(9, 1),
+        what: "\"ca_file\": null refused as invalid instead of read as absent",
+        takers: &[],
+        untaken: NEVER_SENT,
+    },
+    Permit {
+        id: "P10.1",
+        rule: RuleId::new(10, 3),
+        what: "on a TLS cluster, connect fails with kind engine when a node it reaches at connect presents a refused certificate",
         takers: &[Taker::EagerNodeConnections, Taker::Permissive],
         untaken: "",
     },
 ];
-
-/// The units of SPEC that grant something ([`PERMISSION_WORDS`]) and neither declare nor cite a
-/// `P<n>.<m>`.
-pub fn permissions_without_id(spec: &str) -> Vec<String> {
-    super::prose_units(spec)
-        .into_iter()
-        .filter(|u| super::says_any(u, PERMISSION_WORDS) && ids_in(u).is_empty())
-        .collect()
-}
 
 /// The permission ids SPEC declares (`**P<n>.<m>**`), in order of first appearance.
 pub fn spec_permit_ids(spec: &str) -> Vec<String> {
@@ -157,13 +243,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_unit_that_grants_needs_an_id_and_ids_are_read_in_order() {
-        let spec = "## 1. A\n\n- a connector may send PING (**P1.1**).\n- the reply may be \
-                    late.\n- `may` in code grants nothing.\n\nBoth are fine: see P1.1.\n\n\
-                    **P1.2** Either way, **P1.1** again.\n";
-        let loose = permissions_without_id(spec);
-        assert_eq!(loose, ["- the reply may be late."]);
+    fn ids_are_read_in_order_of_declaration() {
+        let spec = "## 1. A\n\n- a connector may send PING (**P1.1**).\n\n**P1.2** Either \
+                    way, **P1.1** again; **Pending** is no id.\n";
         assert_eq!(spec_permit_ids(spec), ["P1.1", "P1.2"]);
+    }
+
+    #[test]
+    fn spec_declares_the_permissions_of_the_table_in_its_order() {
+        let table: Vec<&str> = PERMITS.iter().map(|p| p.id).collect();
+        assert_eq!(spec_permit_ids(super::super::SPEC), table);
     }
 
     #[test]

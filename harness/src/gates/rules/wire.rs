@@ -107,7 +107,7 @@ pub const WIRE: &[Rule] = &[
             Way::not(
                 How::Otherwise,
                 "an unknown cmd answered with kind invalid",
-                "no gate can see it: the harness never sends a cmd it did not define, so the answer is only SPEC §7's advice",
+                "no gate can see it: the harness never sends a cmd it did not define, so the answer is only SPEC §5's advice",
             ),
         ],
         unbreakable: "",
