@@ -22,6 +22,7 @@ mod common;
 use emq::connector::Connector;
 use emq::connector::child::{ChildFactory, ChildSpec};
 use emq::connector::reference::Reference;
+use emq::doubles::permits::Taker;
 use emq::doubles::{Double, TABLE};
 use emq::engine::Engine;
 use emq::error::HarnessError;
@@ -45,11 +46,13 @@ fn seed() -> u64 {
     emq::settings::parsed(emq::settings::SELFTEST_SEED).unwrap_or(42)
 }
 
-/// Who is judged: the reference connector, a double, or the Python connector.
+/// Who is judged: the reference connector, a double, a permission double, or the Python
+/// connector.
 #[derive(Clone, Copy, Debug)]
 enum Subject {
     Reference,
     Double(Double),
+    Taker(Taker),
     Python,
 }
 
@@ -63,6 +66,7 @@ impl Subject {
                 })
             }
             Subject::Double(d) => d.factory(bundle),
+            Subject::Taker(t) => t.factory(bundle),
             Subject::Python => {
                 let program = common::python_connector().expect("the Python connector");
                 Box::new(ChildFactory::new(ChildSpec::new([program
@@ -167,9 +171,9 @@ fn describe(out: &GateOutcome, t0: Instant) -> String {
 }
 
 /// `SkipFence` → `skip_fence`.
-fn snake(d: Double) -> String {
+fn snake(name: &str) -> String {
     let mut s = String::new();
-    for (i, c) in format!("{d:?}").chars().enumerate() {
+    for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() {
             if i > 0 {
                 s.push('_');
@@ -213,7 +217,7 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     for &g in &fail {
         let engine = engine.clone();
         trials.push(Trial::test(
-            format!("{}_fails_{}{on}", snake(d), g.as_str().to_ascii_lowercase()),
+            format!("{}_fails_{}{on}", snake(&format!("{d:?}")), g.as_str().to_ascii_lowercase()),
             move || judge(Subject::Double(d), &engine, on_engine, &[g], &[g]),
         ));
     }
@@ -221,14 +225,14 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     if !others.is_empty() {
         let engine = engine.clone();
         trials.push(Trial::test(
-            format!("{}_passes_the_other_gates{on}", snake(d)),
+            format!("{}_passes_the_other_gates{on}", snake(&format!("{d:?}"))),
             move || judge(Subject::Double(d), &engine, on_engine, &others, &[]),
         ));
     }
     if on_engine != On::One {
         let single: Shared = Arc::default();
         trials.push(Trial::test(
-            format!("{}_passes_every_gate_on_one_engine", snake(d)),
+            format!("{}_passes_every_gate_on_one_engine", snake(&format!("{d:?}"))),
             move || judge(Subject::Double(d), &single, On::One, &mine, &[]),
         ));
     }
@@ -236,6 +240,45 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     trials
         .into_iter()
         .map(|t| t.with_ignored_flag(ignored))
+        .collect()
+}
+
+/// The engines a permission double is judged on: those where its path differs from the
+/// reference's (a cluster's node connections, a TLS cluster's certificates), and one engine.
+/// The one that takes every permission is judged on all four.
+fn taker_engines(t: Taker) -> &'static [On] {
+    match t {
+        Taker::Permissive => &[On::One, On::Cluster, On::Tls, On::TlsCluster],
+        Taker::ReconnectReadsFirst | Taker::PingsEveryVerb => &[On::One],
+        Taker::EagerNodeConnections => &[On::Cluster, On::TlsCluster],
+        Taker::ReadsEverySlotMap => &[On::Cluster],
+        _ => &[On::One, On::Cluster],
+    }
+}
+
+/// A permission double passes every gate (all eight: G6's cases and G7's histories too) on each
+/// engine of [`taker_engines`]: a FAIL is a gate stricter than SPEC.
+fn taker_trials(t: Taker) -> Vec<Trial> {
+    let name = snake(&format!("{t:?}"));
+    taker_engines(t)
+        .iter()
+        .map(|&on| {
+            let suffix = match on {
+                On::Cluster => "_on_a_cluster",
+                On::Tls => "_on_tls",
+                On::TlsCluster => "_on_a_tls_cluster",
+                On::One => "",
+            };
+            Trial::test(format!("{name}_passes_every_gate{suffix}"), move || {
+                judge(
+                    Subject::Taker(t),
+                    &Arc::default(),
+                    on,
+                    &GateId::ALL,
+                    &[],
+                )
+            })
+        })
         .collect()
 }
 
@@ -394,6 +437,9 @@ fn main() -> ExitCode {
     ];
     for d in Double::all() {
         trials.extend(double_trials(d, python));
+    }
+    for t in Taker::ALL {
+        trials.extend(taker_trials(t));
     }
     libtest_mimic::run(&args, trials).exit_code()
 }

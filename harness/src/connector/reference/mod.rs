@@ -367,9 +367,7 @@ impl Reference {
             link = new;
             self.unfenced.insert(session.to_string());
         }
-        if self.permits.ping_every_verb {
-            link.send(&redis::cmd("PING")).map_err(engine_err)?;
-        }
+
         let fresh = if link.is_stale() {
             link.reconnect()
                 .map_err(engine_err)
@@ -377,8 +375,14 @@ impl Reference {
         } else {
             Ok(())
         };
+        let ping = self.permits.ping_every_verb;
         let link = self.sessions.entry(session.to_string()).or_insert(link);
-        fresh.map(|()| link)
+        fresh?;
+        if ping {
+            // A pool's health check of the connection it hands out (P4.7).
+            link.send(&redis::cmd("PING")).map_err(engine_err)?;
+        }
+        Ok(link)
     }
 
     /// EVALSHA-first: one `SCRIPT LOAD` on a `NOSCRIPT` miss, then the same call again.
