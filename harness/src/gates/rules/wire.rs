@@ -190,14 +190,26 @@ pub const WIRE: &[Rule] = &[
     Rule {
         id: RuleId::new(5, 9),
         summary: "on stop the connector sends nothing and exits 0",
-        checks: &["tests/child.rs: the process group is ended whatever the connector does"],
+        checks: &[
+            "G1: a connector of its own is connected, disconnected, then sent stop: a line on stdout, an exit other than 0, or no exit within ten times the slowest of those requests (at least 2 s) fails it; the process group is ended either way",
+        ],
         cases: &[],
-        gates: &[],
+        gates: &[GateId::G1],
         ways: &[
-            Way::not(
+            Way::fixtures(
+                How::TooMany,
+                "stop answered with a response line",
+                &["stop_answers.py"],
+            ),
+            Way::fixtures(
                 How::Otherwise,
-                "stop answered, or an exit other than 0",
-                "stop is the harness's last word and it ends the process group either way, so a connector that answers or exits non-zero changes no verdict",
+                "an exit other than 0 on stop",
+                &["stop_exits_3.py"],
+            ),
+            Way::fixtures(
+                How::Never,
+                "stop ignored: the process keeps running",
+                &["stop_ignored.py"],
             ),
             Way::not(
                 How::NotClosed,
@@ -205,9 +217,7 @@ pub const WIRE: &[Rule] = &[
                 "the harness ends the connector's whole process group when it is done with it (tests/child.rs: grandchild.py), and a child's engine connections are judged where they are held (R5.13)",
             ),
         ],
-        unbreakable: "not judged by a gate: stop is the harness's last word, and it ends the \
-                      process group either way, so a connector that answers or exits non-zero \
-                      changes no verdict",
+        unbreakable: "",
     },
     Rule {
         id: RuleId::new(5, 10),
