@@ -157,6 +157,7 @@ mod cluster;
 mod connector;
 mod protocol;
 mod tls;
+pub mod triggers;
 pub mod ways;
 mod wire;
 

@@ -23,6 +23,11 @@ pub const WIRE: &[Rule] = &[
                 "two lines for one request (a banner or a log line on stdout)",
                 &["chatty.py"],
             ),
+            Way::not(
+                How::Twice,
+                "a second reply to one request",
+                "the harness reads one line per request, so a second reply is the line nobody asked for, as chatty.py's banner is, and fails the same way",
+            ),
         ],
         unbreakable: "",
     },
@@ -203,12 +208,12 @@ pub const WIRE: &[Rule] = &[
             ),
             Way::fixtures(
                 How::Otherwise,
-                "an exit other than 0 on stop",
+                "exits 3 on stop, not 0",
                 &["stop_exits_3.py"],
             ),
             Way::fixtures(
                 How::Never,
-                "stop ignored: the process keeps running",
+                "stop ignored: the process keeps running and never exits",
                 &["stop_ignored.py"],
             ),
             Way::not(
@@ -251,12 +256,12 @@ pub const WIRE: &[Rule] = &[
         ways: &[
             Way::by(
                 How::NotClosed,
-                "disconnect forgets the session but leaves its connection open",
+                "the session ends (disconnect) but its connection is left open",
                 &[Double::LeakOnDisconnect],
             ),
             Way::by(
                 How::NotClosed,
-                "connect of a connected session leaves the old connection open",
+                "the session is replaced (a connect of a connected session) but the old connection is left open",
                 &[Double::LeakOnReconnect],
             ),
             Way::by(
@@ -266,7 +271,7 @@ pub const WIRE: &[Rule] = &[
             ),
             Way::by(
                 How::NotClosed,
-                "a connection given up on after a read timeout left open, the session gone on over a new one",
+                "the session gives one up after a read timeout but leaves it open, gone on over a new one",
                 &[Double::AbandonOnTimeout],
             ),
             Way::not(
