@@ -32,7 +32,7 @@ pub const TRIGGERS: &[(RuleId, &[&str])] = &[
 
 /// The text SPEC gives rule `id`: from its `**R<n>.<m>**` to the next rule SPEC declares (or the
 /// end of its section). `None` when SPEC does not declare it.
-pub fn rule_text<'a>(spec: &'a str, id: RuleId) -> Option<&'a str> {
+pub fn rule_text(spec: &str, id: RuleId) -> Option<&str> {
     let mark = format!("**{id}**");
     let start = spec.find(&mark)? + mark.len();
     let rest = &spec[start..];
