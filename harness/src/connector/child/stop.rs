@@ -48,10 +48,11 @@ pub(super) fn verdict(after: &AfterStop, within: Duration) -> Result<(), String>
 
 /// Sends `stop`, closes stdin, and watches up to `within` for a line and the exit; then kills the
 /// group (a connector's own children with it) and reads what stdout still held.
-fn watch(mut p: Running, within: Duration) -> AfterStop {
+fn watch(mut p: Running, seq: u64, within: Duration) -> AfterStop {
     let deadline = Instant::now() + within;
     if let Some(tx) = p.stdin.take() {
-        let _ = tx.send(b"{\"cmd\":\"stop\"}\n".to_vec());
+        // A request like every other (R5.1: one per line, each with its `seq`).
+        let _ = tx.send(format!("{{\"seq\":{seq},\"cmd\":\"stop\"}}\n").into_bytes());
     }
     let mut line: Option<Line> = None;
     loop {
@@ -103,7 +104,8 @@ pub(super) fn judged(c: &mut ChildConnector, within: Duration) -> Option<Result<
     c.sessions.clear();
     c.dead = Some("connector was stopped by the harness".into());
     c.death = Some(StartReason::Stopped);
-    Some(verdict(&watch(p, within), within))
+    c.seq += 1;
+    Some(verdict(&watch(p, c.seq, within), within))
 }
 
 #[cfg(test)]
