@@ -17,7 +17,9 @@ use emq::suites::cases::runner::{Mode, run_case};
 fn verb_of(d: Double) -> Option<&'static str> {
     match d {
         Double::RetryIgnoresMaxAttempts => Some("retry"),
-        Double::ReapIgnoresLimit => Some("reap"),
+        Double::ReapIgnoresLimit | Double::ReapCapsAt100 => Some("reap"),
+        Double::PromoteCapsAt100 => Some("promote"),
+        Double::BrowseCapsAt1000 => Some("browse"),
         Double::CompleteIgnoresToken => Some("complete"),
         Double::ShortBatch => Some("batch"),
         Double::EnqueueTwice => Some("enqueue"),

@@ -81,6 +81,19 @@ fn every_way_has_a_double_or_a_reason() {
     }
 }
 
+/// Every trigger a rule's SPEC text lists has a way, mechanically: for each rule of
+/// `emq::gates::rules::triggers::TRIGGERS`, each word is in the rule's SPEC text and some way of
+/// the rule names it (a double takes it, or a reason says why none needs to).
+#[test]
+fn every_trigger_a_rule_lists_has_a_way() {
+    let gaps = emq::gates::rules::triggers::gaps(SPEC, &CATALOGUE);
+    assert!(
+        gaps.is_empty(),
+        "triggers without a way, or not in SPEC:\n{}",
+        gaps.join("\n")
+    );
+}
+
 /// SPEC §6's list of the ways each gate judges is the catalogue's (`EMQ_BLESS=1` rewrites it).
 #[test]
 fn spec_lists_the_ways_each_gate_judges_as_the_catalogue_does() {

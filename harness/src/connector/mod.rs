@@ -120,6 +120,14 @@ pub trait Connector {
     fn last_seq(&self) -> Option<u64> {
         None
     }
+
+    /// Ends the connector as the harness ends a process it is done with: `stop`, then the
+    /// process group is ended whatever happened. A child must send nothing and exit 0 within
+    /// `within` (R5.9); `Err` is the one line saying how it did not. `None` where there is no
+    /// process to stop (in process), or none healthy (a dead one was judged where it died).
+    fn stop(&mut self, _within: std::time::Duration) -> Option<Result<(), String>> {
+        None
+    }
 }
 
 /// Makes fresh connector instances: a gate may need several (sessions, restarts, crashes).
@@ -168,6 +176,9 @@ impl<C: Connector + ?Sized> Connector for Box<C> {
     }
     fn last_seq(&self) -> Option<u64> {
         (**self).last_seq()
+    }
+    fn stop(&mut self, within: std::time::Duration) -> Option<Result<(), String>> {
+        (**self).stop(within)
     }
 }
 

@@ -24,6 +24,8 @@ pub enum StartReason {
     Died,
     /// An explicit [`crate::connector::child::ChildConnector::restart`].
     Restart,
+    /// A gate stopped one to judge how it ends (G1, R5.9).
+    Stopped,
 }
 
 impl StartReason {
@@ -36,6 +38,7 @@ impl StartReason {
             Self::Timeout => "timeout",
             Self::Died => "died",
             Self::Restart => "restart",
+            Self::Stopped => "stopped",
         }
     }
 }

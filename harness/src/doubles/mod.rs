@@ -183,6 +183,14 @@ pub enum Double {
     StrictLimitZero,
     /// `browse` returns one id more than `limit` (`ZRANGE key offset offset+limit`).
     BrowseOneMore,
+    /// `browse` returns at most 1 000 rows, whatever `limit` asks (a library's page).
+    BrowseCapsAt1000,
+    /// `promote` moves at most 100, whatever `limit` asks (a ceiling of the connector's own).
+    PromoteCapsAt100,
+    /// `reap` moves at most 100, whatever `limit` asks (a ceiling of the connector's own).
+    ReapCapsAt100,
+    /// `pipeline_probe` in pipelines of at most 1 000, one after another (right replies).
+    ProbeSplitsAt1000,
     /// A fence of another protocol refuses the connect with kind `engine`, not `fence`.
     FenceAsEngine,
     /// Takes 250 ms off every lease, delay and backoff above it (a "safety margin").
@@ -334,6 +342,16 @@ impl Double {
             Self::DeepBatch => Box::new(Rewriter::new(reference(), Rewrite::DeepBatch)),
             Self::ShallowBatch => Box::new(Rewriter::new(reference(), Rewrite::ShallowBatch)),
             Self::BrowseOneMore => Box::new(Rewriter::new(reference(), Rewrite::BrowseOneMore)),
+            Self::BrowseCapsAt1000 => {
+                Box::new(Rewriter::new(reference(), Rewrite::BrowseCapsAt1000))
+            }
+            Self::PromoteCapsAt100 => {
+                Box::new(Rewriter::new(reference(), Rewrite::PromoteCapsAt100))
+            }
+            Self::ReapCapsAt100 => Box::new(Rewriter::new(reference(), Rewrite::ReapCapsAt100)),
+            Self::ProbeSplitsAt1000 => {
+                Box::new(Rewriter::new(reference(), Rewrite::ProbeSplitsAt1000))
+            }
             Self::EvalOnNoscript => quirked(|q| q.eval_on_noscript = true),
             Self::PreloadOnly => quirked(|q| q.preload_only = true),
             Self::RedialUnfenced => quirked(|q| q.redial_unfenced = true),

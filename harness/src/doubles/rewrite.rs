@@ -16,7 +16,18 @@ pub enum Rewrite {
     ReapIgnoresLimit,
     CompleteIgnoresToken,
     EnqueueTwice,
+    BrowseCapsAt1000,
+    PromoteCapsAt100,
+    ReapCapsAt100,
+    ProbeSplitsAt1000,
 }
+
+/// The page a library cuts a `browse` at (a paging iterator's default).
+pub const BROWSE_PAGE: i64 = 1000;
+/// The cap a connector's own "safety" puts on `promote` and `reap` limits.
+pub const LIMIT_CAP: i64 = 100;
+/// The pipeline a library splits a long `pipeline_probe` into.
+pub const PROBE_CHUNK: i64 = 1000;
 
 /// A connector that rewrites requests according to one [`Rewrite`].
 pub struct Rewriter<C> {
@@ -69,6 +80,37 @@ impl<C: Connector> Connector for Rewriter<C> {
                 *max_attempts = i64::from(i32::MAX);
             }
             (Request::Reap { limit, .. }, Rewrite::ReapIgnoresLimit) => *limit = 1_000_000,
+            // Each caps what it was asked after checking it (R4.4's bounds hold), as a library's
+            // page size or a connector's own ceiling does: every answer below the cap is right.
+            (Request::Browse { limit, .. }, Rewrite::BrowseCapsAt1000) => {
+                crate::connector::args::validate(request)?;
+                *limit = (*limit).min(BROWSE_PAGE);
+            }
+            (Request::Promote { limit, .. }, Rewrite::PromoteCapsAt100)
+            | (Request::Reap { limit, .. }, Rewrite::ReapCapsAt100) => {
+                crate::connector::args::validate(request)?;
+                *limit = (*limit).min(LIMIT_CAP);
+            }
+            (Request::PipelineProbe { session, key, n }, Rewrite::ProbeSplitsAt1000) => {
+                // Pipelines of at most 1 000, one after another: the replies are all right,
+                // but past 1 000 the probe is not one pipeline.
+                crate::connector::args::validate(request)?;
+                let mut replies = Vec::new();
+                let mut left = *n;
+                while left > 0 {
+                    let chunk = Request::PipelineProbe {
+                        session: session.clone(),
+                        key: key.clone(),
+                        n: left.min(PROBE_CHUNK),
+                    };
+                    left -= left.min(PROBE_CHUNK);
+                    match self.inner.call(&chunk)? {
+                        Reply::Probe(r) => replies.extend(r),
+                        other => return Ok(other),
+                    }
+                }
+                return Ok(Reply::Probe(replies));
+            }
             (
                 Request::Complete {
                     queue,

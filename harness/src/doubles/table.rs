@@ -316,6 +316,30 @@ pub const TABLE: &[Entry] = &[
         why_also: "",
     },
     Entry {
+        double: Double::BrowseCapsAt1000,
+        breaks: "R2.5: browse lists limit ids when the queue holds them (a library's page of 1 000 is no limit)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::PromoteCapsAt100,
+        breaks: "R4.4: a promote limit in 0..=2 147 483 647 is taken as given (a ceiling of 100 is no limit)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ReapCapsAt100,
+        breaks: "R4.4: a reap limit in 0..=2 147 483 647 is taken as given (a ceiling of 100 is no limit)",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
+        double: Double::ProbeSplitsAt1000,
+        breaks: "R4.11: a pipeline_probe of 10 000 is one pipeline, not ten of 1 000",
+        also: &[],
+        why_also: "",
+    },
+    Entry {
         double: Double::PendingSizeCountsActive,
         breaks: "R2.6: pending_size is ZCARD of the pending set",
         also: &[],

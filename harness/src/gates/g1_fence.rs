@@ -122,11 +122,13 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
         cluster_urls(ctx, out, &url)?;
         super::g1_release::check(ctx, out, &mut admin, db, &url)?;
         super::g1_tls::check(ctx, out, &url)?;
+        super::g1_stop::check(ctx, out, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
     judge_first_actions(&obs, out);
     super::g1_release::check(ctx, out, &mut admin, db, &url)?;
     super::g1_tls::check(ctx, out, &url)?;
+    super::g1_stop::check(ctx, out, &url)?;
 
     refusal(ctx, out, &mut admin, db, &url)
 }

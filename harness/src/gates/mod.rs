@@ -5,6 +5,7 @@ pub mod acl;
 pub mod contract;
 pub mod g1_fence;
 pub mod g1_release;
+mod g1_stop;
 pub mod g1_tls;
 mod g1_tls_nodes;
 pub mod g2_sha1;

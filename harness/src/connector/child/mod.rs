@@ -29,6 +29,7 @@
 
 mod factory;
 mod process;
+mod stop;
 mod wire;
 mod wirelog;
 mod words;
@@ -557,6 +558,10 @@ impl Connector for ChildConnector {
 
     fn last_seq(&self) -> Option<u64> {
         (self.seq > 0).then_some(self.seq)
+    }
+
+    fn stop(&mut self, within: Duration) -> Option<Result<(), String>> {
+        stop::judged(self, within)
     }
 
     fn log_tail(&self) -> String {

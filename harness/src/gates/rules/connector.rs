@@ -78,7 +78,10 @@ pub const CONNECTOR: &[Rule] = &[
     Rule {
         id: RuleId::new(4, 4),
         summary: "limit and offset outside 0..=2147483647 are invalid, nothing sent",
-        checks: &[super::protocol::INVALID_SENDS_NOTHING],
+        checks: &[
+            super::protocol::INVALID_SENDS_NOTHING,
+            "G6: promote-reap-limit-past-hundred: a limit of 1 000 moves 1 000 of 1 001 due jobs",
+        ],
         cases: &[
             "invalid-browse-args",
             "invalid-promote-args",
@@ -86,6 +89,7 @@ pub const CONNECTOR: &[Rule] = &[
             "browse-limit-zero",
             "promote-limit-zero",
             "reap-limit-zero",
+            "promote-reap-limit-past-hundred",
         ],
         gates: &[GateId::G6],
         ways: &[
@@ -98,6 +102,11 @@ pub const CONNECTOR: &[Rule] = &[
                 How::Refused,
                 "limit 0 refused (a limit taken to be at least 1)",
                 &[Double::StrictLimitZero],
+            ),
+            Way::by(
+                How::TooFew,
+                "a promote or reap limit above 100 cut to 100 (a ceiling of the connector's own, taken without a word)",
+                &[Double::PromoteCapsAt100, Double::ReapCapsAt100],
             ),
         ],
         unbreakable: "",
@@ -269,6 +278,11 @@ pub const CONNECTOR: &[Rule] = &[
                 &[Double::Unpipelined],
             ),
             Way::by(
+                How::TooFew,
+                "pipelines of at most 1 000, one after another (a client library's chunk): a probe of 10 000 is ten pipelines",
+                &[Double::ProbeSplitsAt1000],
+            ),
+            Way::by(
                 How::Otherwise,
                 "INCRBY key 1 instead of INCR key (redis-py's incr())",
                 &[Double::IncrByProbe],
@@ -414,13 +428,23 @@ pub const CONNECTOR: &[Rule] = &[
         ways: &[
             Way::by(
                 How::Otherwise,
-                "success answered for a call whose connection failed",
+                "success answered for a call whose connection failed: closed before its reply (G8's lost reply, dropped before forwarding) or its reply cut in the middle of a reply",
                 &[Double::AckUnsent],
             ),
             Way::by(
                 How::Otherwise,
-                "a made-up nothing-to-do answered (claim null, an invented id)",
+                "a made-up nothing-to-do answered (claim null, an invented id) for a call whose connection closed or whose reply was cut in the middle of a reply",
                 &[Double::SwallowConnectionErrors],
+            ),
+            Way::not(
+                How::Otherwise,
+                "a success or a made-up reply for a call whose connection was reset (RST)",
+                "to the connector a reset and a close are the same failed read, so a connector that answers one answers the other, and the doubles above take both; G8's proxy closes, which every client library reports as a reset would be",
+            ),
+            Way::not(
+                How::Otherwise,
+                "a success or a made-up reply for a call that timed out on its read",
+                "a call that timed out failed as a closed one did, and a connector that makes up its answer makes up the others' (the doubles above); what follows the timeout is R4.18's, judged by G8's hold",
             ),
         ],
         unbreakable: "",
@@ -441,6 +465,11 @@ pub const CONNECTOR: &[Rule] = &[
                 How::Twice,
                 "a batch's pipeline re-sent whole after a failed read",
                 "on one engine it is the same re-send as above, caught by the same accounting; on a cluster ResendClusterPipeline takes it (R8.4)",
+            ),
+            Way::not(
+                How::Twice,
+                "an enqueue re-sent after its connection was reset or refused when its node was killed",
+                "on one engine a reset is a lost reply, the first way's; on a cluster it is R8.10's way, judged by G8's unclean failover (ResendEnqueueAfterReset)",
             ),
         ],
         unbreakable: "",

@@ -158,6 +158,7 @@ mod connector;
 pub mod permits;
 mod protocol;
 mod tls;
+pub mod triggers;
 mod url;
 pub mod ways;
 mod wire;

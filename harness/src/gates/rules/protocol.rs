@@ -233,7 +233,7 @@ pub const PROTOCOL: &[Rule] = &[
             Way::not(
                 How::TooFew,
                 "a limit lowered (a clamp to a maximum of the connector's own)",
-                "no gate can see a clamp above the largest limit the gates send (G7's histories and the cases ask for at most a handful), and no connector seen rewrites an integer it was given",
+                "judged at R4.4, where case promote-reap-limit-past-hundred asks promote and reap for 1 000 of 1 001 due jobs (PromoteCapsAt100, ReapCapsAt100); G7's histories ask for a handful, so the rule's G7 cannot see it",
             ),
         ],
         unbreakable: "",
@@ -262,7 +262,11 @@ pub const PROTOCOL: &[Rule] = &[
         id: RuleId::new(2, 5),
         summary: "browse is ZRANGE then pipelined HGET payloads, in claim order; vanished ids left out",
         checks: &["G6: browse cases"],
-        cases: &["browse-claim-order", "browse-offset-limit-window"],
+        cases: &[
+            "browse-claim-order",
+            "browse-offset-limit-window",
+            "browse-limit-past-library-pages",
+        ],
         gates: &[GateId::G6],
         ways: &[
             Way::by(
@@ -274,6 +278,11 @@ pub const PROTOCOL: &[Rule] = &[
                 How::TooMany,
                 "one id more than limit (`ZRANGE key offset offset+limit`, an off-by-one)",
                 &[Double::BrowseOneMore],
+            ),
+            Way::by(
+                How::TooFew,
+                "at most 1 000 rows whatever limit asks (a client library's page taken for the whole)",
+                &[Double::BrowseCapsAt1000],
             ),
             Way::not(
                 How::TooFew,

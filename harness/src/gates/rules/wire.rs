@@ -23,6 +23,11 @@ pub const WIRE: &[Rule] = &[
                 "two lines for one request (a banner or a log line on stdout)",
                 &["chatty.py"],
             ),
+            Way::not(
+                How::Twice,
+                "a second reply to one request",
+                "the harness reads one line per request, so a second reply is the line nobody asked for, as chatty.py's banner is, and fails the same way",
+            ),
         ],
         unbreakable: "",
     },
@@ -190,14 +195,26 @@ pub const WIRE: &[Rule] = &[
     Rule {
         id: RuleId::new(5, 9),
         summary: "on stop the connector sends nothing and exits 0",
-        checks: &["tests/child.rs: the process group is ended whatever the connector does"],
+        checks: &[
+            "G1: a connector of its own is connected, disconnected, then sent stop: a line on stdout, an exit other than 0, or no exit within ten times the slowest of those requests (at least 2 s) fails it; the process group is ended either way",
+        ],
         cases: &[],
-        gates: &[],
+        gates: &[GateId::G1],
         ways: &[
-            Way::not(
+            Way::fixtures(
+                How::TooMany,
+                "stop answered with a response line",
+                &["stop_answers.py"],
+            ),
+            Way::fixtures(
                 How::Otherwise,
-                "stop answered, or an exit other than 0",
-                "stop is the harness's last word and it ends the process group either way, so a connector that answers or exits non-zero changes no verdict",
+                "exits 3 on stop, not 0",
+                &["stop_exits_3.py"],
+            ),
+            Way::fixtures(
+                How::Never,
+                "stop ignored: the process keeps running and never exits",
+                &["stop_ignored.py"],
             ),
             Way::not(
                 How::NotClosed,
@@ -205,9 +222,7 @@ pub const WIRE: &[Rule] = &[
                 "the harness ends the connector's whole process group when it is done with it (tests/child.rs: grandchild.py), and a child's engine connections are judged where they are held (R5.13)",
             ),
         ],
-        unbreakable: "not judged by a gate: stop is the harness's last word, and it ends the \
-                      process group either way, so a connector that answers or exits non-zero \
-                      changes no verdict",
+        unbreakable: "",
     },
     Rule {
         id: RuleId::new(5, 10),
@@ -241,12 +256,12 @@ pub const WIRE: &[Rule] = &[
         ways: &[
             Way::by(
                 How::NotClosed,
-                "disconnect forgets the session but leaves its connection open",
+                "the session ends (disconnect) but its connection is left open",
                 &[Double::LeakOnDisconnect],
             ),
             Way::by(
                 How::NotClosed,
-                "connect of a connected session leaves the old connection open",
+                "the session is replaced (a connect of a connected session) but the old connection is left open",
                 &[Double::LeakOnReconnect],
             ),
             Way::by(
@@ -256,7 +271,7 @@ pub const WIRE: &[Rule] = &[
             ),
             Way::by(
                 How::NotClosed,
-                "a connection given up on after a read timeout left open, the session gone on over a new one",
+                "the session gives one up after a read timeout but leaves it open, gone on over a new one",
                 &[Double::AbandonOnTimeout],
             ),
             Way::not(

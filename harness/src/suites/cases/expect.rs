@@ -43,7 +43,7 @@ pub fn now_offset(s: &str) -> Option<i64> {
     }
 }
 
-/// Replaces `$name`, `$name.field` and `$repeat:text:n`; leaves matchers (`$any`, `$id`, `$now…`).
+/// Replaces `$name`, `$name.field`, `$repeat:text:n` and `$jobs:payload:first:count`; leaves matchers (`$any`, `$id`, `$now…`).
 pub fn resolve(v: &Value, vars: &Map<String, Value>) -> Value {
     match v {
         Value::String(s) if s.starts_with('$') => resolve_str(s, vars).unwrap_or_else(|| v.clone()),
@@ -69,12 +69,30 @@ fn resolve_str(s: &str, vars: &Map<String, Value>) -> Option<Value> {
         let (text, n) = rest.rsplit_once(':')?;
         return Some(Value::String(text.repeat(n.parse().ok()?)));
     }
+    if let Some(rest) = name.strip_prefix("jobs:") {
+        return jobs(rest);
+    }
     let mut parts = name.split('.');
     let mut cur = vars.get(parts.next()?)?;
     for p in parts {
         cur = cur.get(p)?;
     }
     Some(cur.clone())
+}
+
+/// `$jobs:<payload>:<first>:<count>`: the `browse` rows of `count` jobs in a row from the
+/// `first`-th id of a queue, each with `payload` — a page past the sizes libraries cut at (10 001
+/// rows) without a 10 001-line file.
+fn jobs(spec: &str) -> Option<Value> {
+    let mut parts = spec.rsplitn(3, ':');
+    let count: u64 = parts.next()?.parse().ok()?;
+    let first: u64 = parts.next()?.parse().ok()?;
+    let payload = parts.next()?;
+    Some(Value::Array(
+        (first..first.checked_add(count)?)
+            .map(|i| serde_json::json!({"id": format!("j{i:016}"), "payload": payload}))
+            .collect(),
+    ))
 }
 
 /// True when `actual` matches `expected` (resolved), honouring `$any` and `$id`.
@@ -273,6 +291,10 @@ mod tests {
         let vars = vars.as_object().unwrap();
         assert_eq!(resolve(&json!("$c1.attempts"), vars), json!(2));
         assert_eq!(resolve(&json!("$repeat:ab:3"), vars), json!("ababab"));
+        assert_eq!(
+            resolve(&json!("$jobs:p:9:2"), vars),
+            json!([{"id": "j0000000000000009", "payload": "p"}, {"id": "j0000000000000010", "payload": "p"}])
+        );
         assert_eq!(resolve(&json!("$any"), vars), json!("$any"));
         assert!(matches(
             &json!({"id": "$id", "n": "$any"}),

@@ -223,12 +223,23 @@ fn parse_shown(file: &Path, shown: &str, text: &str) -> Result<Case, HarnessErro
     let mut steps = Vec::new();
     for (i, s) in raw.steps.into_iter().enumerate() {
         let (line, col) = (s.referenced.line(), s.referenced.column());
-        let step = parse_step(s.value, &sessions, &captured)
+        let mut value = s.value;
+        let times = take_times(&mut value)
             .map_err(|m| bad(shown, line, col, format!("step {}: {m}", i + 1)))?;
+        let step = parse_step(value, &sessions, &captured)
+            .map_err(|m| bad(shown, line, col, format!("step {}: {m}", i + 1)))?;
+        if times > 1 && step.capture.is_some() {
+            return Err(bad(
+                shown,
+                line,
+                col,
+                format!("step {}: a repeated step captures nothing", i + 1),
+            ));
+        }
         if let Some(c) = &step.capture {
             captured.insert(c.clone());
         }
-        steps.push(Step { line, col, ..step });
+        steps.extend(std::iter::repeat_n(Step { line, col, ..step }, times));
     }
     Ok(Case {
         id,
@@ -246,6 +257,23 @@ fn parse_shown(file: &Path, shown: &str, text: &str) -> Result<Case, HarnessErro
 }
 
 const STEP_KEYS: [&str; 4] = ["session", "as", "ok", "error"];
+
+/// The most a step may be repeated: enough for a queue past the largest page a library cuts at
+/// (10 000), few enough that a typo cannot stall a run.
+const MAX_TIMES: u64 = 100_000;
+
+/// Takes a step's optional `times: n` (1 to [`MAX_TIMES`]; 1 when absent): the step runs `n`
+/// times, each meeting its expectation, so a case can fill a set past a bound (1 001 delayed
+/// jobs for a promote of 1 000) without 1 001 lines.
+fn take_times(step: &mut Map<String, Value>) -> Result<usize, String> {
+    match step.remove("times") {
+        None => Ok(1),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| (1..=MAX_TIMES).contains(&n)) => {
+            Ok(n.as_u64().unwrap_or(1) as usize)
+        }
+        Some(other) => Err(format!("times: expected 1..={MAX_TIMES}, got {other}")),
+    }
+}
 
 fn parse_step(
     mut m: Map<String, Value>,
@@ -373,6 +401,7 @@ fn check_refs(v: &Value, captured: &BTreeSet<String>, matchers: bool) -> Result<
             let root = name.split('.').next().unwrap_or(name);
             let known = captured.contains(root)
                 || name.starts_with("repeat:")
+                || name.starts_with("jobs:")
                 || (matchers
                     && (name == "any"
                         || name == "id"
