@@ -217,7 +217,11 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     for &g in &fail {
         let engine = engine.clone();
         trials.push(Trial::test(
-            format!("{}_fails_{}{on}", snake(&format!("{d:?}")), g.as_str().to_ascii_lowercase()),
+            format!(
+                "{}_fails_{}{on}",
+                snake(&format!("{d:?}")),
+                g.as_str().to_ascii_lowercase()
+            ),
             move || judge(Subject::Double(d), &engine, on_engine, &[g], &[g]),
         ));
     }
@@ -232,7 +236,10 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     if on_engine != On::One {
         let single: Shared = Arc::default();
         trials.push(Trial::test(
-            format!("{}_passes_every_gate_on_one_engine", snake(&format!("{d:?}"))),
+            format!(
+                "{}_passes_every_gate_on_one_engine",
+                snake(&format!("{d:?}"))
+            ),
             move || judge(Subject::Double(d), &single, On::One, &mine, &[]),
         ));
     }
@@ -270,13 +277,7 @@ fn taker_trials(t: Taker) -> Vec<Trial> {
                 On::One => "",
             };
             Trial::test(format!("{name}_passes_every_gate{suffix}"), move || {
-                judge(
-                    Subject::Taker(t),
-                    &Arc::default(),
-                    on,
-                    &GateId::ALL,
-                    &[],
-                )
+                judge(Subject::Taker(t), &Arc::default(), on, &GateId::ALL, &[])
             })
         })
         .collect()
