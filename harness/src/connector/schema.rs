@@ -53,7 +53,7 @@ pub fn generate() -> Value {
             }
         }
         variants.push(json!({
-            "description": "Ends the process (exit 0); no reply. The harness may send it without a seq.",
+            "description": "Ends the process (exit 0); no reply (R5.9). The harness sends it with a seq, like every request.",
             "type": "object",
             "properties": {"seq": seq_schema(), "cmd": {"type": "string", "const": "stop"}},
             "required": ["cmd"],

@@ -196,7 +196,7 @@ impl Shared {
             return;
         }
         if let Some(p) = c.proc.take() {
-            p.stop();
+            p.stop(c.seq + 1);
         }
         // A connector that never started (the factory had timed out) is no start owed.
         if let Some(why) = c.death.take() {
@@ -273,7 +273,7 @@ impl Shared {
 fn stop_all(idle: Vec<Idle>) {
     std::thread::scope(|s| {
         for i in idle {
-            s.spawn(move || i.proc.stop());
+            s.spawn(move || i.proc.stop(i.seq + 1));
         }
     });
 }

@@ -582,7 +582,7 @@ impl Drop for ChildConnector {
             Some(home) => home.take_back(self),
             None => {
                 if let Some(p) = self.proc.take() {
-                    p.stop();
+                    p.stop(self.seq + 1);
                 }
             }
         }

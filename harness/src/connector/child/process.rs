@@ -170,11 +170,13 @@ impl Running {
         self.stdin = None;
     }
 
-    /// Asks the child to `stop`, waits up to [`STOP_GRACE`], then kills the group and reaps it.
-    pub(super) fn stop(mut self) {
+    /// Asks the child to `stop` (as request `seq`, the one after the last it was sent: SPEC's
+    /// `stop` carries a `seq` like every request), waits up to [`STOP_GRACE`], then kills the
+    /// group and reaps it.
+    pub(super) fn stop(mut self, seq: u64) {
         if self.try_status().is_none() {
             if let Some(tx) = self.stdin.take() {
-                let _ = tx.send(b"{\"cmd\":\"stop\"}\n".to_vec());
+                let _ = tx.send(format!("{{\"seq\":{seq},\"cmd\":\"stop\"}}\n").into_bytes());
                 // Dropping the sender closes stdin once the line is written: EOF also means stop.
             }
             self.wait_for_exit(STOP_GRACE);
