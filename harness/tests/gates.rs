@@ -89,6 +89,8 @@ enum On {
     Tls,
     /// A Valkey Cluster over TLS (SPEC §10 on §8).
     TlsCluster,
+    /// Another engine of the matrix, by name (`valkey-8.1`, `redis-7.0`).
+    Named(&'static str),
 }
 
 fn boot(on: On) -> Engine {
@@ -96,6 +98,7 @@ fn boot(on: On) -> Engine {
         On::Cluster => common::cluster_engine(),
         On::Tls => common::tls_engine(),
         On::TlsCluster => common::tls_cluster_engine(),
+        On::Named(name) => common::named_engine(name),
         On::One => common::binary_engine(),
     }
 }
@@ -145,6 +148,7 @@ fn judge(
         On::Cluster => "a cluster",
         On::Tls => "a TLS engine",
         On::TlsCluster => "a TLS cluster",
+        On::Named(name) => name,
         On::One => "a single engine",
     };
     if wrong.is_empty() {
@@ -210,7 +214,7 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
         On::Cluster => "_on_a_cluster",
         On::Tls => "_on_tls",
         On::TlsCluster => "_on_a_tls_cluster",
-        On::One => "",
+        On::One | On::Named(_) => "",
     };
     let engine: Shared = Arc::default();
     let mut trials = Vec::new();
@@ -252,10 +256,17 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
 
 /// The engines a permission double is judged on: those where its path differs from the
 /// reference's (a cluster's node connections, a TLS cluster's certificates), and one engine.
-/// The one that takes every permission is judged on all four.
+/// The one that takes every permission is judged on all six engines of the matrix.
 fn taker_engines(t: Taker) -> &'static [On] {
     match t {
-        Taker::Permissive => &[On::One, On::Cluster, On::Tls, On::TlsCluster],
+        Taker::Permissive => &[
+            On::One,
+            On::Cluster,
+            On::Tls,
+            On::TlsCluster,
+            On::Named("valkey-8.1"),
+            On::Named("redis-7.0"),
+        ],
         Taker::ReconnectReadsFirst | Taker::PingsEveryVerb => &[On::One],
         Taker::EagerNodeConnections => &[On::Cluster, On::TlsCluster],
         Taker::ReadsEverySlotMap => &[On::Cluster],
@@ -271,10 +282,11 @@ fn taker_trials(t: Taker) -> Vec<Trial> {
         .iter()
         .map(|&on| {
             let suffix = match on {
-                On::Cluster => "_on_a_cluster",
-                On::Tls => "_on_tls",
-                On::TlsCluster => "_on_a_tls_cluster",
-                On::One => "",
+                On::Cluster => "_on_a_cluster".to_string(),
+                On::Tls => "_on_tls".to_string(),
+                On::TlsCluster => "_on_a_tls_cluster".to_string(),
+                On::Named(name) => format!("_on_{}", name.replace(['-', '.'], "_")),
+                On::One => String::new(),
             };
             Trial::test(format!("{name}_passes_every_gate{suffix}"), move || {
                 judge(Subject::Taker(t), &Arc::default(), on, &GateId::ALL, &[])

@@ -42,6 +42,14 @@ pub fn tls_engine() -> Engine {
     Engine::start(&opts).unwrap_or_else(|e| panic!("TLS engine: {e} (run ci/provision)"))
 }
 
+/// A single engine of its own of the matrix's engine `name` (`valkey-8.1`, `redis-7.0`).
+pub fn named_engine(name: &str) -> Engine {
+    let named = emq::engine::named::EngineName::resolve(name)
+        .unwrap_or_else(|e| panic!("{e} (run ci/provision --engines all)"));
+    let opts = emq::cmd::matrix::engine_options(&named, EngineChoice::Binary);
+    Engine::start(&opts).unwrap_or_else(|e| panic!("{name}: {e} (run ci/provision)"))
+}
+
 /// A Valkey Cluster of its own over TLS (SPEC §10 on §8): the `valkey-9.1-tls` build.
 pub fn tls_cluster_engine() -> Engine {
     let name = emq::engine::named::EngineName::resolve("valkey-9.1-tls-cluster")
