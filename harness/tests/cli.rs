@@ -306,7 +306,7 @@ fn rerun_failed_runs_only_what_the_record_did_not_pass() {
     ]);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains("every gate passed; nothing to rerun"),
+        text.contains("every gate it ran passed; nothing to rerun"),
         "{text}"
     );
 

@@ -12,13 +12,14 @@ use crate::settings;
 const EXIT_CODES: &str = concat!(
     "\
 EXIT CODES:
-    0  every judged gate passed (run; with --rerun-failed, every gate it reran), the record
+    0  every gate run passed (run; --gates and --rerun-failed leave the others NOT RUN), the record
        still holds (check), the smoke test passed, no verdict changed (diff)
     1  a gate failed, the record no longer holds, the smoke test found a problem, or a gate's,
        rule's, case's or cell's verdict changed (diff; figures alone never make it 1)
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
-    4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
+    4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged;
+       a gate NOT RUN is none)
     5  only expected failures (run or record --baseline): gates failed, every failure is one
        the baseline names, and every gate was judged; a failure it does not name is 1
        (check --baseline keeps check's codes: whether the record holds)
