@@ -41,8 +41,8 @@ REPRODUCING: every gate that did not pass ends with `reproduce: <one command lin
 ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE            --engine: auto | container | binary | url
     EMQ_ENGINE_URL        --url: redis://[:password@]host:port[/db]
-    EMQ_ENGINE_NAME       --engine-name: valkey-9.1 | valkey-8.1 | redis-7.0, through
-                          EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
+    EMQ_ENGINE_NAME       --engine-name: an engine by name (listed under --help of run),
+                          through EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
     EMQ_ALLOW_FLUSH       --allow-flush: 1 lets the harness flush a url database with foreign keys
     EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:",
     crate::engine::version::valkey!(),
@@ -345,9 +345,9 @@ pub struct EngineArgs {
     /// The valkey-server binary (binary engine).
     #[arg(long, env = settings::VALKEY_SERVER)]
     pub valkey_server: Option<PathBuf>,
-    /// An engine by name (valkey-9.1, valkey-8.1, redis-7.0), through EMQ_ENGINE_<NAME>_SERVER
-    /// (binary engine) or _IMAGE (container engine); wins over --valkey-server and --image.
-    #[arg(long, env = settings::ENGINE_NAME, value_parser = parse_engine_name)]
+    // Its help names the engines from the one list (`engine::named::DEFAULT_NAMES`).
+    #[arg(long, env = settings::ENGINE_NAME, value_parser = parse_engine_name,
+          help = engine_name_help())]
     pub engine_name: Option<crate::engine::named::EngineName>,
 }
 
@@ -357,6 +357,16 @@ pub fn parse_gate(s: &str) -> Result<crate::gates::GateId, String> {
         let known: Vec<&str> = crate::gates::ALL.iter().map(|g| g.id.as_str()).collect();
         format!("{e} (known: {})", known.join(", "))
     })
+}
+
+/// `--engine-name`'s help: the engines by name, from [`crate::engine::named::DEFAULT_NAMES`],
+/// so a new engine is named in the help the day it is in the list.
+pub fn engine_name_help() -> String {
+    format!(
+        "An engine by name ({}), through EMQ_ENGINE_<NAME>_SERVER (binary engine) or _IMAGE \
+         (container engine); wins over --valkey-server and --image",
+        crate::engine::named::DEFAULT_NAMES.join(", ")
+    )
 }
 
 fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String> {
@@ -538,6 +548,17 @@ mod tests {
 
     use super::{Cli, Command};
     use crate::gates::GateId;
+
+    #[test]
+    fn engine_name_help_lists_every_engine_name() {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let run = cmd.find_subcommand_mut("run").expect("run");
+        let help = run.render_long_help().to_string();
+        for name in crate::engine::named::DEFAULT_NAMES {
+            assert!(help.contains(name), "{name} missing from:\n{help}");
+        }
+    }
 
     #[test]
     fn gates_parse_into_ids_and_an_unknown_one_is_refused() {

@@ -265,3 +265,29 @@ fn the_outcome_is_optional_in_a_record() {
     let back: Record = serde_json::from_value(json).unwrap();
     assert_eq!(back, r);
 }
+
+/// A rule entry expects only the FAIL lines that concern it: those citing it, or citing no rule
+/// (then any rule of the gate). A FAIL citing another rule of the same gate is a new failure.
+#[test]
+fn a_rule_entry_expects_the_fail_lines_that_cite_it() {
+    let mut r = failing(&[GateId::G1]);
+    r.gates[0].evidence.push(crate::gates::Evidence::new(
+        Severity::Fail,
+        "left 1 connection open (R5.13: a connect closes the old connections)",
+    ));
+    let r513 = parse("expected:\n  - id: R5.13\n    reason: pool kept\n").unwrap();
+    let out = r513.account(&r, None);
+    assert_eq!(out.new_failures, Vec::<GateId>::new(), "{out:?}");
+    assert_eq!(out.expected.len(), 1);
+    assert_eq!(out.expected[0].by[0].id, "R5.13");
+    let r31 = parse("expected:\n  - id: R3.1\n    reason: fence\n").unwrap();
+    let out = r31.account(&r, None);
+    assert_eq!(out.new_failures, [GateId::G1], "R3.1 expects no R5.13 FAIL");
+    // A line citing no rule: any rule of the gate expects it, as before.
+    let mut r = failing(&[GateId::G1]);
+    r.gates[0].evidence.push(crate::gates::Evidence::new(
+        Severity::Fail,
+        "the first connect on a fresh database failed (kind engine)",
+    ));
+    assert!(r31.account(&r, None).new_failures.is_empty());
+}
