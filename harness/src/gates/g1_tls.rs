@@ -58,9 +58,7 @@ fn refused(
     let r = c.connect("tls-refuse", url);
     let took = t0.elapsed();
     front.present(Present::Good);
-    let seen = front
-        .settled(since, took)
-        .map_err(GateError::instrument)?;
+    let seen = front.settled(since, took).map_err(GateError::instrument)?;
     let what = lie.describe();
     let accepted: Vec<_> = seen.iter().filter(|p| p.completed).collect();
     match r {

@@ -61,9 +61,7 @@ pub(super) fn refused_on_discovered(
     });
     let took = t0.elapsed();
     front.present(Present::Good);
-    let seen = front
-        .settled(since, took)
-        .map_err(GateError::instrument)?;
+    let seen = front.settled(since, took).map_err(GateError::instrument)?;
     let what = lie.describe();
     let node = format!("node {port} (discovered from the slot map, not the seed)");
     let accepted = seen.iter().filter(|p| p.completed).count();

@@ -496,3 +496,43 @@ pub const ALL: [Gate; 8] = [
         run: g8::check,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_one_precedence_fail_over_error_over_pass() {
+        use Verdict::{Error, Fail, NotRun, Pass};
+        assert_eq!(Verdict::of_all([Fail, Error]), Fail);
+        assert_eq!(Verdict::of_all([Error, Fail, Pass]), Fail);
+        assert_eq!(Verdict::of_all([Error, Pass]), Error);
+        assert_eq!(Verdict::of_all([Error]), Error);
+        assert_eq!(Verdict::of_all([Pass, Pass]), Pass);
+        assert_eq!(Verdict::of_all([Pass, NotRun]), Pass);
+        assert_eq!(Verdict::of_all([NotRun]), Error, "nothing judged");
+        assert_eq!(Verdict::of_all([]), Error, "nothing judged");
+    }
+
+    /// The G1 bug: an ERROR line first (the TLS front's count), the R10.2 FAIL after it (the
+    /// plaintext check runs last): FAIL, the ERROR line kept beside it; in either order.
+    #[test]
+    fn a_gate_with_a_proven_breach_is_fail_whatever_came_first() {
+        let mut o = GateOutcome::new(GateId::G1, "fence");
+        o.pass("the fence was read first");
+        o.error("the TLS front saw 1 of the 2 connections it was given end");
+        assert_eq!(o.verdict, Verdict::Error);
+        o.fail("1 connection(s) to the TLS engine began in plaintext (R10.2)");
+        assert_eq!(o.verdict, Verdict::Fail);
+        assert_eq!(o.evidence.len(), 3, "the ERROR line stays beside the FAIL");
+        o.error("and something else could not be judged");
+        assert_eq!(o.verdict, Verdict::Fail);
+        // An engine event voids the gate: ERROR whatever was proven.
+        o.engine_event("a node restarted");
+        assert_eq!(o.verdict, Verdict::Error);
+        o.fail("another breach");
+        assert_eq!(o.verdict, Verdict::Error);
+        let left_out = GateOutcome::not_run(GateId::G2, "sha1", "not selected in this run");
+        assert_eq!(left_out.verdict, Verdict::NotRun);
+    }
+}

@@ -230,11 +230,11 @@ fn a_g6_rule_expects_only_its_own_cases() {
 
 #[test]
 fn only_the_judged_gates_count() {
-    // A rerun of G8 alone: the others are ERROR (not selected), and no failure of this run.
+    // A rerun of G8 alone: the others are NOT RUN, and no failure of this run.
     let mut r = failing(&[GateId::G8]);
     for g in &mut r.gates {
         if g.id != GateId::G8 {
-            g.verdict = Verdict::Error;
+            g.verdict = Verdict::NotRun;
         }
     }
     let b =
@@ -244,7 +244,17 @@ fn only_the_judged_gates_count() {
     let o = b.account(&r, Some(&scope));
     assert!(o.unexpected_passes.is_empty(), "G2 was not judged");
     assert_eq!(o.exit_code(&r, Some(&scope)), ExitCode::ExpectedFailures);
-    // The whole run, with gates not judged: no verdict, even though the failure was expected.
+    // Gates not run are no ERROR: the whole run exits on what it ran.
+    assert_eq!(
+        b.account(&r, None).exit_code(&r, None),
+        ExitCode::ExpectedFailures
+    );
+    // The whole run, with gates not judged (ERROR): no verdict, though the failure was expected.
+    for g in &mut r.gates {
+        if g.id != GateId::G8 {
+            g.verdict = Verdict::Error;
+        }
+    }
     assert_eq!(b.account(&r, None).exit_code(&r, None), ExitCode::NoVerdict);
 }
 

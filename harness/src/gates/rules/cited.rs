@@ -30,8 +30,10 @@ pub fn cited(text: &str) -> Vec<RuleId> {
         if b == 0 {
             continue;
         }
-        let (Ok(section), Ok(n)) = (rest[..a].parse::<u8>(), rest[a + 1..a + 1 + b].parse::<u8>())
-        else {
+        let (Ok(section), Ok(n)) = (
+            rest[..a].parse::<u8>(),
+            rest[a + 1..a + 1 + b].parse::<u8>(),
+        ) else {
             continue;
         };
         let id = RuleId::new(section, n);
@@ -100,7 +102,10 @@ mod tests {
             cited("left 1 connection open (R5.13: a connect closes the old ones); see R3.1, R5.13"),
             [RuleId::new(5, 13), RuleId::new(3, 1)]
         );
-        assert_eq!(cited("TLS from the first byte (R10.2 …)"), [RuleId::new(10, 2)]);
+        assert_eq!(
+            cited("TLS from the first byte (R10.2 …)"),
+            [RuleId::new(10, 2)]
+        );
         assert!(cited("no rule here, R99.1 is none, PR1.2 neither, R1. nor R.1").is_empty());
     }
 
@@ -112,12 +117,23 @@ mod tests {
         ];
         let r513 = RuleId::new(5, 13);
         let r31 = RuleId::new(3, 1);
-        assert_eq!(verdict_for(Verdict::Fail, &ev, r513, true), Some(Verdict::Fail));
-        assert_eq!(verdict_for(Verdict::Fail, &ev, r31, true), Some(Verdict::Pass));
+        assert_eq!(
+            verdict_for(Verdict::Fail, &ev, r513, true),
+            Some(Verdict::Fail)
+        );
+        assert_eq!(
+            verdict_for(Verdict::Fail, &ev, r31, true),
+            Some(Verdict::Pass)
+        );
         // A rule the gate does not judge, and no line cites: the gate says nothing of it.
-        assert_eq!(verdict_for(Verdict::Fail, &ev, RuleId::new(1, 1), false), None);
+        assert_eq!(
+            verdict_for(Verdict::Fail, &ev, RuleId::new(1, 1), false),
+            None
+        );
         // Cited by a gate that does not judge it (R10.2 in any gate on a TLS engine).
-        let plain = [fail("1 connection(s) began in plaintext (R10.2: TLS from the first byte)")];
+        let plain = [fail(
+            "1 connection(s) began in plaintext (R10.2: TLS from the first byte)",
+        )];
         assert_eq!(
             verdict_for(Verdict::Fail, &plain, RuleId::new(10, 2), false),
             Some(Verdict::Fail)
@@ -126,9 +142,14 @@ mod tests {
 
     #[test]
     fn a_line_citing_no_rule_falls_back_to_every_rule_of_the_gate() {
-        let ev = [fail("the first connect on a fresh database failed (kind engine)")];
+        let ev = [fail(
+            "the first connect on a fresh database failed (kind engine)",
+        )];
         for rule in [RuleId::new(3, 1), RuleId::new(5, 13)] {
-            assert_eq!(verdict_for(Verdict::Fail, &ev, rule, true), Some(Verdict::Fail));
+            assert_eq!(
+                verdict_for(Verdict::Fail, &ev, rule, true),
+                Some(Verdict::Fail)
+            );
         }
         let ev = [error("MONITOR saw nothing")];
         assert_eq!(
@@ -144,12 +165,18 @@ mod tests {
             error("the TLS front saw 1 of the 2 connections it was given end"),
         ];
         let r102 = RuleId::new(10, 2);
-        assert_eq!(verdict_for(Verdict::Fail, &ev, r102, true), Some(Verdict::Fail));
+        assert_eq!(
+            verdict_for(Verdict::Fail, &ev, r102, true),
+            Some(Verdict::Fail)
+        );
         assert_eq!(
             verdict_for(Verdict::Fail, &ev, RuleId::new(10, 3), true),
             Some(Verdict::Error)
         );
-        assert_eq!(verdict_for(Verdict::Error, &ev, r102, true), Some(Verdict::Error));
+        assert_eq!(
+            verdict_for(Verdict::Error, &ev, r102, true),
+            Some(Verdict::Error)
+        );
         assert_eq!(verdict_for(Verdict::NotRun, &ev, r102, true), None);
         // A bare verdict, no lines (a hand-made record): the gate's own.
         assert_eq!(

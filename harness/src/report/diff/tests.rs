@@ -255,7 +255,11 @@ fn a_fail_line_changes_the_rule_it_cites_alone() {
     let c = &d.cells[0];
     let changed: Vec<&str> = c.rules.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(changed, ["R5.13"], "{:?}", c.rules);
-    assert!(d.text().contains("  rule R5.13: PASS → FAIL (G1)\n"), "{}", d.text());
+    assert!(
+        d.text().contains("  rule R5.13: PASS → FAIL (G1)\n"),
+        "{}",
+        d.text()
+    );
     // A FAIL line naming no rule falls back to every rule of the gate.
     let mut b = a.clone();
     b.gates[0].evidence.push(crate::gates::Evidence::new(
