@@ -28,7 +28,8 @@ EXPECTED FAILURES (run, record, check --baseline FILE), a YAML file:
     expected:
       - id: G5          # a gate, or a rule (R4.11): `emq-gate rules` lists them
         reason: redis-py's incr() sends INCRBY in the probe; fixed in 2.1
-    A rule expects the failures of the gates its checks name, and of its own G6 cases.
+    A rule expects its own G6 cases, and the FAIL lines of the gates its checks name that
+    cite it (R5.13) or cite no rule.
     The record stays FAIL n/8 and says how many failures were expected; an entry whose
     gate or rule passed is reported as an unexpected pass (remove it). An unknown id is bad
     input naming file:line (exit 2).
