@@ -10,6 +10,16 @@
 use crate::gates::rules::{CATALOGUE, RuleId};
 use crate::gates::{Evidence, Severity, Verdict};
 
+/// `(R3.2: an absent fence is installed ...)`: a rule as a FAIL line cites it, by its id and its
+/// text from the catalogue (what the connector broke, never a compliant example), so the line
+/// counts for that rule alone ([`cited`]). An id the catalogue lacks is cited by id only.
+pub fn cite(id: RuleId) -> String {
+    match CATALOGUE.iter().find(|r| r.id == id) {
+        Some(r) => format!("({id}: {})", r.summary),
+        None => format!("({id})"),
+    }
+}
+
 /// The catalogue's rules `text` cites (`R5.13`, `R10.2`), each once, in order. An id the
 /// catalogue does not hold (a typo, a rule since removed) is none.
 pub fn cited(text: &str) -> Vec<RuleId> {
@@ -107,6 +117,13 @@ mod tests {
             [RuleId::new(10, 2)]
         );
         assert!(cited("no rule here, R99.1 is none, PR1.2 neither, R1. nor R.1").is_empty());
+    }
+
+    #[test]
+    fn a_citation_reads_back_as_its_rule() {
+        let c = cite(RuleId::new(3, 2));
+        assert!(c.starts_with("(R3.2: an absent fence is installed"), "{c}");
+        assert_eq!(cited(&c), [RuleId::new(3, 2)]);
     }
 
     #[test]
