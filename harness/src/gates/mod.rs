@@ -398,8 +398,9 @@ fn judge_plaintext(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let seen = run.take_plaintext();
     if let Some(first) = seen.first() {
         out.fail(format!(
-            "{} connection(s) to the TLS engine began in plaintext (R10.2: TLS from the first byte, on every connection); the first, at {}",
+            "{} connection(s) to the TLS engine began in plaintext {}; the first, at {}",
             seen.len(),
+            rules::cited::cite(rules::RuleId::new(10, 2)),
             first.describe()
         ));
     }
