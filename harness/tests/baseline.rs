@@ -99,7 +99,7 @@ fn a_baseline_tells_expected_failures_from_new_ones() {
     assert_eq!(code, Some(5), "only expected failures: {text}");
     assert!(
         text.contains(&format!(
-            "emq-gate: FAIL 1/2 (6 not run) (1 of 1 failure expected by {known})\n"
+            "emq-gate: FAIL 1/2 (6 not run; 1 of 1 failure expected by {known})\n"
         )),
         "{text}"
     );

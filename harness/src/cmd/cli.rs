@@ -429,7 +429,7 @@ pub struct Common {
     pub name: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Only these gates (e.g. G1,G5); the rest are reported ERROR.
+    /// Only these gates (e.g. G1,G5); the rest are NOT RUN, and the run is judged on these.
     #[arg(long, value_delimiter = ',', value_parser = parse_gate)]
     pub gates: Option<Vec<crate::gates::GateId>>,
     /// Judge a connector in another runtime: its command and arguments after `--`
@@ -443,7 +443,7 @@ pub struct Common {
     /// Let `record` overwrite the record of another connector.
     #[arg(long)]
     pub force: bool,
-    /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
+    /// Stop at the first gate that is not PASS; the rest are NOT RUN.
     #[arg(long)]
     pub fail_fast: bool,
     /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).

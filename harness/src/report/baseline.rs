@@ -396,15 +396,21 @@ impl BaselineOutcome {
     /// expected by b.yaml)`; the verdict itself is never softened.
     pub fn headline(&self, summary: &str) -> String {
         let failed = self.expected.len() + self.new_failures.len();
-        if failed == 0 {
-            return format!("{summary} (nothing failed; baseline {})", self.file);
+        let said = if failed == 0 {
+            format!("nothing failed; baseline {}", self.file)
+        } else {
+            let noun = if failed == 1 { "failure" } else { "failures" };
+            format!(
+                "{} of {failed} {noun} expected by {}",
+                self.expected.len(),
+                self.file
+            )
+        };
+        // A partial run's summary has its own parenthesis (`(6 not run)`): one, not two.
+        match summary.strip_suffix(')') {
+            Some(open) => format!("{open}; {said})"),
+            None => format!("{summary} ({said})"),
         }
-        let noun = if failed == 1 { "failure" } else { "failures" };
-        format!(
-            "{summary} ({} of {failed} {noun} expected by {})",
-            self.expected.len(),
-            self.file
-        )
     }
 
     /// One line per new failure and per unexpected pass, for the author to act on.

@@ -153,6 +153,10 @@ fn a_failure_no_entry_names_is_new_and_exits_1() {
         "FAIL 6/8 (1 of 2 failures expected by b.yaml)"
     );
     assert_eq!(
+        o.headline("FAIL 0/2 (6 not run)"),
+        "FAIL 0/2 (6 not run; 1 of 2 failures expected by b.yaml)"
+    );
+    assert_eq!(
         o.lines(),
         ["new failure: G5 (no entry of b.yaml expects it)"]
     );
