@@ -263,8 +263,8 @@ fn cases(r: Option<&Record>) -> BTreeMap<String, Verdict> {
 /// the gates its checks name and the gates whose lines cite it, each by the lines that concern
 /// the rule ([`crate::gates::rules::cited`]: a FAIL citing R5.13 fails R5.13 alone, a line
 /// citing no rule every rule of its gate), and its own cases where G6 is among them (G6's whole
-/// verdict when the record has none of them). A rule no judged gate speaks of is left out, as is
-/// a gate NOT RUN.
+/// verdict when the record has none of them). A gate NOT RUN says nothing of a rule; a rule
+/// whose every gate was NOT RUN is NOT RUN; one no gate speaks of is left out.
 pub fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
     use crate::gates::rules::cited;
     let Some(r) = r else {
@@ -276,8 +276,12 @@ pub fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
         let judged_by = rule.judged_by();
         let mut verdicts = Vec::new();
         let mut via = Vec::new();
+        let mut left_out = Vec::new();
         for gate in &r.gates {
             let judges = judged_by.contains(&gate.id);
+            if judges && !gate.verdict.was_run() {
+                left_out.push(gate.id.to_string());
+            }
             let own: Vec<(&str, Verdict)> = rule
                 .cases
                 .iter()
@@ -301,6 +305,9 @@ pub fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
                 rule.id.to_string(),
                 (Verdict::of_all(verdicts), via.join("; ")),
             );
+        } else if !left_out.is_empty() {
+            // Every gate that judges it was left out of the run: NOT RUN, said as such.
+            out.insert(rule.id.to_string(), (Verdict::NotRun, left_out.join("; ")));
         }
     }
     out

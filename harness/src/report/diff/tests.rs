@@ -273,3 +273,37 @@ fn a_fail_line_changes_the_rule_it_cites_alone() {
         assert!(changed.contains(&id), "{id}: {changed:?}");
     }
 }
+
+/// A partial run (`--gates G2`): the gates left out are NOT RUN, and so are the rules only they
+/// judge; a rule G2 judges keeps its verdict.
+#[test]
+fn a_partial_run_leaves_its_rules_not_run() {
+    let a = record("echomq-python", "valkey", "9.1.2", false);
+    let mut b = a.clone();
+    for g in &mut b.gates {
+        if g.id != GateId::G2 {
+            g.verdict = Verdict::NotRun;
+        }
+    }
+    let rules = rules(Some(&b));
+    let g2 = CATALOGUE
+        .iter()
+        .find(|r| r.judged_by() == [GateId::G2])
+        .expect("a rule of G2 alone");
+    assert_eq!(rules[&g2.id.to_string()].0, Verdict::Pass);
+    let g8 = CATALOGUE
+        .iter()
+        .find(|r| r.judged_by() == [GateId::G8])
+        .expect("a rule of G8 alone");
+    assert_eq!(
+        rules[&g8.id.to_string()],
+        (Verdict::NotRun, "G8".to_string())
+    );
+    let d = diff(&side("a.json", a), &side("b.json", b));
+    assert!(
+        d.text()
+            .contains(&format!("  rule {}: PASS → NOT RUN", g8.id)),
+        "{}",
+        d.text()
+    );
+}
