@@ -162,8 +162,9 @@ pub struct GateOutcome {
     pub cases: Vec<CaseOutcome>,
     #[serde(skip)]
     pub wall: Duration,
-    /// An engine event voided the gate: ERROR whatever its evidence says.
-    #[serde(default)]
+    /// An engine event voided the gate: ERROR whatever its evidence says (the verdict, serialized,
+    /// already says so).
+    #[serde(skip)]
     pub voided: bool,
 }
 
