@@ -172,7 +172,7 @@ fn run(
             }
             Ok(None) => {
                 output::note(&format!(
-                    "{}: every gate passed; nothing to rerun",
+                    "{}: every gate it ran passed; nothing to rerun",
                     path.display()
                 ));
                 return code(Code::Pass);

@@ -190,6 +190,7 @@ fn a_hang_on_any_verb_is_judged_fail_in_seconds() {
                 Verdict::Pass => 'P',
                 Verdict::Fail => 'F',
                 Verdict::Error => 'E',
+                Verdict::NotRun => '-',
             })
             .collect();
         eprintln!(

@@ -51,8 +51,9 @@ fn a_connector_without_tls_is_not_certified_on_tls_and_judged_without() {
     );
     assert!(!text.contains("FAIL"), "not a failure: {text}");
     let (code, text) = run("valkey-9.1");
-    // G1 alone: the other gates are not selected, so no verdict either (exit 4), but G1 passes.
-    assert_eq!(code, Some(4), "{text}");
+    // G1 alone: the other gates are NOT RUN, the run judged on G1, which passes (exit 0).
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("PASS 1/1 (7 not run)"), "{text}");
     assert!(
         text.contains("| G1 | fence | **PASS** |"),
         "G1 without TLS passes: {text}"
@@ -148,4 +149,85 @@ fn rediss_to_plaintext_and_redis_to_tls_fail_with_kind_engine_in_bounded_time() 
         1,
         "the front saw the plaintext one"
     );
+}
+
+/// A connector that, its TLS handshake refused, dials the same url again in plaintext (R10.2
+/// broken after a refusal): each refusal of G1 opens one TLS connection and one plaintext one.
+struct FallBackToPlaintext(emq::connector::reference::Reference);
+
+impl emq::connector::Connector for FallBackToPlaintext {
+    fn call(
+        &mut self,
+        request: &emq::connector::Request,
+    ) -> Result<emq::connector::Reply, emq::error::ConnectorError> {
+        use emq::connector::Request;
+        use emq::protocol::url::{EngineUrl, Scheme};
+        let first = self.0.call(request);
+        match (request, &first) {
+            (
+                Request::Connect {
+                    session,
+                    url,
+                    cluster,
+                    ca_file: Some(_),
+                },
+                Err(_),
+            ) => match EngineUrl::parse(url) {
+                Ok(u) if u.scheme == Scheme::Rediss => self.0.call(&Request::Connect {
+                    session: session.clone(),
+                    url: EngineUrl {
+                        scheme: Scheme::Redis,
+                        ..u
+                    }
+                    .to_string(),
+                    cluster: *cluster,
+                    ca_file: None,
+                }),
+                _ => first,
+            },
+            _ => first,
+        }
+    }
+}
+
+/// Issue item 2's G1: plaintext after a refused handshake is a proven breach (R10.2), so G1 is
+/// FAIL, not ERROR; and the front counts the plaintext connection as the connection it is, so
+/// no "recorded 1 of the 2 handshakes" ERROR stands beside it. `PlaintextOnRediss` (plaintext
+/// from the first connect) is FAIL the same way.
+#[test]
+fn plaintext_at_a_tls_front_fails_g1_and_is_no_error() {
+    use emq::gates::{GateId, Severity, Verdict};
+    let engine = common::tls_engine();
+    let bundle = common::bundle();
+    let b = bundle.clone();
+    let fallback =
+        move || -> Result<Box<dyn emq::connector::Connector + Send>, emq::error::HarnessError> {
+            Ok(Box::new(FallBackToPlaintext(
+                emq::connector::reference::Reference::new(&b),
+            )))
+        };
+    let double = emq::doubles::Double::PlaintextOnRediss.factory(&bundle);
+    let makers: [(&str, &dyn emq::gates::ConnectorFactory); 2] = [
+        ("fallback", &fallback),
+        ("PlaintextOnRediss", double.as_ref()),
+    ];
+    for (name, make) in makers {
+        let ctx = common::gate_context(&engine, &bundle, make);
+        let out = common::run(&ctx, GateId::G1);
+        let lines: Vec<String> = out.evidence.iter().map(ToString::to_string).collect();
+        assert_eq!(out.verdict, Verdict::Fail, "{name}: {lines:#?}");
+        assert!(
+            out.evidence
+                .iter()
+                .any(|e| e.severity == Severity::Fail && e.text.contains("R10.2")),
+            "{name}: {lines:#?}"
+        );
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.contains("handshakes it was presented")
+                    || l.contains("connections it was given end")),
+            "{name}: the plaintext connection is no missing handshake: {lines:#?}"
+        );
+    }
 }

@@ -12,13 +12,14 @@ use crate::settings;
 const EXIT_CODES: &str = concat!(
     "\
 EXIT CODES:
-    0  every judged gate passed (run; with --rerun-failed, every gate it reran), the record
+    0  every gate run passed (run; --gates and --rerun-failed leave the others NOT RUN), the record
        still holds (check), the smoke test passed, no verdict changed (diff)
     1  a gate failed, the record no longer holds, the smoke test found a problem, or a gate's,
        rule's, case's or cell's verdict changed (diff; figures alone never make it 1)
     2  bad input: a malformed case file, bad arguments, a missing or drifted bundle
     3  infrastructure: no engine could be started or reached
-    4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged)
+    4  no verdict: nothing failed, but a gate or a cell is ERROR (it could not be judged;
+       a gate NOT RUN is none)
     5  only expected failures (run or record --baseline): gates failed, every failure is one
        the baseline names, and every gate was judged; a failure it does not name is 1
        (check --baseline keeps check's codes: whether the record holds)
@@ -27,7 +28,8 @@ EXPECTED FAILURES (run, record, check --baseline FILE), a YAML file:
     expected:
       - id: G5          # a gate, or a rule (R4.11): `emq-gate rules` lists them
         reason: redis-py's incr() sends INCRBY in the probe; fixed in 2.1
-    A rule expects the failures of the gates its checks name, and of its own G6 cases.
+    A rule expects its own G6 cases, and the FAIL lines of the gates its checks name that
+    cite it (R5.13) or cite no rule.
     The record stays FAIL n/8 and says how many failures were expected; an entry whose
     gate or rule passed is reported as an unexpected pass (remove it). An unknown id is bad
     input naming file:line (exit 2).
@@ -40,8 +42,8 @@ REPRODUCING: every gate that did not pass ends with `reproduce: <one command lin
 ENVIRONMENT (a flag wins over its variable; a bad value is an error):
     EMQ_ENGINE            --engine: auto | container | binary | url
     EMQ_ENGINE_URL        --url: redis://[:password@]host:port[/db]
-    EMQ_ENGINE_NAME       --engine-name: valkey-9.1 | valkey-8.1 | redis-7.0, through
-                          EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
+    EMQ_ENGINE_NAME       --engine-name: an engine by name (listed under --help of run),
+                          through EMQ_ENGINE_<NAME>_SERVER / _IMAGE (written by ci/provision)
     EMQ_ALLOW_FLUSH       --allow-flush: 1 lets the harness flush a url database with foreign keys
     EMQ_VALKEY_IMAGE      --image: the container image (default valkey/valkey:",
     crate::engine::version::valkey!(),
@@ -344,9 +346,9 @@ pub struct EngineArgs {
     /// The valkey-server binary (binary engine).
     #[arg(long, env = settings::VALKEY_SERVER)]
     pub valkey_server: Option<PathBuf>,
-    /// An engine by name (valkey-9.1, valkey-8.1, redis-7.0), through EMQ_ENGINE_<NAME>_SERVER
-    /// (binary engine) or _IMAGE (container engine); wins over --valkey-server and --image.
-    #[arg(long, env = settings::ENGINE_NAME, value_parser = parse_engine_name)]
+    // Its help names the engines from the one list (`engine::named::DEFAULT_NAMES`).
+    #[arg(long, env = settings::ENGINE_NAME, value_parser = parse_engine_name,
+          help = engine_name_help())]
     pub engine_name: Option<crate::engine::named::EngineName>,
 }
 
@@ -356,6 +358,16 @@ pub fn parse_gate(s: &str) -> Result<crate::gates::GateId, String> {
         let known: Vec<&str> = crate::gates::ALL.iter().map(|g| g.id.as_str()).collect();
         format!("{e} (known: {})", known.join(", "))
     })
+}
+
+/// `--engine-name`'s help: the engines by name, from [`crate::engine::named::DEFAULT_NAMES`],
+/// so a new engine is named in the help the day it is in the list.
+pub fn engine_name_help() -> String {
+    format!(
+        "An engine by name ({}), through EMQ_ENGINE_<NAME>_SERVER (binary engine) or _IMAGE \
+         (container engine); wins over --valkey-server and --image",
+        crate::engine::named::DEFAULT_NAMES.join(", ")
+    )
 }
 
 fn parse_engine_name(s: &str) -> Result<crate::engine::named::EngineName, String> {
@@ -417,7 +429,7 @@ pub struct Common {
     pub name: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Only these gates (e.g. G1,G5); the rest are reported ERROR.
+    /// Only these gates (e.g. G1,G5); the rest are NOT RUN, and the run is judged on these.
     #[arg(long, value_delimiter = ',', value_parser = parse_gate)]
     pub gates: Option<Vec<crate::gates::GateId>>,
     /// Judge a connector in another runtime: its command and arguments after `--`
@@ -431,7 +443,7 @@ pub struct Common {
     /// Let `record` overwrite the record of another connector.
     #[arg(long)]
     pub force: bool,
-    /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
+    /// Stop at the first gate that is not PASS; the rest are NOT RUN.
     #[arg(long)]
     pub fail_fast: bool,
     /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).
@@ -537,6 +549,17 @@ mod tests {
 
     use super::{Cli, Command};
     use crate::gates::GateId;
+
+    #[test]
+    fn engine_name_help_lists_every_engine_name() {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let run = cmd.find_subcommand_mut("run").expect("run");
+        let help = run.render_long_help().to_string();
+        for name in crate::engine::named::DEFAULT_NAMES {
+            assert!(help.contains(name), "{name} missing from:\n{help}");
+        }
+    }
 
     #[test]
     fn gates_parse_into_ids_and_an_unknown_one_is_refused() {

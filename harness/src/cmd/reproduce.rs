@@ -184,7 +184,7 @@ pub fn annotate(
     for g in r
         .gates
         .iter_mut()
-        .filter(|g| g.verdict != Verdict::Pass && judged.contains(&g.id))
+        .filter(|g| !matches!(g.verdict, Verdict::Pass | Verdict::NotRun) && judged.contains(&g.id))
     {
         let (cases, hist) = match g.id {
             GateId::G6 => (written.map(|_| cases_to), None),

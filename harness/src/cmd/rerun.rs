@@ -11,7 +11,9 @@ use crate::error::HarnessError;
 use crate::gates::{GateId, Verdict};
 use crate::report::Record;
 
-/// The gates `r` did not pass, in gate order: FAIL, ERROR, and any gate the record lacks.
+/// The gates `r` did not pass, in gate order: FAIL, ERROR, and any gate the record lacks. A gate
+/// the record left out (NOT RUN) is none of them: it did not fail, and rerunning "what failed"
+/// does not widen a partial run.
 pub fn not_passed(r: &Record) -> Vec<GateId> {
     crate::gates::ALL
         .iter()
@@ -19,7 +21,7 @@ pub fn not_passed(r: &Record) -> Vec<GateId> {
         .filter(|id| {
             !r.gates
                 .iter()
-                .any(|g| g.id == *id && g.verdict == Verdict::Pass)
+                .any(|g| g.id == *id && matches!(g.verdict, Verdict::Pass | Verdict::NotRun))
         })
         .collect()
 }
@@ -89,8 +91,8 @@ fn engine(h: &crate::report::Header) -> String {
     h.engine_column()
 }
 
-/// The rerun's one verdict: that of the gates it reran (the others were not selected, and an
-/// unselected gate is no failure of this run).
+/// The rerun's one verdict: that of the gates it reran (the others are NOT RUN, and a gate
+/// not run is no failure of this run, nor an error).
 pub fn verdict(fresh: &Record, gates: &[GateId]) -> Verdict {
     Verdict::of_all(
         fresh
@@ -144,6 +146,7 @@ mod tests {
         let mut r = record("echomq-python", "valkey", "9.1.2", true);
         assert_eq!(not_passed(&r), [GateId::G8]);
         r.gates[1].verdict = Verdict::Error;
+        r.gates[2].verdict = Verdict::NotRun;
         r.gates.retain(|g| g.id != GateId::G4);
         assert_eq!(not_passed(&r), [GateId::G2, GateId::G4, GateId::G8]);
         let clean = record("echomq-python", "valkey", "9.1.2", false);
@@ -187,14 +190,16 @@ mod tests {
             EngineChoice::Auto,
             "own engine"
         );
-        // The fresh run: G8 passes now; the unselected gates are ERROR, and no failure of it.
+        // The fresh run: G8 passes now; the unselected gates are NOT RUN, no failure nor error.
         let mut fresh = record("echomq-python", "valkey", "9.1.2", false);
         for g in &mut fresh.gates {
             if g.id != GateId::G8 {
-                g.verdict = Verdict::Error;
+                g.verdict = Verdict::NotRun;
             }
         }
         assert_eq!(verdict(&fresh, &rerun.gates), Verdict::Pass);
+        assert_eq!(fresh.verdict(), Verdict::Pass);
+        assert_eq!(fresh.count().headline(), "PASS 1/1 (7 not run)");
         let line = summary(&path, &rerun, &fresh);
         assert!(line.ends_with("(seed 77, valkey-9.1): G8 PASS"), "{line}");
         // Another engine or connector than the record's is said, not hidden.

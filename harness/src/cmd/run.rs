@@ -33,9 +33,9 @@ pub struct RunOptions {
     pub seed: u64,
     pub histories: u32,
     pub batch: i64,
-    /// Only these gates (ids like `G3`); the others are reported ERROR "not selected".
+    /// Only these gates (ids like `G3`); the others are NOT RUN ("not selected").
     pub only: Option<Vec<crate::gates::GateId>>,
-    /// Stop at the first gate that is not PASS; the rest are ERROR "not run (--fail-fast)".
+    /// Stop at the first gate that is not PASS; the rest are NOT RUN (`--fail-fast`).
     pub fail_fast: bool,
     /// The bundle and cases judged by.
     pub dirs: Dirs,
@@ -136,8 +136,9 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
     Ok(engine)
 }
 
-/// Runs the eight gates in order, saying each verdict as it lands; gates outside `only` are
-/// ERROR ("not selected"), never PASS.
+/// Runs the eight gates in order, saying each verdict as it lands; gates outside `only`, and
+/// after a `fail_fast` stop, are NOT RUN: no verdict, neither PASS nor ERROR (the run is judged
+/// on the gates it ran).
 pub fn run_gates(
     ctx: &GateContext<'_>,
     only: Option<&[crate::gates::GateId]>,
@@ -149,18 +150,22 @@ pub fn run_gates(
     for gate in &crate::gates::ALL {
         let selected = only.is_none_or(|o| o.contains(&gate.id));
         let outcome = if stopped {
-            let mut o = GateOutcome::new(gate.id, gate.name);
-            o.error("not run (--fail-fast)");
-            o
+            GateOutcome::not_run(
+                gate.id,
+                gate.name,
+                "not run: an earlier gate did not pass (--fail-fast)",
+            )
         } else if selected {
             progress.line(&format!("{} {} ...", gate.id, gate.name));
             let o = run_gate(gate, ctx);
             stopped = fail_fast && o.verdict != crate::gates::Verdict::Pass;
             o
         } else {
-            let mut o = GateOutcome::new(gate.id, gate.name);
-            o.error("not selected in this run (--gates, or --rerun-failed)");
-            o
+            GateOutcome::not_run(
+                gate.id,
+                gate.name,
+                "not selected in this run (--gates, or --rerun-failed)",
+            )
         };
         progress.gate(&outcome);
         outcomes.push(outcome);

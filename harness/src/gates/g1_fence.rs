@@ -151,7 +151,9 @@ fn judge_fence(ctx: &GateContext<'_>, fence: &BTreeMap<String, String>, out: &mu
         ));
     } else {
         out.fail(format!(
-            "after the first connect on a fresh database {FENCE_KEY} is {fence:?}, expected {want:?}"
+            "after the first connect on a fresh database {FENCE_KEY} is {fence:?}, not this \
+             bundle's protocol, name and digest {}",
+            crate::gates::rules::cited::cite(crate::gates::rules::RuleId::new(3, 2))
         ));
     }
 }

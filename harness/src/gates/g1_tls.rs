@@ -52,15 +52,13 @@ fn refused(
 ) -> Result<(), GateError> {
     let mut c = ctx.factory.make()?;
     let _ = front.take_presented();
-    let before = front.conns();
+    let since = front.mark();
     front.present(lie);
     let t0 = std::time::Instant::now();
     let r = c.connect("tls-refuse", url);
     let took = t0.elapsed();
     front.present(Present::Good);
-    let seen = front
-        .settled(front.conns() - before, took)
-        .map_err(GateError::instrument)?;
+    let seen = front.settled(since, took).map_err(GateError::instrument)?;
     let what = lie.describe();
     let accepted: Vec<_> = seen.iter().filter(|p| p.completed).collect();
     match r {

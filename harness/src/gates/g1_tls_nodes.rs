@@ -49,7 +49,7 @@ pub(super) fn refused_on_discovered(
         .ok_or_else(|| GateError::instrument(format!("no TLS front at node {port}")))?;
     let mut c = ctx.factory.make()?;
     let _ = front.take_presented();
-    let before = front.conns();
+    let since = front.mark();
     front.present(lie);
     let t0 = std::time::Instant::now();
     let connected = c.connect("tls-node", url);
@@ -61,9 +61,7 @@ pub(super) fn refused_on_discovered(
     });
     let took = t0.elapsed();
     front.present(Present::Good);
-    let seen = front
-        .settled(front.conns() - before, took)
-        .map_err(GateError::instrument)?;
+    let seen = front.settled(since, took).map_err(GateError::instrument)?;
     let what = lie.describe();
     let node = format!("node {port} (discovered from the slot map, not the seed)");
     let accepted = seen.iter().filter(|p| p.completed).count();

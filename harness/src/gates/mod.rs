@@ -32,36 +32,48 @@ use crate::protocol::bundle::Bundle;
 pub use crate::protocol::gate::GateId;
 
 // Its one spelling (`PASS`, its `Display`), also its JSON and its schema, is report/spelling.rs.
-/// PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).
+/// PASS, FAIL, ERROR (could not be judged: the harness or the engine failed, or not built), or
+/// NOT RUN (left out of this run: `--gates`, `--rerun-failed`, `--fail-fast`; no verdict at all,
+/// so neither a pass nor a failure, and not counted in `n/m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
     Fail,
     Error,
+    NotRun,
 }
 
-/// The exit code of a run, a check or a matrix whose one verdict this is.
+/// The exit code of a run, a check or a matrix whose one verdict this is. NOT RUN as a whole
+/// (nothing was judged) is no verdict: 4.
 impl From<Verdict> for crate::error::ExitCode {
     fn from(v: Verdict) -> Self {
         match v {
             Verdict::Pass => Self::Pass,
             Verdict::Fail => Self::GateFailed,
-            Verdict::Error => Self::NoVerdict,
+            Verdict::Error | Verdict::NotRun => Self::NoVerdict,
         }
     }
 }
 
 impl Verdict {
     /// Every verdict, in the schema's order.
-    pub const ALL: [Verdict; 3] = [Verdict::Pass, Verdict::Fail, Verdict::Error];
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Pass,
+        Verdict::Fail,
+        Verdict::Error,
+        Verdict::NotRun,
+    ];
 
-    /// The one verdict of several (a run's gates, a matrix's cells): PASS when every one passed
-    /// (and there is one), FAIL when any failed, else ERROR: nothing failed, but something could
-    /// not be judged, and that is never called a failure.
+    /// The one precedence, for every place verdicts combine: a gate's checks (its evidence
+    /// lines), a run's gates, a rule's gates, a matrix's cells. A proven breach wins: FAIL when
+    /// any is FAIL, whatever else could not be judged (those stay beside it as ERROR lines);
+    /// ERROR when nothing failed but something could not be judged; PASS only when every one
+    /// judged passed. NOT RUN ones are left out; when nothing was judged at all the whole is
+    /// ERROR (nothing proven either way), never PASS.
     pub fn of_all(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
         let (mut any, mut fail, mut error) = (false, false, false);
         for v in verdicts {
-            any = true;
+            any |= v != Verdict::NotRun;
             fail |= v == Verdict::Fail;
             error |= v == Verdict::Error;
         }
@@ -70,6 +82,11 @@ impl Verdict {
             (true, false, false) => Verdict::Pass,
             _ => Verdict::Error,
         }
+    }
+
+    /// True for PASS, FAIL and ERROR: the gate was run.
+    pub fn was_run(self) -> bool {
+        self != Verdict::NotRun
     }
 }
 
@@ -86,6 +103,15 @@ impl Severity {
     /// True for a violation or an error.
     pub fn is_violation(self) -> bool {
         self != Self::Held
+    }
+
+    /// The verdict one line stands for: a fact that held passes.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Self::Held => Verdict::Pass,
+            Self::Fail => Verdict::Fail,
+            Self::Error => Verdict::Error,
+        }
     }
 }
 
@@ -137,6 +163,10 @@ pub struct GateOutcome {
     pub cases: Vec<CaseOutcome>,
     #[serde(skip)]
     pub wall: Duration,
+    /// An engine event voided the gate: ERROR whatever its evidence says (the verdict, serialized,
+    /// already says so).
+    #[serde(skip)]
+    pub voided: bool,
 }
 
 /// One case of a gate made of cases (G6): its id, verdict and, when it failed, the first line of why.
@@ -161,34 +191,50 @@ impl GateOutcome {
             figures: BTreeMap::new(),
             cases: Vec::new(),
             wall: Duration::ZERO,
+            voided: false,
+        }
+    }
+
+    /// A gate left out of this run: NOT RUN, saying why (`--gates`, `--fail-fast`).
+    pub fn not_run(id: GateId, name: &str, why: impl Into<String>) -> Self {
+        let mut o = Self::new(id, name);
+        o.evidence.push(Evidence::held(why));
+        o.verdict = Verdict::NotRun;
+        o
+    }
+
+    /// The verdict, from the evidence by [`Verdict::of_all`] (a FAIL with ERROR lines beside it
+    /// is FAIL), unless an engine event voided it ([`GateOutcome::engine_event`]).
+    fn settle(&mut self) {
+        if self.verdict.was_run() && !self.voided {
+            self.verdict = Verdict::of_all(self.evidence.iter().map(|e| e.severity.verdict()));
         }
     }
 
     /// Records a fact that holds.
     pub fn pass(&mut self, fact: impl Into<String>) {
         self.evidence.push(Evidence::held(fact));
+        self.settle();
     }
 
-    /// Records a violation: the gate fails (unless it already errored).
+    /// Records a violation: the gate fails, whatever it could not judge beside it.
     pub fn fail(&mut self, fact: impl Into<String>) {
         self.evidence.push(Evidence::new(Severity::Fail, fact));
-        if self.verdict == Verdict::Pass {
-            self.verdict = Verdict::Fail;
-        }
+        self.settle();
     }
 
-    /// Records that the gate could not be judged further. A FAIL already proven stands (the
-    /// connector was caught; what broke afterwards often follows from it, e.g. a dead connector
-    /// that sent nothing more); otherwise the verdict is ERROR, never PASS.
+    /// Records that the gate could not be judged further: ERROR unless a FAIL is proven, before
+    /// or after it (the connector was caught; what broke beside it often follows from it, e.g. a
+    /// dead connector that sent nothing more).
     pub fn error(&mut self, why: impl Into<String>) {
         self.evidence.push(Evidence::new(Severity::Error, why));
-        if self.verdict != Verdict::Fail {
-            self.verdict = Verdict::Error;
-        }
+        self.settle();
     }
 
     /// Records an engine event the gate did not cause: the verdict is ERROR whatever the
-    /// connector did (a FAIL included), since what it saw may follow from the event.
+    /// connector did (a FAIL included), since what it saw may follow from the event. The one
+    /// exception to [`Verdict::of_all`]'s precedence: not a check that could not judge, but
+    /// an engine that voids every check of the gate.
     pub fn engine_event(&mut self, what: impl Into<String>) {
         self.evidence.push(Evidence::new(
             Severity::Error,
@@ -198,6 +244,7 @@ impl GateOutcome {
                 what.into()
             ),
         ));
+        self.voided = true;
         self.verdict = Verdict::Error;
     }
 
@@ -353,8 +400,9 @@ fn judge_plaintext(ctx: &GateContext<'_>, out: &mut GateOutcome) {
     let seen = run.take_plaintext();
     if let Some(first) = seen.first() {
         out.fail(format!(
-            "{} connection(s) to the TLS engine began in plaintext (R10.2: TLS from the first byte, on every connection); the first, at {}",
+            "{} connection(s) to the TLS engine began in plaintext {}; the first, at {}",
             seen.len(),
+            rules::cited::cite(rules::RuleId::new(10, 2)),
             first.describe()
         ));
     }
@@ -395,7 +443,7 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
             .unwrap_or_else(|| "panic".into());
         out.error(format!("the check panicked: {msg}"));
     }
-    if out.evidence.is_empty() && out.verdict == Verdict::Pass {
+    if out.evidence.is_empty() {
         out.error("the check recorded no evidence");
     }
     out.wall = t0.elapsed();
@@ -451,3 +499,43 @@ pub const ALL: [Gate; 8] = [
         run: g8::check,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_one_precedence_fail_over_error_over_pass() {
+        use Verdict::{Error, Fail, NotRun, Pass};
+        assert_eq!(Verdict::of_all([Fail, Error]), Fail);
+        assert_eq!(Verdict::of_all([Error, Fail, Pass]), Fail);
+        assert_eq!(Verdict::of_all([Error, Pass]), Error);
+        assert_eq!(Verdict::of_all([Error]), Error);
+        assert_eq!(Verdict::of_all([Pass, Pass]), Pass);
+        assert_eq!(Verdict::of_all([Pass, NotRun]), Pass);
+        assert_eq!(Verdict::of_all([NotRun]), Error, "nothing judged");
+        assert_eq!(Verdict::of_all([]), Error, "nothing judged");
+    }
+
+    /// The G1 bug: an ERROR line first (the TLS front's count), the R10.2 FAIL after it (the
+    /// plaintext check runs last): FAIL, the ERROR line kept beside it; in either order.
+    #[test]
+    fn a_gate_with_a_proven_breach_is_fail_whatever_came_first() {
+        let mut o = GateOutcome::new(GateId::G1, "fence");
+        o.pass("the fence was read first");
+        o.error("the TLS front saw 1 of the 2 connections it was given end");
+        assert_eq!(o.verdict, Verdict::Error);
+        o.fail("1 connection(s) to the TLS engine began in plaintext (R10.2)");
+        assert_eq!(o.verdict, Verdict::Fail);
+        assert_eq!(o.evidence.len(), 3, "the ERROR line stays beside the FAIL");
+        o.error("and something else could not be judged");
+        assert_eq!(o.verdict, Verdict::Fail);
+        // An engine event voids the gate: ERROR whatever was proven.
+        o.engine_event("a node restarted");
+        assert_eq!(o.verdict, Verdict::Error);
+        o.fail("another breach");
+        assert_eq!(o.verdict, Verdict::Error);
+        let left_out = GateOutcome::not_run(GateId::G2, "sha1", "not selected in this run");
+        assert_eq!(left_out.verdict, Verdict::NotRun);
+    }
+}

@@ -50,12 +50,12 @@ fn esc(s: &str) -> String {
 }
 
 /// The badge's colour for a verdict: shields' brightgreen, red, and lightgrey (ERROR judged
-/// nothing, so it is neither green nor red).
+/// nothing, NOT RUN was not asked to, so neither is green or red).
 fn color(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass => "#4c1",
         Verdict::Fail => "#e05d44",
-        Verdict::Error => "#9f9f9f",
+        Verdict::Error | Verdict::NotRun => "#9f9f9f",
     }
 }
 
@@ -102,7 +102,12 @@ pub fn for_record(r: &Record) -> String {
         r.header.connector_name,
         r.header.engine_name()
     );
-    svg(&label, message, color(r.verdict()), &title)
+    // A partial run certifies only what it ran: never green.
+    let shade = match r.verdict() {
+        Verdict::Pass if !r.not_run().is_empty() => Verdict::NotRun,
+        v => v,
+    };
+    svg(&label, message, color(shade), &title)
 }
 
 /// A matrix cell's badge: its record's, or `ERROR` when the cell has none (it judged nothing).

@@ -14,10 +14,11 @@
 //!     reason: queue names are checked by the engine, not before the call
 //! ```
 //!
-//! A rule's failures are those `diff` gives it: its own G6 cases, and the whole verdict of the
-//! other gates its checks name. A record keeps no finer verdict than a gate's (read the gate's
-//! evidence for which check failed), so a rule judged by G5 expects any failure of G5, while a
-//! rule of G6 expects only its own cases: a case no entry names is a new failure.
+//! A rule's failures are those `diff` gives it: its own G6 cases, and the FAIL lines of the
+//! gates that judge it which cite it (`(R5.13: ...)`) or cite no rule at all
+//! ([`crate::gates::rules::cited`]). So a rule judged by G1 expects G1's failures of its own
+//! and those no line attributes, not a FAIL of G1 that cites another rule; a rule of G6 expects
+//! only its own cases: a case no entry names is a new failure.
 
 use std::path::Path;
 
@@ -26,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
 use crate::error::{ExitCode, HarnessError};
-use crate::gates::rules::{CATALOGUE, RuleId};
-use crate::gates::{GateId, Verdict};
+use crate::gates::rules::{CATALOGUE, RuleId, cited};
+use crate::gates::{GateId, Severity, Verdict};
 use crate::report::Record;
 
 /// What an entry names: a gate or a rule of the catalogue.
@@ -228,10 +229,37 @@ impl Baseline {
                 Err(none)
             };
         }
-        let by: Vec<EntryRef> = rules
-            .filter(|(_, rule)| rule.judged_by().contains(&gate.id))
-            .map(|(e, _)| self.cite(e))
+        // Each FAIL line is expected by the rule entries it concerns: those it cites, or, citing
+        // none, those of the gate's rules; a line none expects is a new failure.
+        let rules: Vec<_> = rules.collect();
+        let mut by: Vec<EntryRef> = Vec::new();
+        let mut fails: Vec<crate::gates::Evidence> = gate
+            .evidence
+            .iter()
+            .filter(|l| l.severity == Severity::Fail)
+            .cloned()
             .collect();
+        if fails.is_empty() {
+            // A bare FAIL (no line says why): the gate's own, every rule of it.
+            fails.push(crate::gates::Evidence::new(Severity::Fail, ""));
+        }
+        for line in &fails {
+            let covering: Vec<EntryRef> = rules
+                .iter()
+                .filter(|(_, rule)| {
+                    cited::concerns(line, rule.id, rule.judged_by().contains(&gate.id))
+                })
+                .map(|(e, _)| self.cite(e))
+                .collect();
+            if covering.is_empty() {
+                return Err(Vec::new());
+            }
+            for c in covering {
+                if !by.contains(&c) {
+                    by.push(c);
+                }
+            }
+        }
         if by.is_empty() {
             Err(Vec::new())
         } else {
@@ -335,7 +363,7 @@ pub struct BaselineOutcome {
 
 impl BaselineOutcome {
     /// The exit code: 1 when something failed that no entry expects; else 4 when a gate in
-    /// `scope` (all eight when `None`) was not judged; else 5 when the only failures were
+    /// `scope` (all eight when `None`) is ERROR or missing (a gate NOT RUN is neither); else 5 when the only failures were
     /// expected; else 0. An unexpected pass alone changes no code: the connector got better.
     pub fn exit_code(&self, r: &Record, scope: Option<&[GateId]>) -> ExitCode {
         if !self.new_failures.is_empty() {
@@ -368,15 +396,21 @@ impl BaselineOutcome {
     /// expected by b.yaml)`; the verdict itself is never softened.
     pub fn headline(&self, summary: &str) -> String {
         let failed = self.expected.len() + self.new_failures.len();
-        if failed == 0 {
-            return format!("{summary} (nothing failed; baseline {})", self.file);
+        let said = if failed == 0 {
+            format!("nothing failed; baseline {}", self.file)
+        } else {
+            let noun = if failed == 1 { "failure" } else { "failures" };
+            format!(
+                "{} of {failed} {noun} expected by {}",
+                self.expected.len(),
+                self.file
+            )
+        };
+        // A partial run's summary has its own parenthesis (`(6 not run)`): one, not two.
+        match summary.strip_suffix(')') {
+            Some(open) => format!("{open}; {said})"),
+            None => format!("{summary} ({said})"),
         }
-        let noun = if failed == 1 { "failure" } else { "failures" };
-        format!(
-            "{summary} ({} of {failed} {noun} expected by {})",
-            self.expected.len(),
-            self.file
-        )
     }
 
     /// One line per new failure and per unexpected pass, for the author to act on.

@@ -153,6 +153,10 @@ fn a_failure_no_entry_names_is_new_and_exits_1() {
         "FAIL 6/8 (1 of 2 failures expected by b.yaml)"
     );
     assert_eq!(
+        o.headline("FAIL 0/2 (6 not run)"),
+        "FAIL 0/2 (6 not run; 1 of 2 failures expected by b.yaml)"
+    );
+    assert_eq!(
         o.lines(),
         ["new failure: G5 (no entry of b.yaml expects it)"]
     );
@@ -230,11 +234,11 @@ fn a_g6_rule_expects_only_its_own_cases() {
 
 #[test]
 fn only_the_judged_gates_count() {
-    // A rerun of G8 alone: the others are ERROR (not selected), and no failure of this run.
+    // A rerun of G8 alone: the others are NOT RUN, and no failure of this run.
     let mut r = failing(&[GateId::G8]);
     for g in &mut r.gates {
         if g.id != GateId::G8 {
-            g.verdict = Verdict::Error;
+            g.verdict = Verdict::NotRun;
         }
     }
     let b =
@@ -244,7 +248,17 @@ fn only_the_judged_gates_count() {
     let o = b.account(&r, Some(&scope));
     assert!(o.unexpected_passes.is_empty(), "G2 was not judged");
     assert_eq!(o.exit_code(&r, Some(&scope)), ExitCode::ExpectedFailures);
-    // The whole run, with gates not judged: no verdict, even though the failure was expected.
+    // Gates not run are no ERROR: the whole run exits on what it ran.
+    assert_eq!(
+        b.account(&r, None).exit_code(&r, None),
+        ExitCode::ExpectedFailures
+    );
+    // The whole run, with gates not judged (ERROR): no verdict, though the failure was expected.
+    for g in &mut r.gates {
+        if g.id != GateId::G8 {
+            g.verdict = Verdict::Error;
+        }
+    }
     assert_eq!(b.account(&r, None).exit_code(&r, None), ExitCode::NoVerdict);
 }
 
@@ -264,4 +278,30 @@ fn the_outcome_is_optional_in_a_record() {
     );
     let back: Record = serde_json::from_value(json).unwrap();
     assert_eq!(back, r);
+}
+
+/// A rule entry expects only the FAIL lines that concern it: those citing it, or citing no rule
+/// (then any rule of the gate). A FAIL citing another rule of the same gate is a new failure.
+#[test]
+fn a_rule_entry_expects_the_fail_lines_that_cite_it() {
+    let mut r = failing(&[GateId::G1]);
+    r.gates[0].evidence.push(crate::gates::Evidence::new(
+        Severity::Fail,
+        "left 1 connection open (R5.13: a connect closes the old connections)",
+    ));
+    let r513 = parse("expected:\n  - id: R5.13\n    reason: pool kept\n").unwrap();
+    let out = r513.account(&r, None);
+    assert_eq!(out.new_failures, Vec::<GateId>::new(), "{out:?}");
+    assert_eq!(out.expected.len(), 1);
+    assert_eq!(out.expected[0].by[0].id, "R5.13");
+    let r31 = parse("expected:\n  - id: R3.1\n    reason: fence\n").unwrap();
+    let out = r31.account(&r, None);
+    assert_eq!(out.new_failures, [GateId::G1], "R3.1 expects no R5.13 FAIL");
+    // A line citing no rule: any rule of the gate expects it, as before.
+    let mut r = failing(&[GateId::G1]);
+    r.gates[0].evidence.push(crate::gates::Evidence::new(
+        Severity::Fail,
+        "the first connect on a fresh database failed (kind engine)",
+    ));
+    assert!(r31.account(&r, None).new_failures.is_empty());
 }

@@ -80,9 +80,10 @@ impl Cell {
                     row,
                     col,
                     verdict,
-                    // A footer that is no count (`TLS not certified`) is said as it is.
+                    // A footer that is no count (`TLS not certified`) is said as it is; a
+                    // partial run says what it left out (`PASS 1/1 (7 not run)`).
                     summary: if r.footer.summary.contains('/') {
-                        format!("{verdict} {}/{}", r.footer.passed, r.footer.total)
+                        r.count().headline()
                     } else {
                         r.footer.summary.clone()
                     },

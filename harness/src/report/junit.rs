@@ -12,6 +12,12 @@ use crate::report::Record;
 fn status(verdict: Verdict, message: Option<String>, body: String) -> TestCaseStatus {
     let kind = match verdict {
         Verdict::Pass => return TestCaseStatus::success(),
+        // Left out of the run: JUnit's own word for a test not run.
+        Verdict::NotRun => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(message.unwrap_or_else(|| verdict.to_string()));
+            return s;
+        }
         Verdict::Fail => NonSuccessKind::Failure,
         Verdict::Error => NonSuccessKind::Error,
     };

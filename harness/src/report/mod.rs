@@ -4,6 +4,7 @@
 
 pub mod badge;
 pub mod baseline;
+mod count;
 pub mod diff;
 pub mod grid;
 pub mod header;
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
 use crate::gates::{GateOutcome, Verdict};
+pub use count::Count;
 pub use header::{ConnectorName, Header};
 
 /// The record's schema name; bumped when a field changes meaning.
@@ -74,8 +76,9 @@ impl GateVerdict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Footer {
     pub passed: usize,
+    /// The gates judged (and any missing): 8 for a full run; the gates NOT RUN are not counted.
     pub total: usize,
-    /// `PASS n/8`.
+    /// `PASS n/8`; a partial run says what it left out: `PASS 1/1 (7 not run)`.
     pub summary: String,
     /// Volatile: when the run ended.
     pub ended: String,
@@ -136,11 +139,7 @@ pub fn now_rfc3339() -> String {
 impl Record {
     /// Assembles a record from the gates' outcomes.
     pub fn new(header: Header, outcomes: &[GateOutcome], engine_boot_ms: u64) -> Self {
-        let passed = outcomes
-            .iter()
-            .filter(|o| o.verdict == Verdict::Pass)
-            .count();
-        let total = crate::gates::ALL.len();
+        let count = Count::of(outcomes.iter().map(|o| (o.id, o.verdict)));
         let mut volatile = Volatile {
             engine_boot_ms,
             ..Volatile::default()
@@ -183,28 +182,36 @@ impl Record {
             volatile,
             baseline: None,
             footer: Footer {
-                passed,
-                total,
-                summary: format!(
-                    "{} {passed}/{total}",
-                    run_verdict(
-                        passed == total && outcomes.len() == total,
-                        outcomes.iter().map(|o| o.verdict)
-                    )
-                ),
+                passed: count.passed,
+                total: count.total,
+                summary: count.headline(),
                 ended: now_rfc3339(),
             },
         }
     }
 
-    /// True when every gate passed.
+    /// True when the run passed: every gate it ran passed, and no gate is missing.
     pub fn passed(&self) -> bool {
-        self.footer.passed == self.footer.total && self.gates.len() == self.footer.total
+        self.verdict() == Verdict::Pass
     }
 
-    /// The run's one verdict: PASS, FAIL when a gate failed, else ERROR (the footer's word).
+    /// The run's one verdict, on the gates it ran ([`Count::verdict`]).
     pub fn verdict(&self) -> Verdict {
-        run_verdict(self.passed(), self.gates.iter().map(|g| g.verdict))
+        self.count().verdict()
+    }
+
+    /// How its gates came out: passed, judged, not run, missing.
+    pub fn count(&self) -> Count {
+        Count::of(self.gates.iter().map(|g| (g.id, g.verdict)))
+    }
+
+    /// The gates left out of this run (NOT RUN).
+    pub fn not_run(&self) -> Vec<crate::gates::GateId> {
+        self.gates
+            .iter()
+            .filter(|g| !g.verdict.was_run())
+            .map(|g| g.id)
+            .collect()
     }
 
     /// Reads a committed record.
@@ -294,15 +301,6 @@ impl Record {
 }
 
 /// The header fields `check` compares, and the script SHAs.
-/// PASS only when `complete` (every gate there and passed); otherwise FAIL when a gate failed,
-/// else ERROR: a gate missing or not judged is never a pass, and never a failure.
-fn run_verdict(complete: bool, gates: impl IntoIterator<Item = Verdict>) -> Verdict {
-    match Verdict::of_all(gates) {
-        Verdict::Pass if !complete => Verdict::Error,
-        v => v,
-    }
-}
-
 fn header_differences(a: &Header, b: &Header) -> Vec<String> {
     let mut out = Vec::new();
     let fields = [
@@ -470,20 +468,6 @@ mod tests {
         // Only one of eight gates: the summary must not claim a pass, nor a failure.
         assert_eq!(r.footer.summary, "ERROR 1/8");
         assert_eq!(r.verdict(), Verdict::Error);
-    }
-
-    #[test]
-    fn a_run_is_error_when_nothing_failed_and_fail_when_anything_did() {
-        use Verdict::{Error, Fail, Pass};
-        assert_eq!(run_verdict(true, [Pass, Pass]), Pass);
-        assert_eq!(run_verdict(false, [Pass, Error]), Error);
-        assert_eq!(run_verdict(false, [Error, Fail, Pass]), Fail);
-        assert_eq!(run_verdict(false, [Pass]), Error);
-        assert_eq!(run_verdict(false, []), Error);
-        assert_eq!(
-            crate::error::ExitCode::from(run_verdict(false, [Pass, Error])) as u8,
-            4
-        );
     }
 
     #[test]

@@ -63,7 +63,18 @@ impl Progress {
             .or(o.evidence.last())
             .map(ToString::to_string)
             .unwrap_or_default();
-        let first = first.lines().next().unwrap_or("").to_string();
+        let mut first = first.lines().next().unwrap_or("").to_string();
+        // A failed call's own words are a figure (they name ports and clocks, so the record's
+        // line keeps the kind only): the person watching gets them on the gate's line.
+        if o.verdict != crate::gates::Verdict::Pass
+            && let Some(said) = o
+                .figures
+                .iter()
+                .find(|(k, v)| k.ends_with("_error") && v.is_string())
+                .and_then(|(_, v)| v.as_str())
+        {
+            first.push_str(&format!(": {}", said.lines().next().unwrap_or("")));
+        }
         self.always(&format!(
             "{} {:<14} {:<5} ({:.1}s) {first}",
             o.id,

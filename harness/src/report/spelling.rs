@@ -1,4 +1,4 @@
-//! How the record spells a verdict and a line of evidence: `PASS`/`FAIL`/`ERROR` (the verdict's
+//! How the record spells a verdict and a line of evidence: `PASS`/`FAIL`/`ERROR`/`NOT RUN` (the verdict's
 //! `Display`, the one place the words are written: its JSON, its schema and the evidence
 //! prefixes are made from it), and evidence as one line whose prefix (`FAIL: `, `ERROR: `, none
 //! for a fact that held) is its severity. The one place a prefix is written, and the one place
@@ -9,12 +9,13 @@ use serde::{Deserialize, Serialize};
 use crate::gates::{Evidence, Severity, Verdict};
 
 impl Verdict {
-    /// `PASS`, `FAIL`, `ERROR`: the words, written here only.
+    /// `PASS`, `FAIL`, `ERROR`, `NOT RUN`: the words, written here only.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pass => "PASS",
             Self::Fail => "FAIL",
             Self::Error => "ERROR",
+            Self::NotRun => "NOT RUN",
         }
     }
 }
@@ -61,7 +62,7 @@ impl schemars::JsonSchema for Verdict {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let words: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
         schemars::json_schema!({
-            "description": "PASS, FAIL, or ERROR (could not be judged: the harness or the engine failed, or not built).",
+            "description": "PASS, FAIL, ERROR (could not be judged: the harness or the engine failed, or not built), or NOT RUN (left out of this run: --gates, --rerun-failed, --fail-fast; no verdict, not counted).",
             "type": "string",
             "enum": words,
         })

@@ -66,7 +66,7 @@ fn column_widths(grid: &Grid) -> (usize, Vec<usize>) {
             c.chars()
                 .count()
                 .max(l.chars().count())
-                .max(Verdict::Error.as_str().len() + 4)
+                .max(Verdict::NotRun.as_str().len() + 4)
                 + 2
         })
         .collect();
@@ -85,6 +85,7 @@ fn row_line(grid: &Grid, row: &str, first_w: usize, widths: &[usize], color: boo
                     Verdict::Pass => GREEN,
                     Verdict::Fail => RED,
                     Verdict::Error => YELLOW,
+                    Verdict::NotRun => DIM,
                 },
             ),
         };

@@ -110,14 +110,37 @@ pub struct Plaintext {
 }
 
 impl Plaintext {
-    /// `port 41234: "*2\r\n$5\r\nHELLO…"`, for evidence.
+    /// `port 41234: "*2\r\n$5\r\nHELLO…"`, for evidence; an `AUTH`'s password withheld (the
+    /// line is printed and committed: it quotes what the connector sent, never its secret).
     pub fn describe(&self) -> String {
         format!(
             "port {}: {:?}",
             self.port,
-            String::from_utf8_lossy(&self.bytes)
+            withhold_password(&String::from_utf8_lossy(&self.bytes))
         )
     }
+}
+
+/// `text` (the first bytes of a RESP command) with the password of an `AUTH` (the command, or
+/// `HELLO`'s argument) replaced by `<password withheld>`: after `AUTH`, the username when two
+/// words follow (`*3` `AUTH user pass`, `HELLO 3 AUTH user pass`), then the password.
+fn withhold_password(text: &str) -> String {
+    let mut parts: Vec<String> = text.split("\r\n").map(str::to_string).collect();
+    // Data words sit at odd indexes after the `*N` header: `*3`, `$4`, `AUTH`, `$3`, `emq`, ...
+    let words: Vec<usize> = (2..parts.len()).step_by(2).collect();
+    let Some(at) = words
+        .iter()
+        .position(|&i| parts[i].eq_ignore_ascii_case("auth"))
+    else {
+        return text.to_string();
+    };
+    let one_arg = at == 0 && parts[0] == "*2";
+    let password = if one_arg { at + 1 } else { at + 2 };
+    if let Some(&i) = words.get(password) {
+        parts[i] = "<password withheld>".into();
+        parts.truncate(i + 1);
+    }
+    parts.join("\r\n")
 }
 
 /// A TLS engine's material: the run's CA (the one a connector is given), the engine's
@@ -237,6 +260,32 @@ impl RunTls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plaintext_auth_is_quoted_without_its_password() {
+        let auth = Plaintext {
+            port: 1,
+            bytes: b"*3\r\n$4\r\nAUTH\r\n$3\r\nemq\r\n$32\r\n3daa550fed95c5479ea7".to_vec(),
+        };
+        let line = auth.describe();
+        assert!(!line.contains("3daa55"), "{line}");
+        assert!(
+            line.contains("AUTH\\r\\n$3\\r\\nemq\\r\\n$32\\r\\n<password withheld>"),
+            "{line}"
+        );
+        assert_eq!(
+            withhold_password("*2\r\n$4\r\nauth\r\n$6\r\nsecret\r\n"),
+            "*2\r\n$4\r\nauth\r\n$6\r\n<password withheld>"
+        );
+        assert_eq!(
+            withhold_password(
+                "*6\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n"
+            ),
+            "*6\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\n<password withheld>"
+        );
+        let ping = "*1\r\n$4\r\nPING\r\n";
+        assert_eq!(withhold_password(ping), ping);
+    }
 
     #[test]
     fn the_run_makes_a_ca_and_certificates_that_name_one_host_and_no_address() {

@@ -84,6 +84,9 @@ struct FrontState {
 struct FrontShared {
     state: Mutex<FrontState>,
     conns: AtomicU64,
+    /// Connections closed with no handshake: a plaintext first byte (R10.2), or none at all.
+    /// Each is a connection the front is done with, as a presented one is ([`Front::settled`]).
+    unshaken: AtomicU64,
     inner: SocketAddr,
     /// Where plaintext connections are recorded: the engine's run, shared by all its fronts.
     run: Arc<RunTls>,
@@ -155,6 +158,7 @@ impl Front {
         let shared = Arc::new(FrontShared {
             state: Mutex::default(),
             conns: AtomicU64::new(0),
+            unshaken: AtomicU64::new(0),
             inner,
             run: tls.clone(),
             port: std::sync::OnceLock::new(),
@@ -204,25 +208,54 @@ impl Front {
         self.shared.conns.load(Ordering::SeqCst)
     }
 
-    /// What the front saw of `opened` connections: each handshake's end is recorded by the
-    /// front's own task, a moment after the client gave up; waited for up to ten times the
-    /// client's own time `took` (at least 2 s), so a slow machine stretches the wait, never the
-    /// verdict.
-    pub fn settled(&self, opened: u64, took: Duration) -> Result<Vec<Presented>, String> {
+    /// Where the front stands now: what [`Front::settled`] counts from.
+    pub fn mark(&self) -> Mark {
+        Mark {
+            conns: self.conns(),
+            unshaken: self.shared.unshaken.load(Ordering::SeqCst),
+        }
+    }
+
+    /// What the front saw of the connections opened since `since`: each ends as a presented
+    /// handshake, or as one closed with no handshake (a plaintext first byte, R10.2, judged by
+    /// the gate's plaintext check; or nothing sent), recorded by the front's own task a moment
+    /// after the client gave up. Waited for up to ten times the client's own time `took` (at
+    /// least 2 s), so a slow machine stretches the wait, never the verdict. A plaintext
+    /// connection is the connection it is: counted as ended, never as a missing handshake.
+    pub fn settled(&self, since: Mark, took: Duration) -> Result<Vec<Presented>, String> {
+        let opened = self.conns() - since.conns;
         let deadline = std::time::Instant::now() + (took * 10).max(Duration::from_secs(2));
         let mut seen = self.take_presented();
-        while (seen.len() as u64) < opened {
+        loop {
+            let unshaken = self.shared.unshaken.load(Ordering::SeqCst) - since.unshaken;
+            if ended(seen.len() as u64, unshaken, opened) {
+                return Ok(seen);
+            }
             if std::time::Instant::now() > deadline {
                 return Err(format!(
-                    "the TLS front recorded {} of the {opened} handshakes it was presented",
+                    "the TLS front saw {} of the {opened} connections it was given end: {} \
+                     handshake(s), {unshaken} closed without one",
+                    seen.len() as u64 + unshaken,
                     seen.len()
                 ));
             }
             std::thread::sleep(Duration::from_millis(10));
             seen.extend(self.take_presented());
         }
-        Ok(seen)
     }
+}
+
+/// Where a front stood: its connections so far, and those it closed with no handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    conns: u64,
+    unshaken: u64,
+}
+
+/// True when every one of `opened` connections has ended: `presented` with a handshake the
+/// front recorded, `unshaken` closed before one (plaintext, or nothing sent).
+fn ended(presented: u64, unshaken: u64, opened: u64) -> bool {
+    presented + unshaken >= opened
 }
 
 impl Drop for Front {
@@ -238,7 +271,10 @@ async fn front_serve(conn: u64, mut tcp: TcpStream, s: Arc<FrontShared>) {
     let mut first = [0u8; 1];
     match tcp.peek(&mut first).await {
         Ok(1..) => {}
-        _ => return,
+        _ => {
+            s.unshaken.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
     }
     if first[0] != 0x16 {
         // A plaintext client: keep what it sent first (it may be mid-write), then close.
@@ -256,6 +292,7 @@ async fn front_serve(conn: u64, mut tcp: TcpStream, s: Arc<FrontShared>) {
             port: s.port.get().copied().unwrap_or(0),
             bytes,
         });
+        s.unshaken.fetch_add(1, Ordering::SeqCst);
         return;
     }
     let present = s.lock().next.unwrap_or(Present::Good);
@@ -340,4 +377,20 @@ async fn back_serve(mut plain: TcpStream, engine: SocketAddr, connector: TlsConn
         return;
     };
     let _ = copy_bidirectional(&mut plain, &mut tls).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The G1 bug: a connector that fell back to plaintext after a refused handshake opened two
+    /// connections, one handshake and one plaintext; both ended, nothing is missing.
+    #[test]
+    fn a_plaintext_connection_counts_as_ended_not_as_a_missing_handshake() {
+        assert!(ended(1, 1, 2));
+        assert!(ended(0, 1, 1));
+        assert!(ended(2, 0, 2));
+        assert!(!ended(1, 0, 2));
+        assert!(!ended(0, 0, 1));
+    }
 }

@@ -153,6 +153,7 @@ pub fn is_tls_double(double: Double) -> bool {
     broken_by(double).any(Rule::on_tls)
 }
 
+pub mod cited;
 mod cluster;
 mod connector;
 pub mod permits;

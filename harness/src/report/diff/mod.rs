@@ -2,8 +2,8 @@
 //! engine, no files): the command reads the files and prints [`Diff::text`].
 //!
 //! Verdicts are compared exactly: gates, the rules judged by them (a rule's verdict is that of
-//! the gates its checks name, and of its own cases in place of G6's whole verdict), and G6's
-//! cases. Figures (times, rates and counts in `volatile`) vary from run to run, so only a move
+//! its own checks: the lines of the gates that judge it which cite it or cite no rule, and its
+//! own cases in place of G6's whole verdict), and G6's cases. Figures (times, rates and counts in `volatile`) vary from run to run, so only a move
 //! beyond [`NOISE`] is reported: a verdict change is what the exit code says.
 
 mod text;
@@ -260,35 +260,44 @@ fn cases(r: Option<&Record>) -> BTreeMap<String, Verdict> {
 }
 
 /// Each rule of the (built-in) catalogue that `r` judged, with its verdict and what judged it:
-/// the gates its checks name, and its own cases where G6 is among them (G6's whole verdict when
-/// the record has none of them). A rule no judged gate names is left out.
+/// the gates its checks name and the gates whose lines cite it, each by the lines that concern
+/// the rule ([`crate::gates::rules::cited`]: a FAIL citing R5.13 fails R5.13 alone, a line
+/// citing no rule every rule of its gate), and its own cases where G6 is among them (G6's whole
+/// verdict when the record has none of them). A gate NOT RUN says nothing of a rule; a rule
+/// whose every gate was NOT RUN is NOT RUN; one no gate speaks of is left out.
 pub fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
+    use crate::gates::rules::cited;
     let Some(r) = r else {
         return BTreeMap::new();
     };
     let case_verdicts = cases(Some(r));
     let mut out = BTreeMap::new();
     for rule in CATALOGUE.iter() {
+        let judged_by = rule.judged_by();
         let mut verdicts = Vec::new();
         let mut via = Vec::new();
-        for g in rule.judged_by() {
-            let Some(gate) = r.gates.iter().find(|x| x.id == g) else {
-                continue;
-            };
+        let mut left_out = Vec::new();
+        for gate in &r.gates {
+            let judges = judged_by.contains(&gate.id);
+            if judges && !gate.verdict.was_run() {
+                left_out.push(gate.id.to_string());
+            }
             let own: Vec<(&str, Verdict)> = rule
                 .cases
                 .iter()
                 .filter_map(|c| case_verdicts.get(*c).map(|v| (*c, *v)))
                 .collect();
-            if g == GateId::G6 && !own.is_empty() {
+            if gate.id == GateId::G6 && judges && gate.verdict.was_run() && !own.is_empty() {
                 verdicts.extend(own.iter().map(|(_, v)| *v));
                 via.push(format!(
                     "G6: {}",
                     own.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")
                 ));
-            } else {
-                verdicts.push(gate.verdict);
-                via.push(g.to_string());
+            } else if let Some(v) =
+                cited::verdict_for(gate.verdict, &gate.evidence, rule.id, judges)
+            {
+                verdicts.push(v);
+                via.push(gate.id.to_string());
             }
         }
         if !verdicts.is_empty() {
@@ -296,6 +305,9 @@ pub fn rules(r: Option<&Record>) -> BTreeMap<String, (Verdict, String)> {
                 rule.id.to_string(),
                 (Verdict::of_all(verdicts), via.join("; ")),
             );
+        } else if !left_out.is_empty() {
+            // Every gate that judges it was left out of the run: NOT RUN, said as such.
+            out.insert(rule.id.to_string(), (Verdict::NotRun, left_out.join("; ")));
         }
     }
     out

@@ -238,3 +238,72 @@ fn a_record_against_a_matrix_is_compared_on_its_own_cell() {
         ("PASS 8/8", "FAIL 7/8")
     );
 }
+
+/// Issue item 5: a record that broke only R5.13 (a FAIL line of G1 citing it) changes R5.13
+/// alone, not every rule G1 judges (R3.1, R3.2, R3.4, R4.19 stay PASS).
+#[test]
+fn a_fail_line_changes_the_rule_it_cites_alone() {
+    let a = record("echomq-python", "valkey", "9.1.2", false);
+    let mut b = a.clone();
+    b.gates[0].evidence.push(crate::gates::Evidence::new(
+        crate::gates::Severity::Fail,
+        "a connect of the connected session s left 1 of the 2 connections open (R5.13: a connect \
+         of a connected session closes the old connections)",
+    ));
+    b.gates[0].verdict = Verdict::Fail;
+    let d = diff(&side("old.json", a.clone()), &side("new.json", b));
+    let c = &d.cells[0];
+    let changed: Vec<&str> = c.rules.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(changed, ["R5.13"], "{:?}", c.rules);
+    assert!(
+        d.text().contains("  rule R5.13: PASS → FAIL (G1)\n"),
+        "{}",
+        d.text()
+    );
+    // A FAIL line naming no rule falls back to every rule of the gate.
+    let mut b = a.clone();
+    b.gates[0].evidence.push(crate::gates::Evidence::new(
+        crate::gates::Severity::Fail,
+        "the first connect on a fresh database failed (kind engine)",
+    ));
+    b.gates[0].verdict = Verdict::Fail;
+    let d = diff(&side("old.json", a), &side("new.json", b));
+    let changed: Vec<&str> = d.cells[0].rules.iter().map(|r| r.id.as_str()).collect();
+    for id in ["R3.1", "R5.13"] {
+        assert!(changed.contains(&id), "{id}: {changed:?}");
+    }
+}
+
+/// A partial run (`--gates G2`): the gates left out are NOT RUN, and so are the rules only they
+/// judge; a rule G2 judges keeps its verdict.
+#[test]
+fn a_partial_run_leaves_its_rules_not_run() {
+    let a = record("echomq-python", "valkey", "9.1.2", false);
+    let mut b = a.clone();
+    for g in &mut b.gates {
+        if g.id != GateId::G2 {
+            g.verdict = Verdict::NotRun;
+        }
+    }
+    let rules = rules(Some(&b));
+    let g2 = CATALOGUE
+        .iter()
+        .find(|r| r.judged_by() == [GateId::G2])
+        .expect("a rule of G2 alone");
+    assert_eq!(rules[&g2.id.to_string()].0, Verdict::Pass);
+    let g8 = CATALOGUE
+        .iter()
+        .find(|r| r.judged_by() == [GateId::G8])
+        .expect("a rule of G8 alone");
+    assert_eq!(
+        rules[&g8.id.to_string()],
+        (Verdict::NotRun, "G8".to_string())
+    );
+    let d = diff(&side("a.json", a), &side("b.json", b));
+    assert!(
+        d.text()
+            .contains(&format!("  rule {}: PASS → NOT RUN", g8.id)),
+        "{}",
+        d.text()
+    );
+}

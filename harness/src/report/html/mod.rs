@@ -49,6 +49,7 @@ fn class(v: Verdict) -> &'static str {
         Verdict::Pass => "pass",
         Verdict::Fail => "fail",
         Verdict::Error => "error",
+        Verdict::NotRun => "not-run",
     }
 }
 
