@@ -317,7 +317,7 @@ impl Engine {
                 "engine url {url:?}: expected redis://[:password@]host:port[/db]"
             ))
         };
-        // SPEC's url rule, and the harness needs the port written out. A TLS engine is one the
+        // SPEC R9.1, and the harness needs the port written out. A TLS engine is one the
         // harness boots (it makes the certificates): a `rediss://` engine url is not taken yet.
         let parsed = EngineUrl::parse(url)
             .ok()

@@ -1,4 +1,4 @@
-//! Where a connector connects ([`Target`]), and the url rule of an engine given by url.
+//! Where a connector connects ([`Target`]), and SPEC R9.1 for an engine given by url.
 
 /// Where a connector connects: the url of `connect`, and whether it names a cluster's seed node
 /// (wire v1's optional `cluster`, SPEC R8.1). From a plain url it is a single engine.

@@ -283,7 +283,7 @@ mod tests {
     const PINNED: (u32, &str, &str) = (
         7,
         "dda06649e99f90a3687ba3608ed1123794fa66e0",
-        "eba7d0f9fc32b76e01b84dc4c6716004052543cf",
+        "289f8d18843e25e67eddb2e5e61f441cb90e1f0c",
     );
 
     #[test]

@@ -103,7 +103,7 @@ fn parse_args(s: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// Commands that name no key (free for a connector to send, SPEC §4).
+/// Commands that name no key (R4.13 does not judge them; R4.19's list does, through the ACL).
 const KEYLESS: &[&str] = &[
     "HELLO",
     "AUTH",

@@ -106,7 +106,7 @@ fn first_emq(obs: &Observed, client: &str) -> Vec<String> {
 /// True for an EchoMQ command that may come before the fence read on a new connection: a read
 /// of a read verb (`browse`'s `ZRANGE` and `HGET`/`HMGET`, `pending_size`'s `ZCARD`), which
 /// runs no script (R3.5 permits it: P3.1).
-fn is_read_verb(args: &[String]) -> bool {
+pub fn is_read_verb(args: &[String]) -> bool {
     let cmd = args[0].to_ascii_uppercase();
     matches!(cmd.as_str(), "ZRANGE" | "ZCARD" | "HGET" | "HMGET") && !is_fence_read(args)
 }

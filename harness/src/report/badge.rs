@@ -87,13 +87,13 @@ pub fn svg(label: &str, message: &str, fill: &str, title: &str) -> String {
     )
 }
 
-/// `EchoMQ contract 2`: what a badge certifies.
+/// `EchoMQ contract 7`: what a badge certifies.
 fn label(r: Option<&Record>) -> String {
     let version = r.map_or(crate::gates::contract::current(), |r| r.header.contract());
     format!("EchoMQ contract {version}")
 }
 
-/// A record's badge: `EchoMQ contract 2 | PASS 8/8`, coloured by the run's verdict.
+/// A record's badge: `EchoMQ contract 7 | PASS 8/8`, coloured by the run's verdict.
 pub fn for_record(r: &Record) -> String {
     let label = label(Some(r));
     let message = &r.footer.summary;

@@ -148,7 +148,7 @@ verbs! {
     /// Opens a session on an engine, reading the fence first (SPEC §3).
     Connect connect -> Unit {
         session: String,
-        // `connect` may name a url (to pin the url rule); without one it is the case's database.
+        // `connect` may name a url (to pin R9.1); without one it is the case's database.
         url: String [arg = "", check connect_url(url, *cluster, ca_file.as_deref())],
         /// The url names a cluster's seed node (SPEC R8.1); absent on a single engine.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -61,9 +61,24 @@ pub const PERMITS: &[Permit] = &[
         untaken: "",
     },
     Permit {
+        id: "P3.3",
+        rule: RuleId::new(3, 4),
+        what: "after a failed connect, a name that was connected keeps its old session or loses it",
+        takers: &[],
+        untaken: "no gate depends on it: the harness connects a name afresh before using it again",
+    },
+    Permit {
+        id: "P3.4",
+        rule: RuleId::new(5, 4),
+        what: "a connect whose new connection is closed before a byte is read dials again by itself (the fence read) or fails with kind engine (the reference)",
+        takers: &[],
+        untaken: "no double of its own yet: G8's reset-on-connect fault judges the connect by its \
+                  kind alone when it fails, and the session's jobs when it succeeds",
+    },
+    Permit {
         id: "P4.1",
         rule: RuleId::new(4, 1),
-        what: "1.0 and 1e3 read as the integers 1 and 1000, or refused as invalid",
+        what: "1.0 and 1e3 read as the integers 1 and 1000, or refused (invalid; unsupported in hello's protocol)",
         takers: &[],
         untaken: NEVER_SENT,
     },
@@ -91,7 +106,7 @@ pub const PERMITS: &[Permit] = &[
     Permit {
         id: "P4.5",
         rule: RuleId::new(4, 19),
-        what: "DISCARD to end a transaction",
+        what: "DISCARD to end a transaction its client library could not finish",
         takers: &[Taker::GreetsEachConnection, Taker::Permissive],
         untaken: "",
     },
@@ -142,11 +157,25 @@ pub const PERMITS: &[Permit] = &[
         untaken: "",
     },
     Permit {
+        id: "P4.12",
+        rule: RuleId::new(4, 15),
+        what: "the seam kept by a lint or by a source test of the connector's own",
+        takers: &[],
+        untaken: "no gate can see a connector's sources (R4.15)",
+    },
+    Permit {
         id: "P5.1",
         rule: RuleId::new(2, 1),
         what: "EMQ_BUNDLE_VERSION compared with the manifest, and a start refused on a mismatch",
         takers: &[],
         untaken: SAME_VERSION,
+    },
+    Permit {
+        id: "P5.2",
+        rule: RuleId::new(5, 3),
+        what: "hello's name, version and language, and stderr, as the connector likes",
+        takers: &[],
+        untaken: "no gate reads them but to show them in the record",
     },
     Permit {
         id: "P8.1",
@@ -173,9 +202,25 @@ pub const PERMITS: &[Permit] = &[
                   retries 0) and passes every cluster cell of the matrix",
     },
     Permit {
+        id: "P8.4",
+        rule: RuleId::new(8, 3),
+        what: "a batch over queues split by slot rather than by node",
+        takers: &[],
+        untaken: "the reference takes it (a batch's lanes are slots, not nodes) and passes every \
+                  gate on a cluster",
+    },
+    Permit {
+        id: "P8.5",
+        rule: RuleId::new(8, 1),
+        what: "no cluster support: a cluster connect answered with kind unsupported",
+        takers: &[],
+        untaken: "every connector of the harness supports clusters; a connector without answers \
+                  one connect and its cluster records say so, as a TLS-less one's do (P10.2)",
+    },
+    Permit {
         id: "P9.1",
         rule: RuleId::new(9, 1),
-        what: "urls beyond what the harness sends (no user, a percent-encoded password, IPv6, a default port)",
+        what: "urls beyond what the harness sends (no user, a percent-encoded password, IPv6, a default port), and redis://word@host:port read as a password or as a user",
         takers: &[],
         untaken: NEVER_SENT,
     },
@@ -192,6 +237,14 @@ pub const PERMITS: &[Permit] = &[
         what: "on a TLS cluster, connect fails with kind engine when a node it reaches at connect presents a refused certificate",
         takers: &[Taker::EagerNodeConnections, Taker::Permissive],
         untaken: "",
+    },
+    Permit {
+        id: "P10.2",
+        rule: RuleId::new(10, 1),
+        what: "no TLS: every rediss:// connect answered with kind unsupported",
+        takers: &[],
+        untaken: "taken by a child fixture in tests/tls.rs: its TLS record says TLS not certified \
+                  with that answer, exit 4, no FAIL, and it passes G1 without TLS",
     },
 ];
 
