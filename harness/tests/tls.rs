@@ -160,31 +160,9 @@ impl emq::connector::Connector for FallBackToPlaintext {
         &mut self,
         request: &emq::connector::Request,
     ) -> Result<emq::connector::Reply, emq::error::ConnectorError> {
-        use emq::connector::Request;
-        use emq::protocol::url::{EngineUrl, Scheme};
         let first = self.0.call(request);
-        match (request, &first) {
-            (
-                Request::Connect {
-                    session,
-                    url,
-                    cluster,
-                    ca_file: Some(_),
-                },
-                Err(_),
-            ) => match EngineUrl::parse(url) {
-                Ok(u) if u.scheme == Scheme::Rediss => self.0.call(&Request::Connect {
-                    session: session.clone(),
-                    url: EngineUrl {
-                        scheme: Scheme::Redis,
-                        ..u
-                    }
-                    .to_string(),
-                    cluster: *cluster,
-                    ca_file: None,
-                }),
-                _ => first,
-            },
+        match (emq::doubles::tls::in_plaintext(request), &first) {
+            (Some(plain), Err(_)) => self.0.call(&plain),
             _ => first,
         }
     }

@@ -7,31 +7,41 @@ use crate::connector::{Connector, Reply, Request};
 use crate::error::ConnectorError;
 use crate::protocol::url::{EngineUrl, Scheme};
 
+/// A `rediss://` connect with a `ca_file` as the same connect in plaintext (`redis://`, no
+/// `ca_file`): R10.2's breach, for [`PlaintextOnRediss`] and for a test's fall-back double.
+pub fn in_plaintext(request: &Request) -> Option<Request> {
+    let Request::Connect {
+        session,
+        url,
+        cluster,
+        ca_file: Some(_),
+    } = request
+    else {
+        return None;
+    };
+    let u = EngineUrl::parse(url)
+        .ok()
+        .filter(|u| u.scheme == Scheme::Rediss)?;
+    Some(Request::Connect {
+        session: session.clone(),
+        url: EngineUrl {
+            scheme: Scheme::Redis,
+            ..u
+        }
+        .to_string(),
+        cluster: *cluster,
+        ca_file: None,
+    })
+}
+
 /// R10.2 broken: a `rediss://` url is dialled as `redis://`, its `ca_file` dropped.
 pub struct PlaintextOnRediss(pub Reference);
 
 impl Connector for PlaintextOnRediss {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match request {
-            Request::Connect {
-                session,
-                url,
-                cluster,
-                ca_file: Some(_),
-            } => match EngineUrl::parse(url) {
-                Ok(u) if u.scheme == Scheme::Rediss => self.0.call(&Request::Connect {
-                    session: session.clone(),
-                    url: EngineUrl {
-                        scheme: Scheme::Redis,
-                        ..u
-                    }
-                    .to_string(),
-                    cluster: *cluster,
-                    ca_file: None,
-                }),
-                _ => self.0.call(request),
-            },
-            other => self.0.call(other),
+        match in_plaintext(request) {
+            Some(plain) => self.0.call(&plain),
+            None => self.0.call(request),
         }
     }
 }
