@@ -269,7 +269,7 @@ fn taker_engines(t: Taker) -> &'static [On] {
         ],
         Taker::ReconnectReadsFirst | Taker::PingsEveryVerb => &[On::One],
         Taker::EagerNodeConnections => &[On::Cluster, On::TlsCluster],
-        Taker::ReadsEverySlotMap => &[On::Cluster],
+        Taker::ReadsEverySlotMap | Taker::RetriesTryagain => &[On::Cluster],
         _ => &[On::One, On::Cluster],
     }
 }
@@ -333,7 +333,12 @@ fn permission_doubles_take_their_paths() -> Result<(), Failed> {
                 })
             },
             // Their paths differ from the reference's on a cluster (or on every engine at once).
-            Taker::EagerNodeConnections | Taker::ReadsEverySlotMap | Taker::Permissive => continue,
+            Taker::EagerNodeConnections
+            | Taker::ReadsEverySlotMap
+            | Taker::RetriesTryagain
+            | Taker::Permissive => continue,
+            // Its witness is G8's reset-on-connect fault: only that closes a connection so early.
+            Taker::RedialsAtConnect => continue,
             Taker::ShortestReadTimeout => continue, // G1's held reply is its witness: R5.13 passes.
         };
         let db = 2 + i as u32;

@@ -43,13 +43,18 @@ pub enum Taker {
     LoneFirstEnqueue,
     /// On a cluster, `connect` reads `CLUSTER SHARDS` and `CLUSTER NODES` besides `SLOTS`.
     ReadsEverySlotMap,
+    /// `connect` dials once more when its first connection is closed before the fence read.
+    RedialsAtConnect,
+    /// A script call answered `TRYAGAIN` or `CLUSTERDOWN` is sent again after a pause, for a
+    /// bounded time.
+    RetriesTryagain,
     /// Every permission above at once.
     Permissive,
 }
 
 impl Taker {
     /// Every permission double, in the order the self-tests run them.
-    pub const ALL: [Taker; 11] = [
+    pub const ALL: [Taker; 13] = [
         Taker::ReconnectReadsFirst,
         Taker::HmgetPayloads,
         Taker::Resp3Hello,
@@ -60,6 +65,8 @@ impl Taker {
         Taker::EagerNodeConnections,
         Taker::LoneFirstEnqueue,
         Taker::ReadsEverySlotMap,
+        Taker::RedialsAtConnect,
+        Taker::RetriesTryagain,
         Taker::Permissive,
     ];
 
@@ -78,6 +85,8 @@ impl Taker {
             Self::EagerNodeConnections => p.eager_nodes = true,
             Self::LoneFirstEnqueue => p.lone_first = true,
             Self::ReadsEverySlotMap => p.every_slot_map = true,
+            Self::RedialsAtConnect => p.redial_at_connect = true,
+            Self::RetriesTryagain => p.retry_tryagain = true,
             Self::Permissive => p = Permits::ALL,
         }
         p

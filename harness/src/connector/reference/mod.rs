@@ -201,7 +201,13 @@ impl Reference {
         ca_file: Option<&str>,
     ) -> Result<(), ConnectorError> {
         let dial = self.dial(url, cluster, ca_file)?;
-        let mut link = Self::open_timed(&dial, self.io_timeout())?;
+        let mut link = match Self::open_timed(&dial, self.io_timeout()) {
+            // P3.4: a connection closed before the fence read is dialled once more.
+            Err(e) if self.permits.redial_at_connect && e.kind == ErrorKind::Engine => {
+                Self::open_timed(&dial, self.io_timeout())?
+            }
+            other => other?,
+        };
         link.apply(&self.quirks);
         self.check_fence(&mut link)?;
         if self.permits.eager_nodes {
@@ -412,7 +418,21 @@ impl Reference {
         for a in args {
             cmd.arg(*a);
         }
-        let sent = link.send(&cmd);
+        let mut sent = link.send(&cmd);
+        if self.permits.retry_tryagain {
+            // P8.2: the call did not run; again after a pause, for a bounded time (R8.7).
+            let t0 = std::time::Instant::now();
+            while let Err(e) = &sent
+                && matches!(
+                    e.kind(),
+                    RedisKind::Server(ServerErrorKind::TryAgain | ServerErrorKind::ClusterDown)
+                )
+                && t0.elapsed() < permits::TRYAGAIN_FOR
+            {
+                std::thread::sleep(Duration::from_millis(50));
+                sent = link.send(&cmd);
+            }
+        }
         if (quirks.abandon_on_timeout || self.permits.short_timeout)
             && let Err(e) = &sent
             && e.is_timeout()

@@ -33,7 +33,17 @@ pub struct Permits {
     pub lone_first: bool,
     /// On a cluster, `connect` also reads `CLUSTER SHARDS` and `CLUSTER NODES` (P4.9).
     pub every_slot_map: bool,
+    /// `connect` dials once more when its first connection fails before it could read the
+    /// fence (P3.4).
+    pub redial_at_connect: bool,
+    /// A script call answered `TRYAGAIN` or `CLUSTERDOWN` (it did not run) is sent again after
+    /// a pause, for at most [`TRYAGAIN_FOR`] (P8.2).
+    pub retry_tryagain: bool,
 }
+
+/// How long [`Permits::retry_tryagain`] keeps trying: well within the harness's 10 s request
+/// timeout (R5.8, R8.7).
+pub const TRYAGAIN_FOR: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Permits {
     /// Every permission at once, as a connector that takes each of them would.
@@ -48,5 +58,7 @@ impl Permits {
         eager_nodes: true,
         lone_first: true,
         every_slot_map: true,
+        redial_at_connect: true,
+        retry_tryagain: true,
     };
 }

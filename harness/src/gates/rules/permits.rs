@@ -71,9 +71,8 @@ pub const PERMITS: &[Permit] = &[
         id: "P3.4",
         rule: RuleId::new(5, 4),
         what: "a connect whose new connection is closed before a byte is read dials again by itself (the fence read) or fails with kind engine (the reference)",
-        takers: &[],
-        untaken: "no double of its own yet: G8's reset-on-connect fault judges the connect by its \
-                  kind alone when it fails, and the session's jobs when it succeeds",
+        takers: &[Taker::RedialsAtConnect, Taker::Permissive],
+        untaken: "",
     },
     Permit {
         id: "P4.1",
@@ -188,10 +187,8 @@ pub const PERMITS: &[Permit] = &[
         id: "P8.2",
         rule: RuleId::new(8, 7),
         what: "after TRYAGAIN or CLUSTERDOWN, the call sent again (paused, bounded) or kind engine",
-        takers: &[],
-        untaken: "no double of its own yet: the reference answers kind engine, and G8's migration \
-                  judges both paths by the jobs alone (each exactly once, or the call failed and \
-                  the queue is untouched)",
+        takers: &[Taker::RetriesTryagain, Taker::Permissive],
+        untaken: "",
     },
     Permit {
         id: "P8.3",
