@@ -239,32 +239,6 @@ impl Reference {
         Ok(())
     }
 
-    /// The read timeout of every connection: the production 60 s, or a double's.
-    fn io_timeout(&self) -> Duration {
-        if self.quirks.abandon_on_timeout {
-            SHORT_TIMEOUT
-        } else if self.permits.short_timeout {
-            PERMITTED_SHORTEST
-        } else {
-            IO_TIMEOUT
-        }
-    }
-
-    /// [`Permits::reconnect_reads_first`]: the fence read on the session's new connection,
-    /// before its first script (R3.1, R3.5).
-    fn fence_before_script(&mut self, session: &str) -> Result<(), ConnectorError> {
-        if !self.unfenced.remove(session) {
-            return Ok(());
-        }
-        let mut link = self
-            .sessions
-            .remove(session)
-            .expect("the caller made the session live");
-        let r = self.check_fence(&mut link);
-        self.sessions.insert(session.to_string(), link);
-        r
-    }
-
     fn read_fence(link: &mut Link) -> Result<HashMap<String, String>, ConnectorError> {
         let v = link
             .send(redis::cmd("HGETALL").arg(FENCE_KEY))
@@ -418,21 +392,8 @@ impl Reference {
         for a in args {
             cmd.arg(*a);
         }
-        let mut sent = link.send(&cmd);
-        if self.permits.retry_tryagain {
-            // P8.2: the call did not run; again after a pause, for a bounded time (R8.7).
-            let t0 = std::time::Instant::now();
-            while let Err(e) = &sent
-                && matches!(
-                    e.kind(),
-                    RedisKind::Server(ServerErrorKind::TryAgain | ServerErrorKind::ClusterDown)
-                )
-                && t0.elapsed() < permits::TRYAGAIN_FOR
-            {
-                std::thread::sleep(Duration::from_millis(50));
-                sent = link.send(&cmd);
-            }
-        }
+        let sent = link.send(&cmd);
+        let sent = self.permits.again_after_tryagain(link, &cmd, sent);
         if (quirks.abandon_on_timeout || self.permits.short_timeout)
             && let Err(e) = &sent
             && e.is_timeout()

@@ -2,6 +2,14 @@
 //! other way than the production reference takes it. Only a permission double
 //! (`crate::doubles::permits`) turns one on, and each must PASS every gate: a gate that fails
 //! one judges a connector that follows SPEC to the letter, the worst verdict a certifier can give.
+//! The paths themselves live here too, apart from the production connector's.
+
+use std::time::Duration;
+
+use redis::{Cmd, ErrorKind as RedisKind, RedisResult, ServerErrorKind, Value};
+
+use super::link::Link;
+use super::{ConnectorError, IO_TIMEOUT, PERMITTED_SHORTEST, Reference, SHORT_TIMEOUT};
 
 /// The paths SPEC permits that the reference does not take by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,7 +51,7 @@ pub struct Permits {
 
 /// How long [`Permits::retry_tryagain`] keeps trying: well within the harness's 10 s request
 /// timeout (R5.8, R8.7).
-pub const TRYAGAIN_FOR: std::time::Duration = std::time::Duration::from_secs(3);
+pub const TRYAGAIN_FOR: Duration = Duration::from_secs(3);
 
 impl Permits {
     /// Every permission at once, as a connector that takes each of them would.
@@ -61,4 +69,59 @@ impl Permits {
         redial_at_connect: true,
         retry_tryagain: true,
     };
+}
+
+impl Permits {
+    /// [`Permits::retry_tryagain`]: a call answered `TRYAGAIN` or `CLUSTERDOWN` did not run, so
+    /// it goes again after a pause, for at most [`TRYAGAIN_FOR`] (P8.2, R8.7); otherwise `sent`.
+    pub(super) fn again_after_tryagain(
+        self,
+        link: &mut Link,
+        cmd: &Cmd,
+        mut sent: RedisResult<Value>,
+    ) -> RedisResult<Value> {
+        if !self.retry_tryagain {
+            return sent;
+        }
+        let t0 = std::time::Instant::now();
+        while let Err(e) = &sent
+            && matches!(
+                e.kind(),
+                RedisKind::Server(ServerErrorKind::TryAgain | ServerErrorKind::ClusterDown)
+            )
+            && t0.elapsed() < TRYAGAIN_FOR
+        {
+            std::thread::sleep(Duration::from_millis(50));
+            sent = link.send(cmd);
+        }
+        sent
+    }
+}
+
+impl Reference {
+    /// The read timeout of every connection: the production 60 s, or a double's.
+    pub(super) fn io_timeout(&self) -> Duration {
+        if self.quirks.abandon_on_timeout {
+            SHORT_TIMEOUT
+        } else if self.permits.short_timeout {
+            PERMITTED_SHORTEST
+        } else {
+            IO_TIMEOUT
+        }
+    }
+
+    /// [`Permits::reconnect_reads_first`]: the fence read on the session's new connection,
+    /// before its first script (R3.1, R3.5).
+    pub(super) fn fence_before_script(&mut self, session: &str) -> Result<(), ConnectorError> {
+        if !self.unfenced.remove(session) {
+            return Ok(());
+        }
+        let mut link = self
+            .sessions
+            .remove(session)
+            .expect("the caller made the session live");
+        let r = self.check_fence(&mut link);
+        self.sessions.insert(session.to_string(), link);
+        r
+    }
 }
