@@ -7,188 +7,26 @@
 //! where that connector is not provisioned (never in CI). G6 and G7 are judged by
 //! `tests/case_doubles.rs` and `tests/interleavings.rs`.
 //!
+//! The permission doubles are judged by `tests/permits.rs`; both judge through
+//! `common::judge`.
+//!
 //! The trials of one double share one engine of their own, one trial at a time (its gates ran
 //! in one run before: `SCRIPT FLUSH`, `CONFIG RESETSTAT` and `MONITOR` are not shared between
 //! trials that run at once); every other trial boots its own.
 
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
 mod common;
 
-use emq::connector::Connector;
-use emq::connector::child::{ChildFactory, ChildSpec};
+use common::judge::{On, Shared, Subject, judge, mine, seed, snake};
 use emq::connector::reference::Reference;
-use emq::doubles::permits::Taker;
 use emq::doubles::{Double, TABLE};
-use emq::engine::Engine;
-use emq::error::HarnessError;
 use emq::gates::rules::{gates_failing, is_cluster_double, is_tls_double};
-use emq::gates::{ConnectorFactory, GateContext, GateId, GateOutcome, Verdict};
+use emq::gates::{GateContext, GateId, Verdict};
 use emq::protocol::bundle::Bundle;
-
-/// The gates these tests cover: all but G6 and G7.
-fn mine() -> Vec<GateId> {
-    GateId::ALL
-        .into_iter()
-        .filter(|g| !matches!(g, GateId::G6 | GateId::G7))
-        .collect()
-}
-
-/// Small enough to keep the tests quick; a certifying run uses ≥ 100 000.
-const BATCH: i64 = 20_000;
-
-/// G7's and G8's seed: 42, or `EMQ_SELFTEST_SEED` (to try the self-tests under other seeds).
-fn seed() -> u64 {
-    emq::settings::parsed(emq::settings::SELFTEST_SEED).unwrap_or(42)
-}
-
-/// Who is judged: the reference connector, a double, a permission double, or the Python
-/// connector.
-#[derive(Clone, Copy, Debug)]
-enum Subject {
-    Reference,
-    Double(Double),
-    Taker(Taker),
-    Python,
-}
-
-impl Subject {
-    fn factory(self, bundle: &Arc<Bundle>) -> Box<dyn ConnectorFactory> {
-        match self {
-            Subject::Reference => {
-                let b = bundle.clone();
-                Box::new(move || -> Result<Box<dyn Connector + Send>, HarnessError> {
-                    Ok(Reference::boxed(&b))
-                })
-            }
-            Subject::Double(d) => d.factory(bundle),
-            Subject::Taker(t) => t.factory(bundle),
-            Subject::Python => {
-                let program = common::python_connector().expect("the Python connector");
-                Box::new(ChildFactory::new(ChildSpec::new([program
-                    .display()
-                    .to_string()])))
-            }
-        }
-    }
-}
-
-/// An engine booted on first use and shared by the trials that hold it, one at a time.
-type Shared = Arc<Mutex<Option<Engine>>>;
-
-/// The engine a trial judges on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum On {
-    One,
-    Cluster,
-    /// A single TLS engine (SPEC §10).
-    Tls,
-    /// A Valkey Cluster over TLS (SPEC §10 on §8).
-    TlsCluster,
-    /// Another engine of the matrix, by name (`valkey-8.1`, `redis-7.0`).
-    Named(&'static str),
-}
-
-fn boot(on: On) -> Engine {
-    match on {
-        On::Cluster => common::cluster_engine(),
-        On::Tls => common::tls_engine(),
-        On::TlsCluster => common::tls_cluster_engine(),
-        On::Named(name) => common::named_engine(name),
-        On::One => common::binary_engine(),
-    }
-}
-
-/// Runs `gates` against `subject` on `engine` (booted here when `None`); `want` FAIL for the
-/// gates in `fail`, PASS for the others. The evidence is the failure message, not noise.
-fn judge(
-    subject: Subject,
-    engine: &Shared,
-    on: On,
-    gates: &[GateId],
-    fail: &[GateId],
-) -> Result<(), Failed> {
-    let mut slot = engine.lock().unwrap_or_else(|e| e.into_inner());
-    let e = slot.get_or_insert_with(|| boot(on));
-    let bundle = common::bundle();
-    let factory = subject.factory(&bundle);
-    let ctx = GateContext {
-        seed: seed(),
-        batch: BATCH,
-        ..common::gate_context(e, &bundle, factory.as_ref())
-    };
-    // EMQ_SELFTEST_GATES=G1,G4 narrows the run while working on a gate.
-    let only = emq::settings::var(emq::settings::SELFTEST_GATES).unwrap_or_default();
-    let mut log = String::new();
-    let mut wrong = Vec::new();
-    for &id in gates
-        .iter()
-        .filter(|g| only.is_empty() || only.split(',').any(|o| o.parse() == Ok(**g)))
-    {
-        let t0 = Instant::now();
-        let out = common::run(&ctx, id);
-        log.push_str(&describe(&out, t0));
-        let expected = if fail.contains(&id) {
-            Verdict::Fail
-        } else {
-            Verdict::Pass
-        };
-        if out.verdict != expected {
-            wrong.push(format!(
-                "{id} {}: {}, expected {expected}",
-                out.name, out.verdict
-            ));
-        }
-    }
-    let on = match on {
-        On::Cluster => "a cluster",
-        On::Tls => "a TLS engine",
-        On::TlsCluster => "a TLS cluster",
-        On::Named(name) => name,
-        On::One => "a single engine",
-    };
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{subject:?} on {on}:\n{}\n\n{log}", wrong.join("\n")).into())
-    }
-}
-
-/// A gate's outcome as lines for a failure message.
-fn describe(out: &GateOutcome, t0: Instant) -> String {
-    let mut s = format!(
-        "{} {}: {} in {:.2?}\n",
-        out.id,
-        out.name,
-        out.verdict,
-        t0.elapsed()
-    );
-    for line in &out.evidence {
-        s.push_str(&format!("    {line}\n"));
-    }
-    s.push_str(&format!("    figures: {:?}\n", out.figures));
-    s
-}
-
-/// `SkipFence` → `skip_fence`.
-fn snake(name: &str) -> String {
-    let mut s = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                s.push('_');
-            }
-            s.push(c.to_ascii_lowercase());
-        } else {
-            s.push(c);
-        }
-    }
-    s
-}
 
 /// The trials of one double: one per gate of [`mine`] it must fail, one for the gates it must
 /// pass; a double of §8 also passes every gate on a single engine.
@@ -264,139 +102,6 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
         .into_iter()
         .map(|t| t.with_ignored_flag(ignored))
         .collect()
-}
-
-/// The engines a permission double is judged on: those where its path differs from the
-/// reference's (a cluster's node connections, a TLS cluster's certificates), and one engine.
-/// The one that takes every permission is judged on all six engines of the matrix.
-fn taker_engines(t: Taker) -> &'static [On] {
-    match t {
-        Taker::Permissive => &[
-            On::One,
-            On::Cluster,
-            On::Tls,
-            On::TlsCluster,
-            On::Named("valkey-8.1"),
-            On::Named("redis-7.0"),
-        ],
-        Taker::ReconnectReadsFirst | Taker::PingsEveryVerb => &[On::One],
-        Taker::EagerNodeConnections => &[On::Cluster, On::TlsCluster],
-        Taker::ReadsEverySlotMap | Taker::RetriesTryagain => &[On::Cluster],
-        _ => &[On::One, On::Cluster],
-    }
-}
-
-/// A permission double passes every gate (all eight: G6's cases and G7's histories too) on each
-/// engine of [`taker_engines`]: a FAIL is a gate stricter than SPEC.
-fn taker_trials(t: Taker) -> Vec<Trial> {
-    let name = snake(&format!("{t:?}"));
-    taker_engines(t)
-        .iter()
-        .map(|&on| {
-            let suffix = match on {
-                On::Cluster => "_on_a_cluster".to_string(),
-                On::Tls => "_on_tls".to_string(),
-                On::TlsCluster => "_on_a_tls_cluster".to_string(),
-                On::Named(name) => format!("_on_{}", name.replace(['-', '.'], "_")),
-                On::One => String::new(),
-            };
-            Trial::test(format!("{name}_passes_every_gate{suffix}"), move || {
-                judge(Subject::Taker(t), &Arc::default(), on, &GateId::ALL, &[])
-            })
-        })
-        .collect()
-}
-
-/// Each permission double of one engine takes the path it is named for, on the wire: a PASS of a
-/// double that took no other path than the reference's would prove nothing. `MONITOR` and the
-/// engine's client list are the witnesses.
-fn permission_doubles_take_their_paths() -> Result<(), Failed> {
-    use emq::connector::Verbs;
-    let e = common::binary_engine();
-    let bundle = common::bundle();
-    let mut wrong = Vec::new();
-    for (i, t) in Taker::ALL.into_iter().enumerate() {
-        let witness: fn(&[String], &str) -> bool = match t {
-            Taker::HmgetPayloads => |m, _| m.iter().any(|l| l.contains("\"HMGET\" \"emq:")),
-            Taker::Resp3Hello => |_, clients| clients.contains("resp=3"),
-            Taker::GreetsEachConnection => |m, clients| {
-                clients.contains("name=echomq-permits")
-                    && ["\"PING\"", "\"DISCARD\"", "\"SETNAME\""]
-                        .iter()
-                        .all(|c| m.iter().any(|l| l.contains(c)))
-            },
-            Taker::PingsEveryVerb => {
-                |m, _| m.iter().filter(|l| l.contains("\"PING\"")).count() >= 5
-            }
-            // How a pipeline is cut into writes is invisible to MONITOR: their unit is the
-            // reference's `send_round`, their live judge G5's proxy (it reads RESP across writes).
-            Taker::WritePerCommand | Taker::LoneFirstEnqueue => continue,
-            Taker::ReconnectReadsFirst => |m, _| {
-                // After the kill: a new connection whose first EchoMQ command is the ZCARD.
-                let after = m.iter().skip_while(|l| !l.contains("emq-permits-kill"));
-                let zcard = after.clone().find(|l| l.contains("\"ZCARD\""));
-                zcard.is_some_and(|z| {
-                    let client = z.split(']').next().unwrap_or_default().to_string();
-                    let first_fence = after
-                        .clone()
-                        .position(|l| l.starts_with(&client) && l.contains("emq:fence"));
-                    let first_read = after.clone().position(|l| l == z);
-                    first_fence.is_some() && first_read < first_fence
-                })
-            },
-            // Their paths differ from the reference's on a cluster (or on every engine at once).
-            Taker::EagerNodeConnections
-            | Taker::ReadsEverySlotMap
-            | Taker::RetriesTryagain
-            | Taker::Permissive => continue,
-            // Its witness is G8's reset-on-connect fault: only that closes a connection so early.
-            Taker::RedialsAtConnect => continue,
-            Taker::ShortestReadTimeout => continue, // G1's held reply is its witness: R5.13 passes.
-        };
-        let db = 2 + i as u32;
-        let mut admin = e.admin(db).map_err(|x| x.to_string())?;
-        let monitor = admin.monitor().map_err(|x| x.to_string())?;
-        let mut c = t.make(&bundle);
-        let run = (|| -> Result<(), emq::error::ConnectorError> {
-            c.connect("p", e.url(db).as_str())?;
-            c.batch("p", "q", 5, 2, "x")?;
-            c.browse("p", "q", 0, 10)?;
-            c.pending_size("p", "q")?;
-            if t == Taker::ReconnectReadsFirst {
-                for client in admin.client_list().unwrap_or_default() {
-                    if client.db == db && client.cmd != "monitor" {
-                        let _ = admin.client_kill(&client);
-                    }
-                }
-                let _ = admin.query::<String>(&["ECHO", "emq-permits-kill"]);
-                let _ = c.pending_size("p", "q"); // fails: the connection was killed
-                c.pending_size("p", "q")?; // on a new connection, before any fence read
-                c.enqueue("p", "q", "y", 0)?;
-            }
-            Ok(())
-        })();
-        let clients: String = admin.query(&["CLIENT", "LIST"]).unwrap_or_default();
-        let lines = monitor.stop().map_err(|x| x.to_string())?;
-        let mine: Vec<String> = lines
-            .into_iter()
-            .filter(|l| l.contains(&format!("[{db} ")))
-            .map(|l| l.split_once(' ').map_or(l.clone(), |(_, r)| r.to_string()))
-            .collect();
-        if let Err(err) = run {
-            wrong.push(format!("{t:?}: {err}"));
-        } else if !witness(&mine, &clients) {
-            wrong.push(format!(
-                "{t:?} did not take its path: {} MONITOR lines, the first: {:#?}",
-                mine.len(),
-                mine.iter().take(12).collect::<Vec<_>>()
-            ));
-        }
-    }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(wrong.join("\n").into())
-    }
 }
 
 /// Every double is caught by some gate, and one that fails more than one gate here says why.
@@ -544,10 +249,6 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Trial::test(
-            "permission_doubles_take_their_paths",
-            permission_doubles_take_their_paths,
-        ),
-        Trial::test(
             "the_table_says_why_a_double_fails_twice",
             the_table_says_why_a_double_fails_twice,
         ),
@@ -558,9 +259,6 @@ fn main() -> ExitCode {
     ];
     for d in Double::all() {
         trials.extend(double_trials(d, python));
-    }
-    for t in Taker::ALL {
-        trials.extend(taker_trials(t));
     }
     libtest_mimic::run(&args, trials).exit_code()
 }

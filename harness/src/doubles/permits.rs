@@ -3,7 +3,7 @@
 //! respect. Each must PASS every gate on every engine: the other side of the broken doubles,
 //! which must FAIL. A gate that fails one is stricter than SPEC, and a connector written to the
 //! letter would meet the same false FAIL. The rule catalogue names each with the permission it
-//! takes (`crate::gates::rules::permits`); `tests/gates.rs` runs them.
+//! takes (`crate::gates::rules::permits`); `tests/permits.rs` runs them.
 
 #[cfg(feature = "doubles")]
 use std::sync::Arc;

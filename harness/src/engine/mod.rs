@@ -11,6 +11,7 @@ pub mod health;
 pub mod migration;
 pub mod named;
 pub mod nodes;
+mod ready;
 mod target;
 mod tls_boot;
 pub mod version;
@@ -214,7 +215,7 @@ impl Engine {
                 }
             }
         };
-        let info = engine.admin(0)?.info("server")?;
+        let info = ready::retry_transient(|| engine.admin(0).and_then(|mut a| a.info("server")))?;
         let (product, version) = named::identify(&info)
             .ok_or_else(|| HarnessError::Engine("INFO server names no server version".into()))?;
         engine.product = product;

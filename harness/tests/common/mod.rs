@@ -2,6 +2,7 @@
 //! the connector lifecycle. Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod judge;
 pub mod lifecycle;
 
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 //!
 //! Kept in step with SPEC by the tests below and `super::grants_without_permission`: every unit
 //! of SPEC whose prose grants something declares a `P` id, every id is here in SPEC's order,
-//! and every entry names a double that takes it or says why none needs to. `tests/gates.rs`
+//! and every entry names a double that takes it or says why none needs to. `tests/permits.rs`
 //! runs each double through every gate, on every engine its permission is about.
 
 use super::RuleId;

@@ -70,7 +70,8 @@ struct Run<'a> {
     admin: Admin,
     admin_id: u64,
     vars: Map<String, Value>,
-    /// Set when the case asserts a time-scored set: every call step is then bracketed.
+    /// Set when the case asserts a time-scored set: every call step before the last such
+    /// assertion is then bracketed.
     timing: Option<Timing>,
 }
 
@@ -81,11 +82,14 @@ struct Timing {
     scores: BTreeMap<(String, Set, String), i64>,
     writers: Writers,
     widest: Option<i64>,
+    /// The last keyspace step that asserts scores: no later call step needs a bracket (each
+    /// reads every score, so a case that fills a set past a bound afterwards stays linear).
+    until: usize,
 }
 
-/// True when a keyspace step of `case` asserts an active, delayed or dead set.
-fn asserts_scores(case: &Case) -> bool {
-    case.steps.iter().any(|s| match &s.action {
+/// The last keyspace step of `case` that asserts an active, delayed or dead set.
+fn last_scored(case: &Case) -> Option<usize> {
+    case.steps.iter().rposition(|s| match &s.action {
         Action::Keyspace(spec) => [Set::Active, Set::Delayed, Set::Dead]
             .iter()
             .any(|set| spec.contains_key(set.name())),
@@ -296,11 +300,12 @@ fn run_steps(
         vars: Map::new(),
         timing: None,
     };
-    if asserts_scores(case) {
+    if let Some(until) = last_scored(case) {
         let scores =
             time_scores(&mut run.admin).map_err(|e| Box::new(setup_fail(e.to_string())))?;
         run.timing = Some(Timing {
             scores,
+            until,
             ..Timing::default()
         });
     }
@@ -375,13 +380,13 @@ fn call_step(
     } else {
         None
     };
-    let t_before = match run.timing {
-        Some(_) => Some(
+    let t_before = match &run.timing {
+        Some(t) if i < t.until => Some(
             run.admin
                 .time_ms_earliest()
                 .map_err(|e| run.fail(i, verb, e.to_string(), None))?,
         ),
-        None => None,
+        _ => None,
     };
     let result = connector.call(&req);
     let sent_as = sent_as(connector, &req);
