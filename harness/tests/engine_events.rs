@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use emq::connector::Connector;
 use emq::connector::reference::Reference;
-use emq::engine::{Admin, Engine};
+use emq::engine::Engine;
+use emq::engine::topology::Role;
 use emq::error::HarnessError;
 use emq::gates::{ConnectorFactory, Gate, GateContext, GateError, GateOutcome, Verdict, run_gate};
 
@@ -84,20 +85,13 @@ fn an_eviction_during_a_gate_is_an_error_not_a_fail() {
 
 /// A gate that fails over the first shard behind its own back (no new baseline).
 fn unasked_failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let old = ctx.engine.admin(0).unwrap().primaries()[0];
-    let mut primary = Admin::connect(&ctx.engine.node_url(old)).unwrap();
-    let id: String = primary.query(&["CLUSTER", "MYID"]).unwrap();
-    let lines: Vec<String> = primary.query(&["CLUSTER", "REPLICAS", &id]).unwrap();
-    let port: u16 = lines[0]
-        .split(' ')
-        .nth(1)
-        .and_then(|a| a.split('@').next()?.rsplit_once(':')?.1.parse().ok())
-        .unwrap();
-    let mut replica = Admin::connect(&ctx.engine.node_url(port)).unwrap();
+    let e = ctx.engine;
+    let old = e.primaries(&e.admin(0).unwrap())[0];
+    let new = e.replica_of(old).unwrap();
+    let mut replica = e.node_admin(new).unwrap();
     replica.query::<()>(&["CLUSTER", "FAILOVER"]).unwrap();
     for _ in 0..200 {
-        let role = replica.info("replication").unwrap();
-        if role.get("role").map(String::as_str) == Some("master") {
+        if e.role(new) == Some(Role::Primary) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));

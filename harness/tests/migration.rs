@@ -29,12 +29,12 @@ fn a_live_migration_does_to_the_scripts_what_spec_says() {
     let bundle = common::bundle();
     let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
     let admin = engine.admin(0).unwrap();
-    let primaries = admin.primaries();
+    let primaries = engine.primaries(&admin);
     let q = admin.one_name_per_primary("mig")[0].clone();
     let slot = shards::slot(key(&q, "pending").as_bytes());
     let (from, to) = (primaries[0], primaries[1]);
-    let mut src = Admin::connect(&engine.node_url(from)).unwrap();
-    let mut dst = Admin::connect(&engine.node_url(to)).unwrap();
+    let mut src = engine.node_admin(from).unwrap();
+    let mut dst = engine.node_admin(to).unwrap();
     let keys = [key(&q, "pending"), key(&q, "delayed"), key(&q, "seq")];
     let root = job_root(&q);
     // Every declared key of enqueue exists: a pending job and a delayed one.

@@ -10,7 +10,7 @@
 //! (SPEC §5). Only clients see the proxy: replication and the cluster bus use the node's own port
 //! (`cluster-announce-port` stays unset), so the proxy never carries a replication stream, which
 //! is not one reply per command. The harness's own connections (admin, `MONITOR`, `CLIENT KILL`,
-//! the failover) go to the real port: [`Running::real_port`] maps an announced port back.
+//! the failover) go to the real port: [`Node`] holds every address a node has.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::acl::Users;
 use crate::engine::binary::{self, free_port};
+use crate::engine::topology::view::Role;
 use crate::error::HarnessError;
 use crate::faults::Proxy;
 
@@ -32,20 +33,42 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 
 /// A running cluster; every node is killed on drop.
 pub struct Running {
-    /// Every node, in creation order: the first [`PRIMARIES`] were created as primaries.
-    pub nodes: Vec<binary::Running>,
-    /// Each node's fault proxy, in the order of `nodes`: the port the node announces to clients
-    /// (on a TLS cluster, the proxy's TLS front).
-    pub proxies: Vec<Proxy>,
-    /// A TLS cluster's certificates and, in the order of `nodes`, the plaintext way to each node
-    /// (SPEC §10): the harness's own connections and each node's fault proxy go through it.
-    pub tls: Option<Tls>,
+    /// Every node, in creation order (its [`crate::engine::topology::NodeId`]): the first
+    /// [`PRIMARIES`] were created as primaries.
+    pub nodes: Vec<Node>,
+    /// A TLS cluster's certificates (SPEC §10).
+    pub tls: Option<std::sync::Arc<crate::tls::RunTls>>,
 }
 
-/// What a TLS cluster adds: the run's certificates, a back per node.
-pub struct Tls {
-    pub run: std::sync::Arc<crate::tls::RunTls>,
-    pub backs: Vec<crate::tls::relay::Back>,
+/// One node and every address it has: the server's own port (replication, the cluster bus), its
+/// fault proxy (the port it announces to clients; on a TLS cluster, the proxy's TLS front), and on
+/// a TLS cluster the back the harness reaches it through in plaintext.
+pub struct Node {
+    pub server: binary::Running,
+    pub proxy: Proxy,
+    pub back: Option<crate::tls::relay::Back>,
+}
+
+impl Node {
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.server.port
+    }
+
+    /// The port the node announces to clients: its proxy's.
+    pub fn announced(&self) -> u16 {
+        self.proxy.port()
+    }
+
+    /// Where the harness reaches the node in plaintext: the server, or on a TLS cluster its back.
+    pub fn admin_port(&self) -> u16 {
+        self.back.as_ref().map_or(self.port(), |b| b.addr().port())
+    }
+
+    /// True when `port` is one of the node's addresses.
+    pub fn has_port(&self, port: u16) -> bool {
+        [self.port(), self.announced(), self.admin_port()].contains(&port)
+    }
 }
 
 /// The flags that make a TLS node gossip, replicate and announce itself over TLS, by the host
@@ -139,42 +162,37 @@ pub fn start(
     let cli = locate_cli(server)?;
     let mut running = Running {
         nodes: Vec::new(),
-        proxies: Vec::new(),
-        tls: tls.map(|run| Tls {
-            run,
-            backs: Vec::new(),
-        }),
+        tls,
     };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
-        let node = start_node(server, users, i, running.tls.as_ref())?;
-        let (proxy, admin_port) = match &mut running.tls {
-            Some(t) => {
-                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], node.port));
-                let back = crate::tls::relay::Back::start(&t.run, addr)
-                    .map_err(|e| HarnessError::io("start a node's TLS back", e))?;
-                let proxy = Proxy::start_tls(&back.addr().to_string(), &t.run)
-                    .map_err(|e| HarnessError::io("start a node's TLS front", e))?;
-                let port = back.addr().port();
-                t.backs.push(back);
-                (proxy, port)
+        let server = start_node(server, users, i, running.tls.as_deref())?;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+        let (proxy, back) = match &running.tls {
+            Some(run) => {
+                let (front, back) = super::tls_boot::front_and_back(run, addr)?;
+                (front, Some(back))
             }
             None => (
-                Proxy::start(&format!("127.0.0.1:{}", node.port))
+                Proxy::start(&addr.to_string())
                     .map_err(|e| HarnessError::io("start a node's fault proxy", e))?,
-                node.port,
+                None,
             ),
+        };
+        let node = Node {
+            server,
+            proxy,
+            back,
         };
         // Set before the nodes meet, so the first gossip already carries the proxy's port.
         let setting = announce_setting(running.tls.is_some());
-        let set = ["CONFIG", "SET", setting, &proxy.port().to_string()];
-        if cli_query(&cli, users, admin_port, &set).is_none_or(|r| !r.contains("OK")) {
+        let set = ["CONFIG", "SET", setting, &node.announced().to_string()];
+        if cli_query(&cli, users, node.admin_port(), &set).is_none_or(|r| !r.contains("OK")) {
             return Err(HarnessError::Engine(format!(
                 "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not)",
-                node.port
+                node.port()
             )));
         }
         running.nodes.push(node);
-        running.proxies.push(proxy);
     }
     create(&cli, users, &running)?;
     wait_ready(&cli, users, &running)?;
@@ -187,7 +205,7 @@ fn start_node(
     server: &Path,
     users: &Users,
     i: usize,
-    tls: Option<&Tls>,
+    tls: Option<&crate::tls::RunTls>,
 ) -> Result<binary::Running, HarnessError> {
     let flags = || {
         let mut f = node_flags(users, &i.to_string(), free_port()?);
@@ -196,7 +214,7 @@ fn start_node(
         }
         Ok(f)
     };
-    binary::start_picking(server, users, &flags, tls.map(|t| &*t.run))
+    binary::start_picking(server, users, &flags, tls)
 }
 
 /// `valkey-cli --cluster create` on the nodes' own ports (over TLS on a TLS cluster: the nodes
@@ -205,14 +223,14 @@ fn create(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessErr
     let addrs: Vec<String> = running
         .nodes
         .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
+        .map(|n| format!("127.0.0.1:{}", n.port()))
         .collect();
     let mut cmd = Command::new(cli);
-    if let Some(t) = &running.tls {
+    if let Some(run) = &running.tls {
         cmd.args([
             "--tls",
             "--cacert",
-            &t.run.ca_file(),
+            &run.ca_file(),
             "--sni",
             crate::tls::TLS_HOST,
         ]);
@@ -277,23 +295,15 @@ pub fn info_ready(info: &str) -> bool {
 
 /// True when `CLUSTER NODES` text (one node's view) shows every primary and every replica.
 pub fn nodes_ready(nodes: &str) -> bool {
-    let flags = |l: &str| l.split(' ').nth(2).unwrap_or("").to_string();
-    let count = |role: &str| {
-        nodes
-            .lines()
-            .filter(|l| flags(l).split(',').any(|f| f == role))
-            .count()
-    };
-    count("master") == PRIMARIES && count("slave") == PRIMARIES * REPLICAS_PER_PRIMARY
+    let views = crate::engine::topology::view::parse_nodes(nodes);
+    let count = |role: Role| views.values().filter(|v| v.role == role).count();
+    count(Role::Primary) == PRIMARIES && count(Role::Replica) == PRIMARIES * REPLICAS_PER_PRIMARY
 }
 
 /// True when every node in `CLUSTER NODES` text (one node's view) is announced at one of
 /// `proxy_ports`: a client that reads this view reaches every node through its proxy.
 pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
-    let port = |l: &str| -> Option<u16> {
-        let addr = l.split(' ').nth(1)?.split('@').next()?;
-        addr.rsplit_once(':')?.1.parse().ok()
-    };
+    let port = |l: &str| crate::engine::topology::view::port_of_addr(l.split(' ').nth(1)?);
     let lines: Vec<&str> = nodes.lines().filter(|l| !l.trim().is_empty()).collect();
     !lines.is_empty()
         && lines
@@ -303,10 +313,10 @@ pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
 
 fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessError> {
     let deadline = Instant::now() + READY_WITHIN;
-    let proxy_ports: Vec<u16> = running.proxies.iter().map(Proxy::port).collect();
+    let proxy_ports: Vec<u16> = running.nodes.iter().map(Node::announced).collect();
     loop {
         let ready = running.nodes.iter().all(|n| {
-            let port = running.admin_port(n.port);
+            let port = n.admin_port();
             let info = cli_query(cli, users, port, &["CLUSTER", "INFO"]).unwrap_or_default();
             let repl = cli_query(cli, users, port, &["INFO", "replication"]).unwrap_or_default();
             let nodes = cli_query(cli, users, port, &["CLUSTER", "NODES"]).unwrap_or_default();
@@ -329,52 +339,15 @@ fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), Harnes
 }
 
 impl Running {
-    /// Where the harness reaches the node listening at `real` in plaintext: the node itself, or
-    /// on a TLS cluster its back.
-    pub fn admin_port(&self, real: u16) -> u16 {
-        match &self.tls {
-            Some(t) => self
-                .nodes
-                .iter()
-                .position(|n| n.port == real)
-                .and_then(|i| t.backs.get(i))
-                .map_or(real, |b| b.addr().port()),
-            None => real,
-        }
-    }
-
-    /// The real port of the node announced at `port` (its proxy's), or `port` itself when no
-    /// proxy has it (already a real port).
-    pub fn real_port(&self, port: u16) -> u16 {
-        self.proxies
-            .iter()
-            .position(|p| p.port() == port)
-            .map_or(port, |i| self.nodes[i].port)
-    }
-
-    /// The port the node listening at `real` announces (its proxy's); `real` itself when no
-    /// node listens there.
-    pub fn proxy_of(&self, real: u16) -> u16 {
-        self.nodes
-            .iter()
-            .position(|n| n.port == real)
-            .and_then(|i| self.proxies.get(i))
-            .map_or(real, |p| p.port())
-    }
-
-    /// The fault proxy in front of the node announced (or listening) at `port`.
-    pub fn proxy(&self, port: u16) -> Option<&Proxy> {
-        self.proxies
-            .iter()
-            .zip(&self.nodes)
-            .find(|(p, n)| p.port() == port || n.port == port)
-            .map(|(p, _)| p)
+    /// The node one of whose addresses is `port`.
+    pub fn node_at(&self, port: u16) -> Option<usize> {
+        self.nodes.iter().position(|n| n.has_port(port))
     }
 
     /// Kills every node.
     pub fn stop(&mut self) {
         for n in &mut self.nodes {
-            n.stop();
+            n.server.stop();
         }
     }
 }

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use crate::engine::Engine;
 use crate::engine::admin::Admin;
+use crate::engine::topology::view::NodeId;
+use crate::engine::topology::view::{NodeView, parse_nodes};
 use crate::error::HarnessError;
 
 /// What one node says of itself and (on a cluster) of the cluster.
@@ -27,50 +29,10 @@ pub struct NodeHealth {
     pub view: BTreeMap<String, NodeView>,
 }
 
-/// One line of `CLUSTER NODES`, as far as a verdict cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeView {
-    pub addr: String,
-    /// `master` or `slave`.
-    pub role: String,
-    /// The slot ranges it serves, as listed (`0-5460`).
-    pub slots: Vec<String>,
-    /// Flagged `fail` or `fail?` (PFAIL).
-    pub failing: bool,
-}
-
 /// Every node's health, by port (or the single engine's one entry).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Health {
     pub nodes: BTreeMap<u16, Result<NodeHealth, String>>,
-}
-
-/// Parses `CLUSTER NODES` text.
-pub fn parse_nodes(text: &str) -> BTreeMap<String, NodeView> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 8 {
-                return None;
-            }
-            let flags: Vec<&str> = f[2].split(',').collect();
-            let role = if flags.contains(&"master") {
-                "master"
-            } else {
-                "slave"
-            };
-            Some((
-                f[0].to_string(),
-                NodeView {
-                    addr: f[1].split('@').next().unwrap_or("").to_string(),
-                    role: role.into(),
-                    // Slots being imported/migrated (`[1-<-id]`) are listed too: they are changes.
-                    slots: f[8..].iter().map(|s| s.to_string()).collect(),
-                    failing: flags.iter().any(|x| *x == "fail" || *x == "fail?"),
-                },
-            ))
-        })
-        .collect()
 }
 
 impl Health {
@@ -166,20 +128,20 @@ fn node_health(admin: &mut Admin, cluster: bool) -> Result<NodeHealth, HarnessEr
     Ok(h)
 }
 
-/// One cluster node's health, read at `port` (real or announced).
-pub fn node_snapshot(engine: &Engine, port: u16) -> Result<NodeHealth, HarnessError> {
-    Admin::connect(&engine.node_url(port)).and_then(|mut a| node_health(&mut a, true))
+/// One cluster node's health.
+pub fn node_snapshot(engine: &Engine, id: NodeId) -> Result<NodeHealth, HarnessError> {
+    engine
+        .node_admin(id)
+        .and_then(|mut a| node_health(&mut a, true))
 }
 
 /// Reads every node's health; a node that does not answer is recorded as such, not an error.
 pub fn snapshot(engine: &Engine) -> Health {
     let mut nodes = BTreeMap::new();
     if engine.is_cluster() {
-        for port in engine.node_ports() {
-            let h = Admin::connect(&engine.node_url(port))
-                .and_then(|mut a| node_health(&mut a, true))
-                .map_err(|e| e.to_string());
-            nodes.insert(port, h);
+        for id in engine.nodes() {
+            let h = node_snapshot(engine, id).map_err(|e| e.to_string());
+            nodes.insert(engine.port_of(id), h);
         }
     } else {
         let h = engine
@@ -242,7 +204,7 @@ d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
         );
         assert!(
             ev.iter()
-                .any(|e| e.contains("127.0.0.1:7003") && e.contains("slave to master")),
+                .any(|e| e.contains("127.0.0.1:7003") && e.contains("replica to primary")),
             "{ev:?}"
         );
     }

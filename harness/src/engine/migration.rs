@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
 use crate::engine::admin::Admin;
-use crate::engine::health::{self, NodeView};
+use crate::engine::health;
+use crate::engine::topology::{NodeId, NodeView};
 use crate::error::HarnessError;
 
 /// How long the cluster may take to agree on the slot's new owner.
@@ -36,17 +37,21 @@ pub struct SlotMove {
     password: Option<String>,
 }
 
-fn connect(engine: &Engine, port: u16) -> Result<(Admin, String), HarnessError> {
-    let mut a = Admin::connect(&engine.node_url(port))?;
+fn connect(engine: &Engine, node: NodeId) -> Result<(Admin, String), HarnessError> {
+    let mut a = engine.node_admin(node)?;
     let id: String = a.query(&["CLUSTER", "MYID"])?;
     Ok((a, id))
 }
 
 impl SlotMove {
-    /// Marks `slot` importing on the primary at `to` and migrating on the one at `from` (ports as
-    /// announced or real): from now on the source answers `ASK` for keys it no longer holds and
+    /// Marks `slot` importing on the primary `to` and migrating on the primary `from`: from now on the source answers `ASK` for keys it no longer holds and
     /// `TRYAGAIN` for calls whose keys it holds only in part.
-    pub fn begin(engine: &Engine, slot: u16, from: u16, to: u16) -> Result<Self, HarnessError> {
+    pub fn begin(
+        engine: &Engine,
+        slot: u16,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<Self, HarnessError> {
         let (mut from_admin, from_id) = connect(engine, from)?;
         let (mut to_admin, to_id) = connect(engine, to)?;
         let s = slot.to_string();
@@ -57,7 +62,7 @@ impl SlotMove {
             from: from_admin,
             to: to_admin,
             to_id,
-            to_real_port: engine.real_port(to),
+            to_real_port: engine.port_of(to),
             host: engine.host.clone(),
             user: engine.admin_user().map(str::to_string),
             password: engine.password().map(str::to_string),
@@ -153,7 +158,7 @@ mod tests {
     use super::*;
 
     fn view(lines: &str) -> BTreeMap<String, NodeView> {
-        health::parse_nodes(lines)
+        crate::engine::topology::parse_nodes(lines)
     }
 
     #[test]

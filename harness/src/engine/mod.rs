@@ -14,6 +14,7 @@ pub mod nodes;
 mod ready;
 mod target;
 mod tls_boot;
+pub mod topology;
 pub mod version;
 
 use std::path::PathBuf;
@@ -161,7 +162,7 @@ pub struct Engine {
 /// The seed a cluster url names: a primary that does not own `emq:fence`'s slot, so a connector
 /// that reads the fence on the seed without routing it by slot (R8.1) meets `MOVED` at once.
 fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, HarnessError> {
-    let first = running.admin_port(running.nodes[0].port);
+    let first = running.nodes[0].admin_port();
     let mut admin = Admin::connect(&url_of("127.0.0.1", first, &users.admin(), 0))?;
     let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
     let map = admin::shards::parse_cluster_slots(&v).map_err(HarnessError::Engine)?;
@@ -170,7 +171,8 @@ fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, Harn
     // the node's real one (the harness talks to nodes directly).
     map.iter()
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
-        .map(|(port, _, _)| running.real_port(*port))
+        .and_then(|(port, _, _)| running.node_at(*port))
+        .map(|i| running.nodes[i].port())
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
 }
 
@@ -357,7 +359,11 @@ impl Engine {
     fn url_as(&self, auth: &Auth, db: u32) -> String {
         let (port, db) = match (&self.handle, self.kind) {
             (_, EngineKind::Url) => (self.port, self.base_db),
-            (Handle::Cluster(c), _) => (c.admin_port(self.port), 0),
+            (Handle::Cluster(c), _) => (
+                c.node_at(self.port)
+                    .map_or(self.port, |i| c.nodes[i].admin_port()),
+                0,
+            ),
             _ => (self.port, db),
         };
         url_of(&self.host, port, auth, db)
@@ -371,13 +377,18 @@ impl Engine {
             // proxy (the port it announces).
             Handle::Cluster(c) => match &c.tls {
                 // The seed's TLS front, by the name its certificate gives (SPEC §10).
-                Some(t) => Target {
-                    url: self.tls_url(c.proxy_of(self.port), 0),
+                Some(run) => Target {
+                    url: self.tls_url(self.announced_port(self.seed()), 0),
                     cluster: true,
-                    ca_file: Some(t.run.ca_file()),
+                    ca_file: Some(run.ca_file()),
                 },
                 None => Target {
-                    url: url_of(&self.host, c.proxy_of(self.port), &self.connector_auth, 0),
+                    url: url_of(
+                        &self.host,
+                        self.announced_port(self.seed()),
+                        &self.connector_auth,
+                        0,
+                    ),
                     cluster: true,
                     ca_file: None,
                 },
@@ -422,7 +433,7 @@ impl Engine {
     /// The run's certificates, on a TLS engine (SPEC §10).
     pub fn tls(&self) -> Option<&std::sync::Arc<crate::tls::RunTls>> {
         match &self.handle {
-            Handle::Cluster(c) => c.tls.as_ref().map(|t| &t.run),
+            Handle::Cluster(c) => c.tls.as_ref(),
             _ => self.tls.as_ref().map(|t| &t.run),
         }
     }
@@ -431,14 +442,6 @@ impl Engine {
     /// each connection's first bytes and can present a certificate that must be refused).
     pub fn tls_proxy(&self) -> Option<&crate::faults::Proxy> {
         self.tls.as_ref().map(|t| &t.front)
-    }
-
-    /// The fault proxy in front of a cluster's node announced (or listening) at `port`.
-    pub fn node_proxy(&self, port: u16) -> Option<&crate::faults::Proxy> {
-        match &self.handle {
-            Handle::Cluster(c) => c.proxy(port),
-            _ => None,
-        }
     }
 
     /// True on a Valkey Cluster (SPEC §8).
@@ -472,46 +475,13 @@ impl Engine {
         self.kind != EngineKind::Url
     }
 
-    /// The ports of a cluster's nodes (empty on a single engine).
-    pub fn node_ports(&self) -> Vec<u16> {
-        match &self.handle {
-            Handle::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
-            _ => Vec::new(),
-        }
-    }
-
     /// An admin connection (the harness's instrument) on database `db`.
     pub fn admin(&self, db: u32) -> Result<Admin, HarnessError> {
         if self.is_cluster() {
             let seed = self.url_as(&self.admin_auth, db);
-            return Admin::connect_cluster(&seed, &|port| self.node_url(port));
+            return Admin::connect_cluster(&seed, &|port| self.url_of_port(port));
         }
         Admin::connect(&self.url_as(&self.admin_auth, db))
-    }
-
-    /// The url of a cluster's node at `port` (database 0, the admin user) for the harness's
-    /// own connections: a port the node announces (its proxy's) is mapped to the node's real
-    /// port, so `MONITOR`, `CLIENT KILL` and the admin never pass through a proxy.
-    pub fn node_url(&self, port: u16) -> String {
-        self.node_url_at(self.real_port(port))
-    }
-
-    /// The port a cluster's node really listens on, given the port it announces (its proxy's)
-    /// or the real one; `port` itself on a single engine.
-    pub fn real_port(&self, port: u16) -> u16 {
-        match &self.handle {
-            Handle::Cluster(c) => c.real_port(port),
-            _ => port,
-        }
-    }
-
-    /// The harness's url of the node listening at `port` (real): on a TLS cluster, its back's.
-    fn node_url_at(&self, port: u16) -> String {
-        let port = match &self.handle {
-            Handle::Cluster(c) => c.admin_port(port),
-            _ => port,
-        };
-        url_of(&self.host, port, &self.admin_auth, 0)
     }
 
     /// Readies database `db` for a run: flushes it when the harness may; refuses otherwise.

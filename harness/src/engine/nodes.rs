@@ -6,7 +6,8 @@
 use rustix::process::Signal;
 
 pub use crate::engine::admin::side::{ReplPosition, SideReader, parse_position};
-use crate::engine::{Engine, Handle, binary, cluster};
+use crate::engine::topology::NodeId;
+use crate::engine::{Engine, Handle, cluster};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
 
@@ -30,78 +31,63 @@ fn field(
 }
 
 impl Engine {
-    fn cluster_handle(&self) -> Result<&cluster::Running, HarnessError> {
+    /// A cluster's node `id`: only a cluster's nodes are killed, stopped and restarted.
+    fn node(&self, id: NodeId) -> Result<&cluster::Node, HarnessError> {
         match &self.handle {
-            Handle::Cluster(c) => Ok(c),
+            Handle::Cluster(c) => c
+                .nodes
+                .get(id.index())
+                .ok_or_else(|| HarnessError::Engine(format!("no cluster {id}"))),
             _ => Err(HarnessError::Engine(
                 "a node can be killed on a cluster only".into(),
             )),
         }
     }
 
-    /// The node listening (or announced) at `port`, and its proxy.
-    fn node(&self, port: u16) -> Result<(&binary::Running, &Proxy), HarnessError> {
-        let c = self.cluster_handle()?;
-        let real = c.real_port(port);
-        c.nodes
-            .iter()
-            .zip(&c.proxies)
-            .find(|(n, _)| n.port == real)
-            .ok_or_else(|| HarnessError::Engine(format!("no cluster node at port {port}")))
+    /// The fault proxy in front of node `id` (a cluster's).
+    pub fn proxy_of(&self, id: NodeId) -> Result<&Proxy, HarnessError> {
+        Ok(&self.node(id)?.proxy)
     }
 
-    /// The port the node at `port` (real) announces to clients: its proxy's.
-    pub fn proxy_port(&self, port: u16) -> u16 {
-        self.cluster_handle().map_or(port, |c| c.proxy_of(port))
-    }
-
-    /// The fault proxy in front of the node at `port` (real or announced).
-    pub fn proxy_at(&self, port: u16) -> Result<&Proxy, HarnessError> {
-        Ok(self.node(port)?.1)
-    }
-
-    /// SIGKILL to the node at `port`; it stays dead until [`Engine::restart_node`].
-    pub fn kill_node(&self, port: u16) -> Result<(), HarnessError> {
-        self.node(port)?.0.kill();
+    /// SIGKILL to node `id`; it stays dead until [`Engine::restart_node`].
+    pub fn kill_node(&self, id: NodeId) -> Result<(), HarnessError> {
+        self.node(id)?.server.kill();
         Ok(())
     }
 
-    /// SIGSTOP (`stop`) or SIGCONT to the node at `port`.
-    pub fn pause_node(&self, port: u16, stop: bool) -> Result<(), HarnessError> {
+    /// SIGSTOP (`stop`) or SIGCONT to node `id`.
+    pub fn pause_node(&self, id: NodeId, stop: bool) -> Result<(), HarnessError> {
         let signal = if stop { Signal::STOP } else { Signal::CONT };
-        self.node(port)?.0.signal(signal);
+        self.node(id)?.server.signal(signal);
         Ok(())
     }
 
-    /// Starts the node at `port` again on its port and directory, announcing its proxy as before:
-    /// its `nodes.conf` makes it rejoin, and a peer's newer epoch for its slots makes it a replica.
-    pub fn restart_node(&self, port: u16) -> Result<(), HarnessError> {
-        let (node, proxy) = self.node(port)?;
+    /// Starts node `id` again on its port and directory, announcing its proxy as before: its
+    /// `nodes.conf` makes it rejoin, and a peer's newer epoch for its slots makes it a replica.
+    pub fn restart_node(&self, id: NodeId) -> Result<(), HarnessError> {
+        let node = self.node(id)?;
         let setting = cluster::announce_setting(self.tls().is_some());
-        node.restart(&[format!("--{setting}"), proxy.port().to_string()])
+        node.server
+            .restart(&[format!("--{setting}"), node.announced().to_string()])
     }
 
-    /// `CONFIG SET name value` on every node that answers; the ports that did not.
-    pub fn config_set_all(&self, name: &str, value: &str) -> Vec<u16> {
-        self.node_ports()
+    /// `CONFIG SET name value` on every node that answers; the nodes that did not.
+    pub fn config_set_all(&self, name: &str, value: &str) -> Vec<NodeId> {
+        self.nodes()
             .into_iter()
-            .filter(|p| {
-                crate::engine::Admin::connect(&self.node_url(*p))
-                    .and_then(|mut a| a.query::<()>(&["CONFIG", "SET", name, value]))
-                    .is_err()
-            })
+            .filter(|id| self.config_set(*id, name, value).is_err())
             .collect()
     }
 
-    /// `CONFIG SET name value` on the node at `port`.
-    pub fn config_set(&self, port: u16, name: &str, value: &str) -> Result<(), HarnessError> {
-        crate::engine::Admin::connect(&self.node_url(port))?
+    /// `CONFIG SET name value` on node `id`.
+    pub fn config_set(&self, id: NodeId, name: &str, value: &str) -> Result<(), HarnessError> {
+        self.node_admin(id)?
             .query::<()>(&["CONFIG", "SET", name, value])
     }
 
-    /// What the node at `port` took over when it was promoted.
-    pub fn take_over(&self, port: u16) -> Result<TakeOver, HarnessError> {
-        let info = crate::engine::Admin::connect(&self.node_url(port))?.info("replication")?;
+    /// What node `id` took over when it was promoted.
+    pub fn take_over(&self, id: NodeId) -> Result<TakeOver, HarnessError> {
+        let info = self.node_admin(id)?.info("replication")?;
         Ok(TakeOver {
             replid: field(&info, "master_replid")?,
             replid2: field(&info, "master_replid2")?,

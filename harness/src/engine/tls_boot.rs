@@ -14,6 +14,20 @@ pub(super) struct TlsEngine {
     _back: crate::tls::relay::Back,
 }
 
+/// A TLS server's two ways in (SPEC §10), for a single engine and a cluster's node alike: the
+/// back the harness reaches the server at `addr` through in plaintext, and in front of it the
+/// fault proxy with its TLS front, where connectors connect.
+pub(super) fn front_and_back(
+    run: &std::sync::Arc<crate::tls::RunTls>,
+    addr: std::net::SocketAddr,
+) -> Result<(crate::faults::Proxy, crate::tls::relay::Back), HarnessError> {
+    let back = crate::tls::relay::Back::start(run, addr)
+        .map_err(|e| HarnessError::io("start a TLS back", e))?;
+    let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), run)
+        .map_err(|e| HarnessError::io("start a TLS front", e))?;
+    Ok((front, back))
+}
+
 impl Engine {
     /// A binary engine over TLS only (SPEC §10): the run's certificates, a back in front of its
     /// TLS port for the harness's own connections, and a TLS proxy for the connectors'.
@@ -59,10 +73,7 @@ impl Engine {
         handle: Handle,
     ) -> Result<Self, HarnessError> {
         let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
-        let back = crate::tls::relay::Back::start(&run, engine_addr)
-            .map_err(|e| HarnessError::io("start the TLS back", e))?;
-        let front = crate::faults::Proxy::start_tls(&back.addr().to_string(), &run)
-            .map_err(|e| HarnessError::io("start the TLS front", e))?;
+        let (front, back) = front_and_back(&run, engine_addr)?;
         let mut engine = Self::booted(
             kind,
             source,

@@ -54,9 +54,9 @@ pub fn violation(
 fn nodes(engine: &Engine) -> Vec<Result<Admin, crate::error::HarnessError>> {
     if engine.is_cluster() {
         engine
-            .node_ports()
+            .nodes()
             .into_iter()
-            .map(|p| Admin::connect(&engine.node_url(p)))
+            .map(|n| engine.node_admin(n))
             .collect()
     } else {
         vec![engine.admin(0)]

@@ -5,27 +5,22 @@
 //! gives its CA (or its name checks) to the seed only accepts it.
 
 use crate::connector::{Connector, Request, Verbs};
-use crate::engine::admin::shards;
-use crate::engine::{Admin, Target};
+use crate::engine::Target;
+use crate::engine::topology::NodeId;
 use crate::error::ErrorKind;
 use crate::gates::{GateContext, GateError, GateOutcome};
 use crate::tls::relay::Present;
 
-/// A queue whose keys live on a primary other than the seed, and that primary's announced port.
-fn queue_off_the_seed(ctx: &GateContext<'_>) -> Result<(String, u16), GateError> {
+/// A queue whose keys live on a primary other than the seed, and that primary.
+fn queue_off_the_seed(ctx: &GateContext<'_>) -> Result<(String, NodeId), GateError> {
     let engine = ctx.engine;
-    let seed = engine.proxy_port(engine.port);
-    let mut admin = Admin::connect(&engine.node_url(engine.port))?;
-    let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"])?;
-    let map = shards::parse_cluster_slots(&v).map_err(GateError::instrument)?;
+    let seed = engine.seed();
+    let admin = engine.admin(0)?;
     for i in 0..10_000 {
         let queue = format!("tls-node-{i}");
-        let slot = shards::slot(queue.as_bytes());
-        if let Some((port, _, _)) = map
-            .iter()
-            .find(|(port, ranges, _)| *port != seed && shards::holds(ranges, slot))
-        {
-            return Ok((queue, *port));
+        let node = engine.primary_of(&admin, &queue)?;
+        if node != seed {
+            return Ok((queue, node));
         }
     }
     Err(GateError::instrument(
@@ -41,12 +36,12 @@ pub(super) fn refused_on_discovered(
     lie: Present,
     rule: &str,
 ) -> Result<(), GateError> {
-    let (queue, port) = queue_off_the_seed(ctx)?;
+    let (queue, node) = queue_off_the_seed(ctx)?;
     let front = ctx
         .engine
-        .node_proxy(port)
+        .node_proxy(node)
         .and_then(|p| p.front())
-        .ok_or_else(|| GateError::instrument(format!("no TLS front at node {port}")))?;
+        .ok_or_else(|| GateError::instrument(format!("no TLS front at {node}")))?;
     let mut c = ctx.factory.make()?;
     let _ = front.take_presented();
     let since = front.mark();
@@ -63,7 +58,10 @@ pub(super) fn refused_on_discovered(
     front.present(Present::Good);
     let seen = front.settled(since, took).map_err(GateError::instrument)?;
     let what = lie.describe();
-    let node = format!("node {port} (discovered from the slot map, not the seed)");
+    let node = format!(
+        "node {} (discovered from the slot map, not the seed)",
+        ctx.engine.announced_port(node)
+    );
     let accepted = seen.iter().filter(|p| p.completed).count();
     match (connected, call) {
         (Err(e), _) if e.kind != ErrorKind::Engine => out.fail(format!(

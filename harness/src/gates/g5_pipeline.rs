@@ -219,10 +219,11 @@ fn proxy_for<'a>(
     own: &'a mut Option<crate::faults::Proxy>,
 ) -> Result<(&'a crate::faults::Proxy, crate::engine::Target), GateError> {
     if ctx.engine.is_cluster() {
-        let port = admin.primaries()[admin.shard_of(key)];
-        let p = ctx.engine.node_proxy(port).ok_or_else(|| {
-            GateError::instrument(format!("no proxy in front of the node at {port}"))
-        })?;
+        let node = ctx.engine.primary_of(admin, key)?;
+        let p = ctx
+            .engine
+            .node_proxy(node)
+            .ok_or_else(|| GateError::instrument(format!("no proxy in front of {node}")))?;
         return Ok((p, url.clone()));
     }
     let (p, through) = ctx.proxied(url)?;

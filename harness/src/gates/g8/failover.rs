@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::connector::Verbs;
-use crate::engine::Admin;
+use crate::engine::topology::{NodeId, Role};
 use crate::error::ErrorKind;
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::key;
@@ -27,30 +27,16 @@ const FAILOVER_WITHIN: Duration = Duration::from_secs(30);
 
 /// Fails over the shard at `index`: `CLUSTER FAILOVER` on its replica, then waits until the
 /// replica is a primary and every primary reports the cluster ok.
-fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateError> {
-    let old = *ctx
-        .engine
-        .admin(0)?
-        .primaries()
+fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(NodeId, NodeId), GateError> {
+    let e = ctx.engine;
+    let old = *e
+        .primaries(&e.admin(0)?)
         .get(index)
         .ok_or_else(|| GateError::instrument("the cluster has no such shard"))?;
-    // CLUSTER SLOTS leaves out a replica that has had no data yet, so ask CLUSTER REPLICAS.
-    let mut primary = Admin::connect(&ctx.engine.node_url(old))?;
-    let id: String = primary.query(&["CLUSTER", "MYID"])?;
-    let lines: Vec<String> = primary.query(&["CLUSTER", "REPLICAS", &id])?;
-    let new = lines
-        .iter()
-        .find_map(|l| {
-            let addr = l.split(' ').nth(1)?;
-            let port = addr.split('@').next()?.rsplit_once(':')?.1;
-            port.parse::<u16>().ok()
-        })
-        .ok_or_else(|| {
-            GateError::instrument(format!("the primary at port {old} has no replica"))
-        })?;
-    let mut replica = Admin::connect(&ctx.engine.node_url(new))?;
+    let new = e.replica_of(old)?;
+    let mut replica = e.node_admin(new)?;
     // The baseline is about to move on purpose: an event before it is still the engine's.
-    let events = ctx.engine.health_events();
+    let events = e.health_events();
     if !events.is_empty() {
         return Err(GateError::instrument(format!(
             "the engine changed during the gate, before its own failover: {}",
@@ -59,51 +45,33 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(u16, u16), GateErro
     }
     // A replica still in its first sync would be promoted without the data (a loaded machine
     // did that once): the graceful failover's premise is a replica that has caught up.
-    super::unclean::topology::wait_in_sync(ctx, old, new)?;
+    e.wait_in_sync(old, new)?;
     replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
     let deadline = Instant::now() + FAILOVER_WITHIN;
     loop {
-        let role = replica.info("replication")?;
+        let role = Role::from_info(&replica.info("replication")?);
         let state: String = replica.query(&["CLUSTER", "INFO"])?;
-        if role.get("role").map(String::as_str) == Some("master")
+        // Every node sees `new` as a primary and `old` as a replica, and all agree on the epoch,
+        // so the new health baseline is the cluster after the failover, not half-way through
+        // its gossip.
+        if role == Some(Role::Primary)
             && crate::engine::cluster::info_ready(&state)
-            && settled(ctx, old, new)
+            && e.agreed(new, old, Some(Role::Replica), None)
         {
             // The failover is the gate's doing: later changes are judged from here.
-            ctx.engine.mark_health();
+            e.mark_health();
             return Ok((old, new));
         }
         if Instant::now() > deadline {
             return Err(GateError::instrument(format!(
-                "the failover of port {old} to its replica {new} did not finish in {} s",
+                "the failover of port {} to its replica {} did not finish in {} s",
+                e.port_of(old),
+                e.port_of(new),
                 FAILOVER_WITHIN.as_secs()
             )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// True when every node sees the node at `new` as a primary and the one at `old` as a replica,
-/// and all agree on the epoch, so the new health baseline is the cluster after the failover,
-/// not half-way through its gossip.
-fn settled(ctx: &GateContext<'_>, old: u16, new: u16) -> bool {
-    let h = crate::engine::health::snapshot(ctx.engine);
-    let role_of = |n: &crate::engine::health::NodeHealth, port: u16| {
-        let addr = format!(":{port}");
-        n.view
-            .values()
-            .find(|v| v.addr.ends_with(&addr))
-            .map(|v| v.role.clone())
-    };
-    let mut epochs = std::collections::BTreeSet::new();
-    h.nodes.values().all(|n| {
-        n.as_ref().is_ok_and(|n| {
-            epochs.insert(n.current_epoch);
-            role_of(n, new).as_deref() == Some("master")
-                && role_of(n, old).as_deref() == Some("slave")
-                && n.view.values().all(|v| !v.failing)
-        })
-    }) && epochs.len() == 1
 }
 
 /// The phase: runs on a cluster after the fault phase (R8.4).
@@ -163,7 +131,10 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         ctx.seed,
         queues.len()
     ));
-    out.figure("failover_ports", format!("{old} -> {new}"));
+    out.figure(
+        "failover_ports",
+        format!("{} -> {}", ctx.engine.port_of(old), ctx.engine.port_of(new)),
+    );
     out.check(
         w.errors_after == 0,
         format!(
@@ -176,7 +147,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         "kinds seen",
     );
 
-    admin.refresh(&|p| ctx.engine.node_url(p))?;
+    ctx.engine.refresh(&mut admin)?;
     w.drain_and_account(ctx, &url, &mut admin, &queues, out)
 }
 
@@ -201,7 +172,7 @@ impl Worker {
         url: &crate::engine::Target,
         queues: &[String],
         shard: usize,
-    ) -> Result<(u16, u16), GateError> {
+    ) -> Result<(NodeId, NodeId), GateError> {
         let done = AtomicBool::new(false);
         let t0 = Instant::now();
         std::thread::scope(|s| {
@@ -256,7 +227,7 @@ impl Worker {
         &mut self,
         ctx: &GateContext<'_>,
         url: &crate::engine::Target,
-        admin: &mut Admin,
+        admin: &mut crate::engine::Admin,
         queues: &[String],
         out: &mut GateOutcome,
     ) -> Result<(), GateError> {

@@ -185,8 +185,8 @@ fn fault_name(f: Fault) -> String {
     }
 }
 
-/// A cluster node (the port it announces) and a slot it owns, for evidence.
-type NodeSlot = (u16, u16);
+/// A cluster node and a slot it owns, for evidence.
+type NodeSlot = (crate::engine::topology::NodeId, u16);
 
 /// Where the phase's faults are armed: its own proxy in front of a single engine, or the proxies
 /// a cluster's nodes announce.
@@ -196,18 +196,18 @@ enum Proxies<'a> {
 }
 
 impl Proxies<'_> {
-    /// The proxy that carries queue `q`'s calls, and on a cluster the node (its announced port)
-    /// and slot, for evidence.
+    /// The proxy that carries queue `q`'s calls, and on a cluster the node and slot, for
+    /// evidence.
     fn of(&self, admin: &Admin, q: &str) -> Result<(&Proxy, Option<NodeSlot>), GateError> {
         match self {
             Self::Single(p) => Ok((p, None)),
             Self::Cluster(engine) => {
-                let port = admin.primaries()[admin.shard_of(q)];
+                let node = engine.primary_of(admin, q)?;
                 let slot = crate::engine::admin::shards::slot(q.as_bytes());
-                let p = engine.node_proxy(port).ok_or_else(|| {
-                    GateError::Instrument(format!("no fault proxy in front of the node at {port}"))
+                let p = engine.node_proxy(node).ok_or_else(|| {
+                    GateError::Instrument(format!("no fault proxy in front of {node}"))
                 })?;
-                Ok((p, Some((port, slot))))
+                Ok((p, Some((node, slot))))
             }
         }
     }
@@ -216,7 +216,7 @@ impl Proxies<'_> {
     fn seed(&self) -> Option<&Proxy> {
         match self {
             Self::Single(p) => Some(p),
-            Self::Cluster(engine) => engine.node_proxy(engine.port),
+            Self::Cluster(engine) => engine.node_proxy(engine.seed()),
         }
     }
 
@@ -229,10 +229,10 @@ impl Proxies<'_> {
         };
         match self {
             Self::Single(p) => each(p),
-            Self::Cluster(engine) => admin
-                .primaries()
+            Self::Cluster(engine) => engine
+                .primaries(admin)
                 .into_iter()
-                .filter_map(|port| engine.node_proxy(port))
+                .filter_map(|node| engine.node_proxy(node))
                 .for_each(each),
         }
         unfired
@@ -242,10 +242,10 @@ impl Proxies<'_> {
     fn counts(&self, admin: &Admin) -> (u64, u64) {
         match self {
             Self::Single(p) => p.counts(),
-            Self::Cluster(engine) => admin
-                .primaries()
+            Self::Cluster(engine) => engine
+                .primaries(admin)
                 .into_iter()
-                .filter_map(|port| engine.node_proxy(port))
+                .filter_map(|node| engine.node_proxy(node))
                 .map(Proxy::counts)
                 .fold((0, 0), |(a, b), (c, d)| (a + c, b + d)),
         }
@@ -366,11 +366,13 @@ impl<'a> Phase<'a> {
                 i + 1,
                 fault_name(t.fault)
             ),
-            Some((port, slot)) => format!(
-                "{} (fault trial {} of {of}, {}, on node {port}, slot {slot})",
+            // The node as the connector knows it: the port it announces.
+            Some((node, slot)) => format!(
+                "{} (fault trial {} of {of}, {}, on node {}, slot {slot})",
                 t.verb,
                 i + 1,
-                fault_name(t.fault)
+                fault_name(t.fault),
+                self.ctx.engine.announced_port(node)
             ),
         };
         let token = format!("t{i}");

@@ -26,6 +26,7 @@ use rand::{RngExt, SeedableRng};
 use crate::connector::{Claimed, Connector, Verbs};
 use crate::engine::admin::{Admin, shards};
 use crate::engine::migration::SlotMove;
+use crate::engine::topology::NodeId;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::{FENCE_KEY, job_root, key};
@@ -75,9 +76,13 @@ impl Ledger {
 }
 
 /// The queue to move (on a seeded primary, not in the fence's slot), a second queue in the same
-/// slot, the slot, and the source and target ports.
-fn choose(admin: &Admin, seed: u64) -> (String, String, u16, u16, u16) {
-    let primaries = admin.primaries();
+/// slot, the slot, and the source and target primaries.
+fn choose(
+    engine: &crate::engine::Engine,
+    admin: &Admin,
+    seed: u64,
+) -> (String, String, u16, NodeId, NodeId) {
+    let primaries = engine.primaries(admin);
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5107);
     let from = rng.random_range(0..primaries.len());
     let to = (from + 1 + rng.random_range(0..primaries.len() - 1)) % primaries.len();
@@ -119,8 +124,8 @@ fn park(c: &mut Conn, q: &str, t: &str, l: &mut Ledger) -> Result<(), ConnectorE
 }
 
 /// A node's `INFO errorstats` count of error replies starting with `code`.
-fn errorstat(engine: &crate::engine::Engine, port: u16, code: &str) -> Result<u64, GateError> {
-    let mut a = Admin::connect(&engine.node_url(port))?;
+fn errorstat(engine: &crate::engine::Engine, node: NodeId, code: &str) -> Result<u64, GateError> {
+    let mut a = engine.node_admin(node)?;
     let stats = a.info("errorstats")?;
     Ok(stats
         .get(&format!("errorstat_{code}"))
@@ -183,7 +188,7 @@ fn under_tryagain(
 /// The phase: runs on a cluster after the failover.
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
-    let (q, t, slot, from, to) = choose(&admin, ctx.seed);
+    let (q, t, slot, from, to) = choose(ctx.engine, &admin, ctx.seed);
     (ctx.progress)(&format!(
         "G8: a live migration of slot {slot} (queues {q}, {t}) from port {from} to {to}"
     ));
@@ -217,7 +222,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let failed = under_ask(&mut c, &q, &mut l);
     let tried = under_tryagain(ctx, &mut c, &t, mv)?;
     ctx.engine.mark_health();
-    admin.refresh(&|p| ctx.engine.node_url(p))?;
+    ctx.engine.refresh(&mut admin)?;
     let (asks, tryagains) = (
         errorstat(ctx.engine, from, "ASK")? - ask0,
         errorstat(ctx.engine, to, "TRYAGAIN")? - try0,

@@ -2,7 +2,7 @@
 //! crew of the connector's sessions (a producer, two workers, a reaper: [`crew`]) runs
 //! throughout:
 //! - **kill**: SIGKILL to the primary of a seeded random shard; its replica promotes itself
-//!   (automatic failover on for this scenario only, with a short node timeout: [`topology::Tuning`]);
+//!   (automatic failover on for this scenario only, with a short node timeout: [`tuning::Tuning`]);
 //!   then the node is started again and rejoins as a replica;
 //! - **stall**: SIGSTOP to the primary past the node timeout; once its replica is promoted,
 //!   SIGCONT: a zombie that runs what was waiting in its sockets as a primary, then answers as the
@@ -16,7 +16,7 @@
 pub mod attribution;
 pub mod crew;
 mod evidence;
-pub(super) mod topology;
+pub(super) mod tuning;
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -27,11 +27,12 @@ use rand::{RngExt, SeedableRng};
 
 use self::attribution::{Facts, Verb};
 use self::crew::{ROLES, Role, Shared};
-use self::topology::{ENGINE_WITHIN, Tuning, agreed, replica_of, role, wait_for, wait_in_sync};
+use self::tuning::{Tuning, wait_for};
 use crate::connector::Verbs;
 use crate::connector::starts::StartReason;
 use crate::engine::Admin;
 use crate::engine::nodes::TakeOver;
+use crate::engine::topology::{ENGINE_WITHIN, NodeId, Role as NodeRole};
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::key;
 
@@ -81,7 +82,7 @@ struct Timeline {
 /// The node the scenario kills or stops; started or woken again when dropped, whatever happened.
 struct Victim<'a> {
     ctx: &'a GateContext<'a>,
-    port: u16,
+    node: NodeId,
     killed: Cell<bool>,
     stopped: Cell<bool>,
 }
@@ -89,12 +90,12 @@ struct Victim<'a> {
 impl Victim<'_> {
     fn heal(&self) -> Result<(), GateError> {
         let e = self.ctx.engine;
-        let proxy = e.proxy_at(self.port)?;
+        let proxy = e.proxy_of(self.node)?;
         if self.stopped.replace(false) {
-            e.pause_node(self.port, false)?;
+            e.pause_node(self.node, false)?;
         }
         if self.killed.replace(false) {
-            e.restart_node(self.port)?;
+            e.restart_node(self.node)?;
         }
         proxy.end_readonly();
         Ok(())
@@ -104,7 +105,7 @@ impl Victim<'_> {
 impl Drop for Victim<'_> {
     fn drop(&mut self) {
         let _ = self.heal();
-        if let Ok(p) = self.ctx.engine.proxy_at(self.port) {
+        if let Ok(p) = self.ctx.engine.proxy_of(self.node) {
             p.refuse(false);
         }
     }
@@ -118,14 +119,14 @@ fn scenario(
     kind: Kind,
 ) -> Result<(), GateError> {
     let tag = kind.tag();
-    admin.refresh(&|p| ctx.engine.node_url(p))?;
-    let primaries = admin.primaries();
+    ctx.engine.refresh(admin)?;
+    let primaries = ctx.engine.primaries(admin);
     let mut rng =
         StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
     let shard = rng.random_range(0..primaries.len().max(1));
-    let primary = ctx.engine.real_port(primaries[shard]);
-    let replica = replica_of(ctx, primary)?;
-    wait_in_sync(ctx, primary, replica)?;
+    let primary = primaries[shard];
+    let replica = ctx.engine.replica_of(primary)?;
+    ctx.engine.wait_in_sync(primary, replica)?;
     let events = ctx.engine.health_events();
     if !events.is_empty() {
         return Err(GateError::instrument(format!(
@@ -139,7 +140,8 @@ fn scenario(
         .map(|q| admin.shard_of(&key(q, "pending")) == shard)
         .collect();
     (ctx.progress)(&format!(
-        "G8: {tag}: the primary of shard {shard} (port {primary}) under a crew of {} sessions",
+        "G8: {tag}: the primary of shard {shard} (port {}) under a crew of {} sessions",
+        ctx.engine.port_of(primary),
         ROLES.len()
     ));
     ctx.factory.warm(ROLES.len(), StartReason::Concurrent);
@@ -159,7 +161,7 @@ fn scenario(
     let shared = Shared::new(tag, queues.clone(), victim, ctx.engine.node_url(primary));
     let node = Victim {
         ctx,
-        port: primary,
+        node: primary,
         killed: Cell::new(false),
         stopped: Cell::new(false),
     };
@@ -181,12 +183,15 @@ fn scenario(
     // The cluster as the scenario left it: the old primary a replica of the new one, in sync.
     wait_for(
         &format!("{tag}: the cluster settling after the rejoin"),
-        || agreed(ctx, replica, primary, "slave", None),
+        || {
+            ctx.engine
+                .agreed(replica, primary, Some(NodeRole::Replica), None)
+        },
     )?;
-    wait_in_sync(ctx, replica, primary)?;
+    ctx.engine.wait_in_sync(replica, primary)?;
     // Both failovers are the gate's doing: later changes are judged from here.
     ctx.engine.mark_health();
-    admin.refresh(&|p| ctx.engine.node_url(p))?;
+    ctx.engine.refresh(admin)?;
     let drained = drain(ctx, url, admin, &queues)?;
     judge(out, kind, &shared, &timeline, drained, admin, &queues)
 }
@@ -197,11 +202,11 @@ fn drive(
     s: &Shared,
     kind: Kind,
     node: &Victim<'_>,
-    replica: u16,
+    replica: NodeId,
 ) -> Result<Timeline, GateError> {
     let e = ctx.engine;
-    let primary = node.port;
-    let proxy = e.proxy_at(primary)?;
+    let primary = node.node;
+    let proxy = e.proxy_of(primary)?;
     // Warm-up: the crew works on the shard before the fault.
     wait_for("the crew's first jobs on the failed-over shard", || {
         s.victim_acks.load(Ordering::SeqCst) >= 20 && claimed_since(s, 0) == WORKERS
@@ -221,7 +226,7 @@ fn drive(
             // back), so a burst the primary acknowledges is one the replica never has: the
             // engine's loss on every run, which the accounting must tell from the connector's.
             let burst_from = s.victim_acks.load(Ordering::SeqCst);
-            topology::cut_off(ctx, primary, replica)?;
+            tuning::cut_off(ctx, primary, replica)?;
             wait_for("a burst acknowledged past the cut-off replica", || {
                 s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
             })?;
@@ -230,7 +235,7 @@ fn drive(
             node.killed.set(true);
             fault_ms = s.ms();
             e.kill_node(primary)?;
-            topology::reconnect(ctx, replica)?;
+            tuning::reconnect(ctx, replica)?;
         }
         Kind::Stall => {
             node.stopped.set(true);
@@ -238,12 +243,12 @@ fn drive(
         }
     }
     wait_for("the replica's promotion", || {
-        role(ctx, replica).as_deref() == Some("master")
+        e.role(replica) == Some(NodeRole::Primary)
     })?;
     let promoted_ms = s.ms();
     let take_over = e.take_over(replica)?;
     wait_for("the promotion agreed by every other node", || {
-        agreed(ctx, replica, primary, "", Some(primary))
+        e.agreed(replica, primary, None, Some(primary))
     })?;
     let mut readonly = 0;
     if kind == Kind::Stall {
@@ -253,7 +258,7 @@ fn drive(
         e.pause_node(primary, false)?;
         s.side_generation.fetch_add(1, Ordering::SeqCst);
         wait_for("the woken primary's demotion", || {
-            agreed(ctx, replica, primary, "slave", None)
+            e.agreed(replica, primary, Some(NodeRole::Replica), None)
         })?;
     }
     let announced_ms = s.ms();
@@ -267,7 +272,7 @@ fn drive(
         node.killed.set(false);
         e.restart_node(primary)?;
         wait_for("the killed node's rejoin as a replica", || {
-            agreed(ctx, replica, primary, "slave", None)
+            e.agreed(replica, primary, Some(NodeRole::Replica), None)
         })?;
         proxy.refuse(false);
     } else {

@@ -1,0 +1,227 @@
+//! The engine's topology: its nodes ([`NodeId`]), their roles ([`Role`]) as the nodes report
+//! them, and the questions every gate asks of them (which node serves a key, a primary's replica,
+//! whether a replica has caught up, whether the nodes agree on a promotion). Gates speak
+//! [`NodeId`]; the ports a node has (its own, the one it announces, the harness's way in) stay
+//! here and in [`crate::engine::cluster::Node`]. The engine's words for roles (`master`, `slave`)
+//! are read here only.
+//!
+//! The parsing is pure and unit-tested ([`view`]); the queries here read the live engine.
+
+pub mod view;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub use view::{NodeId, NodeView, Role, parse_nodes, port_of_addr};
+
+use crate::engine::admin::Admin;
+use crate::engine::health::{NodeHealth, node_snapshot};
+use crate::engine::{Engine, Handle};
+use crate::error::HarnessError;
+use crate::faults::Proxy;
+
+/// How long any wait on the engine may take before it is the engine's error (no verdict depends
+/// on it: a gate that meets it is an ERROR).
+pub const ENGINE_WITHIN: Duration = Duration::from_secs(60);
+
+/// Polls `done` every 20 ms until it holds (`Ok(elapsed)`) or [`ENGINE_WITHIN`] passed.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<Duration, HarnessError> {
+    let t0 = Instant::now();
+    loop {
+        if done() {
+            return Ok(t0.elapsed());
+        }
+        if t0.elapsed() > ENGINE_WITHIN {
+            return Err(HarnessError::Engine(format!(
+                "{what} did not happen within {} s",
+                ENGINE_WITHIN.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Engine {
+    fn cluster_nodes(&self) -> &[crate::engine::cluster::Node] {
+        match &self.handle {
+            Handle::Cluster(c) => &c.nodes,
+            _ => &[],
+        }
+    }
+
+    fn cluster_node(&self, id: NodeId) -> Result<&crate::engine::cluster::Node, HarnessError> {
+        self.cluster_nodes()
+            .get(id.index())
+            .ok_or_else(|| HarnessError::Engine(format!("no cluster {id}")))
+    }
+
+    /// Every node: a cluster's in boot order, or the one engine.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        (0..self.cluster_nodes().len().max(1))
+            .map(NodeId::new)
+            .collect()
+    }
+
+    /// The node one of whose ports is `port` (its own, announced, or the harness's way in), as a
+    /// reply names it (`CLUSTER SLOTS`, `MOVED`, `CLUSTER REPLICAS`).
+    pub fn node_at(&self, port: u16) -> Option<NodeId> {
+        match &self.handle {
+            Handle::Cluster(c) => c.node_at(port).map(NodeId::new),
+            _ => (port == self.port).then_some(NodeId::new(0)),
+        }
+    }
+
+    /// The node a cluster url names (its seed), or the one engine.
+    pub fn seed(&self) -> NodeId {
+        self.node_at(self.port).unwrap_or(NodeId::new(0))
+    }
+
+    /// The port `id` listens on, for evidence (a cluster's node's own; the engine's).
+    pub fn port_of(&self, id: NodeId) -> u16 {
+        self.cluster_node(id).map_or(self.port, |n| n.port())
+    }
+
+    /// The port `id` announces to clients (its proxy's), for evidence a connector would recognise.
+    pub fn announced_port(&self, id: NodeId) -> u16 {
+        self.cluster_node(id).map_or(self.port, |n| n.announced())
+    }
+
+    /// The harness's url of `id` (database 0, the admin user): never through a proxy, so
+    /// `MONITOR`, `CLIENT KILL` and the admin see the node itself.
+    pub fn node_url(&self, id: NodeId) -> String {
+        let port = self.cluster_node(id).map_or(self.port, |n| n.admin_port());
+        super::url_of(&self.host, port, &self.admin_auth, 0)
+    }
+
+    /// An admin connection to `id` alone.
+    pub fn node_admin(&self, id: NodeId) -> Result<Admin, HarnessError> {
+        Admin::connect(&self.node_url(id))
+    }
+
+    /// The fault proxy in front of a cluster's node `id`.
+    pub fn node_proxy(&self, id: NodeId) -> Option<&Proxy> {
+        self.cluster_node(id).ok().map(|n| &n.proxy)
+    }
+
+    /// The primaries `admin` last read (`CLUSTER SLOTS`), in its shard order.
+    pub fn primaries(&self, admin: &Admin) -> Vec<NodeId> {
+        admin
+            .primaries()
+            .into_iter()
+            .filter_map(|p| self.node_at(p))
+            .collect()
+    }
+
+    /// The primary that serves `key`, as `admin` last read the slot map.
+    pub fn primary_of(&self, admin: &Admin, key: &str) -> Result<NodeId, HarnessError> {
+        let port = admin.primaries()[admin.shard_of(key)];
+        self.node_at(port)
+            .ok_or_else(|| HarnessError::Engine(format!("no node announces port {port}")))
+    }
+
+    /// Reads the slot map again into `admin` (after a failover or a migration).
+    pub fn refresh(&self, admin: &mut Admin) -> Result<(), HarnessError> {
+        admin.refresh(&|port| self.url_of_port(port))
+    }
+
+    /// The harness's url of the node with `port` among its ports (`port` itself when none has).
+    pub(super) fn url_of_port(&self, port: u16) -> String {
+        match self.node_at(port) {
+            Some(id) => self.node_url(id),
+            None => super::url_of(&self.host, port, &self.admin_auth, 0),
+        }
+    }
+
+    /// The replica of primary `primary` (`CLUSTER REPLICAS`: `CLUSTER SLOTS` leaves out a
+    /// replica that has had no data yet).
+    pub fn replica_of(&self, primary: NodeId) -> Result<NodeId, HarnessError> {
+        let mut p = self.node_admin(primary)?;
+        let id: String = p.query(&["CLUSTER", "MYID"])?;
+        let lines: Vec<String> = p.query(&["CLUSTER", "REPLICAS", &id])?;
+        lines
+            .iter()
+            .find_map(|l| self.node_at(port_of_addr(l.split(' ').nth(1)?)?))
+            .ok_or_else(|| HarnessError::Engine(format!("the primary {primary} has no replica")))
+    }
+
+    /// The role `INFO replication` gives `id`, if it answers.
+    pub fn role(&self, id: NodeId) -> Option<Role> {
+        Role::from_info(
+            &self
+                .node_admin(id)
+                .and_then(|mut a| a.info("replication"))
+                .ok()?,
+        )
+    }
+
+    /// Waits until `replica` has its link up and has read everything `primary` wrote: the
+    /// premise of a failover that loses nothing it need not (a replica still in its first sync
+    /// would lose everything).
+    pub fn wait_in_sync(&self, primary: NodeId, replica: NodeId) -> Result<(), HarnessError> {
+        let mut p = self.node_admin(primary)?;
+        let mut r = self.node_admin(replica)?;
+        let deadline = Instant::now() + ENGINE_WITHIN;
+        loop {
+            let head = p.info("replication")?;
+            let tail = r.info("replication")?;
+            let offset = |m: &BTreeMap<String, String>, k: &str| {
+                m.get(k).and_then(|v| v.parse::<u64>().ok())
+            };
+            if tail.get("master_link_status").map(String::as_str) == Some("up")
+                && offset(&tail, "slave_repl_offset") >= offset(&head, "master_repl_offset")
+                && offset(&head, "master_repl_offset").is_some()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(HarnessError::Engine(format!(
+                    "the replica {replica} (port {}) did not catch up with its primary {primary} (port {}) in {} s",
+                    self.port_of(replica),
+                    self.port_of(primary),
+                    ENGINE_WITHIN.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The role `view` gives `id`, and whether it flags it failing.
+    pub fn role_in(&self, view: &NodeHealth, id: NodeId) -> Option<(Role, bool)> {
+        view.view
+            .values()
+            .find(|v| v.port().and_then(|p| self.node_at(p)) == Some(id))
+            .map(|v| (v.role, v.failing))
+    }
+
+    /// True when every node but `absent` reports `cluster_state:ok`, sees `new` as a primary,
+    /// agrees on the epoch, and flags no node failing; and sees `old` as `old_role`, or, with
+    /// `None`, does not care (a dead `old` may be flagged failing).
+    pub fn agreed(
+        &self,
+        new: NodeId,
+        old: NodeId,
+        old_role: Option<Role>,
+        absent: Option<NodeId>,
+    ) -> bool {
+        let mut epochs = std::collections::BTreeSet::new();
+        self.nodes()
+            .into_iter()
+            .filter(|n| Some(*n) != absent)
+            .all(|n| {
+                node_snapshot(self, n).is_ok_and(|h| {
+                    epochs.insert(h.current_epoch);
+                    let old_seen = self.role_in(&h, old);
+                    let others_fine = h.view.values().all(|v| {
+                        !v.failing || (old_role.is_none() && old_seen.is_some_and(|r| r.1))
+                    });
+                    h.state == "ok"
+                        && self
+                            .role_in(&h, new)
+                            .is_some_and(|(r, _)| r == Role::Primary)
+                        && old_role.is_none_or(|want| old_seen == Some((want, false)))
+                        && others_fine
+                })
+            })
+            && epochs.len() == 1
+    }
+}
