@@ -153,55 +153,109 @@ fn beyond(pos: Option<&ReplPosition>, t: Option<&TakeOver>, start_ms: u64, f: &F
 
 /// Sorts every acknowledged job of `calls`.
 pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
-    let t = f.take_over.as_ref();
+    let seen = Seen::of(calls, f);
     let mut v = Verdict::default();
-    // Every id each payload was seen under, and every acknowledged complete of it.
-    let mut ids: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut completes: BTreeMap<&str, Vec<&Call>> = BTreeMap::new();
-    let mut sent: BTreeSet<&str> = BTreeSet::new();
-    for c in calls {
-        let (Some(p), ok) = (c.payload.as_deref(), c.reply.is_ok()) else {
-            continue;
-        };
-        match c.verb {
-            Verb::Enqueue => {
-                sent.insert(p);
-            }
-            Verb::Claim if ok => {
-                if let Some(id) = &c.id {
-                    ids.entry(p).or_default().insert(id);
-                }
-            }
-            Verb::Complete if ok && c.done => completes.entry(p).or_default().push(c),
-            _ => {}
-        }
+    let w = enqueues(calls, f, &seen, &mut v);
+    completes(calls, f, &seen, &mut v);
+    identities(calls, &seen, &mut v);
+    progress(calls, f, &mut v);
+    if let (Some(t), Some(o)) = (f.take_over.as_ref(), w.last_old) {
+        v.window_bytes = (o + 1).saturating_sub(t.second_repl_offset);
     }
-    let drained: BTreeMap<&str, usize> =
-        f.drained.iter().fold(BTreeMap::new(), |mut m, (p, id)| {
-            ids.entry(p.as_str()).or_default().insert(id.as_str());
-            *m.entry(p.as_str()).or_default() += 1;
-            m
-        });
-    let about = |p: &str| -> Vec<String> {
-        calls
-            .iter()
-            .filter(|c| c.payload.as_deref() == Some(p))
-            .map(Call::describe)
-            .collect()
-    };
-    let mut last_old = None::<u64>;
-    let mut first_lost = None::<u64>;
-    let mut last_lost = None::<u64>;
+    if let (Some(a), Some(b)) = (w.first_lost, w.last_lost) {
+        v.window_ms = b - a;
+        v.window_from_fault_ms = Some((a as i64 - f.fault_ms as i64, b as i64 - f.fault_ms as i64));
+    }
+    v.refused = calls
+        .iter()
+        .filter(|c| c.start_ms >= f.fault_ms && c.reply.is_err())
+        .count();
+    v
+}
+
+/// What the calls and the drain saw of each payload.
+struct Seen<'a> {
+    /// Every id each payload was seen under (claims and the drain).
+    ids: BTreeMap<&'a str, BTreeSet<&'a str>>,
+    /// Every acknowledged complete of each payload.
+    completes: BTreeMap<&'a str, Vec<&'a Call>>,
+    /// The payloads enqueued (acknowledged or not).
+    sent: BTreeSet<&'a str>,
+    /// How often the drain completed each payload.
+    drained: BTreeMap<&'a str, usize>,
+}
+
+impl<'a> Seen<'a> {
+    fn of(calls: &'a [Call], f: &'a Facts) -> Self {
+        let mut s = Seen {
+            ids: BTreeMap::new(),
+            completes: BTreeMap::new(),
+            sent: BTreeSet::new(),
+            drained: BTreeMap::new(),
+        };
+        for c in calls {
+            let (Some(p), ok) = (c.payload.as_deref(), c.reply.is_ok()) else {
+                continue;
+            };
+            match c.verb {
+                Verb::Enqueue => {
+                    s.sent.insert(p);
+                }
+                Verb::Claim if ok => {
+                    if let Some(id) = &c.id {
+                        s.ids.entry(p).or_default().insert(id);
+                    }
+                }
+                Verb::Complete if ok && c.done => s.completes.entry(p).or_default().push(c),
+                _ => {}
+            }
+        }
+        for (p, id) in &f.drained {
+            s.ids.entry(p.as_str()).or_default().insert(id.as_str());
+            *s.drained.entry(p.as_str()).or_default() += 1;
+        }
+        s
+    }
+
+    /// How often `p` was completed: acknowledged, and by the drain.
+    fn done(&self, p: &str) -> usize {
+        self.completes.get(p).map_or(0, Vec::len) + self.drained.get(p).copied().unwrap_or(0)
+    }
+}
+
+/// Every call about payload `p`, described.
+fn about(calls: &[Call], p: &str) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| c.payload.as_deref() == Some(p))
+        .map(Call::describe)
+        .collect()
+}
+
+/// Where the engine's loss lies: the old history's last offset an enqueue reached, and the
+/// first and last end of an enqueue lost to the engine.
+#[derive(Default)]
+struct Window {
+    last_old: Option<u64>,
+    first_lost: Option<u64>,
+    last_lost: Option<u64>,
+}
+
+/// Each enqueue: acknowledged and then lost (the engine's doing, past what the replica had, or
+/// the connector's), recovered after a failed reply, or completed.
+fn enqueues(calls: &[Call], f: &Facts, seen: &Seen<'_>, v: &mut Verdict) -> Window {
+    let t = f.take_over.as_ref();
+    let mut w = Window::default();
     for c in calls.iter().filter(|c| c.verb == Verb::Enqueue) {
         let p = c.payload.as_deref().unwrap_or_default();
         if let (Some(pos), Some(t)) = (&c.pos, t)
             && pos.replid == t.replid2
         {
-            last_old = Some(last_old.map_or(pos.offset, |o| o.max(pos.offset)));
+            w.last_old = Some(w.last_old.map_or(pos.offset, |o| o.max(pos.offset)));
         }
-        let done = completes.get(p).map_or(0, Vec::len) + drained.get(p).copied().unwrap_or(0);
+        let done = seen.done(p);
         if c.reply.is_err() {
-            v.recovered += usize::from(done > 0 || ids.contains_key(p));
+            v.recovered += usize::from(done > 0 || seen.ids.contains_key(p));
             continue;
         }
         v.acked += 1;
@@ -218,7 +272,7 @@ pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
         let lost = Anomaly {
             kind: "lost",
             subject: p.to_string(),
-            calls: about(p),
+            calls: about(calls, p),
         };
         // A lost enqueue rolls the queue's counter back, so the engine may hand this job's id to
         // another job as well; a worker that claimed that other job then completes this one.
@@ -231,22 +285,29 @@ pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
                 && o.start_ms >= c.start_ms
         });
         if c.victim && (beyond(c.pos.as_ref(), t, c.start_ms, f) || reused) {
-            first_lost = Some(first_lost.map_or(c.end_ms, |m| m.min(c.end_ms)));
-            last_lost = Some(last_lost.map_or(c.end_ms, |m| m.max(c.end_ms)));
+            w.first_lost = Some(w.first_lost.map_or(c.end_ms, |m| m.min(c.end_ms)));
+            w.last_lost = Some(w.last_lost.map_or(c.end_ms, |m| m.max(c.end_ms)));
             v.engine.push(lost);
         } else {
             v.connector.push(lost);
         }
     }
-    for (p, cs) in &completes {
-        let n = cs.len() + drained.get(p).copied().unwrap_or(0);
+    w
+}
+
+/// A payload completed twice: the engine's doing when an earlier complete was lost with the
+/// old primary's history, else the connector's.
+fn completes(calls: &[Call], f: &Facts, seen: &Seen<'_>, v: &mut Verdict) {
+    let t = f.take_over.as_ref();
+    for (p, cs) in &seen.completes {
+        let n = seen.done(p);
         if n < 2 {
             continue;
         }
         let a = Anomaly {
             kind: "completed twice",
             subject: p.to_string(),
-            calls: about(p),
+            calls: about(calls, p),
         };
         let lost_complete = cs
             .iter()
@@ -258,35 +319,26 @@ pub fn attribute(calls: &[Call], f: &Facts) -> Verdict {
             v.connector.push(a);
         }
     }
-    for (p, set) in &ids {
+}
+
+/// A payload seen under two ids (enqueued twice), or never enqueued: the connector's.
+fn identities(calls: &[Call], seen: &Seen<'_>, v: &mut Verdict) {
+    for (p, set) in &seen.ids {
         if set.len() > 1 {
             v.connector.push(Anomaly {
                 kind: "duplicated",
                 subject: p.to_string(),
-                calls: about(p),
+                calls: about(calls, p),
             });
         }
-        if !sent.contains(p) {
+        if !seen.sent.contains(p) {
             v.connector.push(Anomaly {
                 kind: "unexpected",
                 subject: p.to_string(),
-                calls: about(p),
+                calls: about(calls, p),
             });
         }
     }
-    progress(calls, f, &mut v);
-    if let (Some(t), Some(o)) = (t, last_old) {
-        v.window_bytes = (o + 1).saturating_sub(t.second_repl_offset);
-    }
-    if let (Some(a), Some(b)) = (first_lost, last_lost) {
-        v.window_ms = b - a;
-        v.window_from_fault_ms = Some((a as i64 - f.fault_ms as i64, b as i64 - f.fault_ms as i64));
-    }
-    v.refused = calls
-        .iter()
-        .filter(|c| c.start_ms >= f.fault_ms && c.reply.is_err())
-        .count();
-    v
 }
 
 /// Every worker claims on the failed-over queue again within the bound after the announcement.

@@ -119,21 +119,7 @@ fn scenario(
     kind: Kind,
 ) -> Result<(), GateError> {
     let tag = kind.tag();
-    ctx.engine.refresh(admin)?;
-    let primaries = ctx.engine.primaries(admin);
-    let mut rng =
-        StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
-    let shard = rng.random_range(0..primaries.len().max(1));
-    let primary = primaries[shard];
-    let replica = ctx.engine.replica_of(primary)?;
-    ctx.engine.wait_in_sync(primary, replica)?;
-    let events = ctx.engine.health_events();
-    if !events.is_empty() {
-        return Err(GateError::instrument(format!(
-            "the engine changed during the gate, before its {tag} failover: {}",
-            events.join("; ")
-        )));
-    }
+    let (shard, primary, replica) = victim_shard(ctx, admin, kind)?;
     let queues = admin.one_name_per_primary(&format!("g8{tag}"));
     let victim: Vec<bool> = queues
         .iter()
@@ -144,20 +130,9 @@ fn scenario(
         ctx.engine.port_of(primary),
         ROLES.len()
     ));
-    ctx.factory.warm(ROLES.len(), StartReason::Concurrent);
-    let mut members = Vec::new();
-    for role in ROLES {
-        let mut c = ctx.factory.make()?;
-        if let Err(e) = c.connect(&role.name(), url) {
-            out.fail(format!(
-                "{tag}: the {} could not connect ({})",
-                role.name(),
-                e.evidence()
-            ));
-            return Ok(());
-        }
-        members.push((role, c));
-    }
+    let Some(members) = connect_crew(ctx, out, url, tag)? else {
+        return Ok(());
+    };
     let shared = Shared::new(tag, queues.clone(), victim, ctx.engine.node_url(primary));
     let node = Victim {
         ctx,
@@ -196,6 +171,59 @@ fn scenario(
     judge(out, kind, &shared, &timeline, drained, admin, &queues)
 }
 
+/// The seeded shard whose primary the scenario fails over: its index, the primary and its
+/// replica, caught up, on a cluster nothing else changed yet.
+fn victim_shard(
+    ctx: &GateContext<'_>,
+    admin: &mut Admin,
+    kind: Kind,
+) -> Result<(usize, NodeId, NodeId), GateError> {
+    ctx.engine.refresh(admin)?;
+    let primaries = ctx.engine.primaries(admin);
+    let mut rng =
+        StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
+    let shard = rng.random_range(0..primaries.len().max(1));
+    let primary = primaries[shard];
+    let replica = ctx.engine.replica_of(primary)?;
+    ctx.engine.wait_in_sync(primary, replica)?;
+    let events = ctx.engine.health_events();
+    if !events.is_empty() {
+        return Err(GateError::instrument(format!(
+            "the engine changed during the gate, before its {} failover: {}",
+            kind.tag(),
+            events.join("; ")
+        )));
+    }
+    Ok((shard, primary, replica))
+}
+
+/// A member of the crew: its role and its connected session.
+type Member = (Role, Box<dyn crate::connector::Connector + Send>);
+
+/// The crew, each member connected; `None` (and `out` failed) when one could not connect.
+fn connect_crew(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    url: &crate::engine::Target,
+    tag: &str,
+) -> Result<Option<Vec<Member>>, GateError> {
+    ctx.factory.warm(ROLES.len(), StartReason::Concurrent);
+    let mut members = Vec::new();
+    for role in ROLES {
+        let mut c = ctx.factory.make()?;
+        if let Err(e) = c.connect(&role.name(), url) {
+            out.fail(format!(
+                "{tag}: the {} could not connect ({})",
+                role.name(),
+                e.evidence()
+            ));
+            return Ok(None);
+        }
+        members.push((role, c));
+    }
+    Ok(Some(members))
+}
+
 /// The fault, the promotion, the progress and the rejoin, while the crew runs.
 fn drive(
     ctx: &GateContext<'_>,
@@ -204,9 +232,7 @@ fn drive(
     node: &Victim<'_>,
     replica: NodeId,
 ) -> Result<Timeline, GateError> {
-    let e = ctx.engine;
-    let primary = node.node;
-    let proxy = e.proxy_of(primary)?;
+    let (e, primary) = (ctx.engine, node.node);
     // Warm-up: the crew works on the shard before the fault.
     wait_for("the crew's first jobs on the failed-over shard", || {
         s.victim_acks.load(Ordering::SeqCst) >= 20 && claimed_since(s, 0) == WORKERS
@@ -219,29 +245,7 @@ fn drive(
         .max()
         .unwrap_or(1)
         .max(1);
-    let mut fault_ms = s.ms();
-    match kind {
-        Kind::Kill => {
-            // The replica is cut off first (its link closed, and it cannot authenticate to come
-            // back), so a burst the primary acknowledges is one the replica never has: the
-            // engine's loss on every run, which the accounting must tell from the connector's.
-            let burst_from = s.victim_acks.load(Ordering::SeqCst);
-            tuning::cut_off(ctx, primary, replica)?;
-            wait_for("a burst acknowledged past the cut-off replica", || {
-                s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
-            })?;
-            // Clients reach the node again only once it has rejoined as a replica.
-            proxy.refuse(true);
-            node.killed.set(true);
-            fault_ms = s.ms();
-            e.kill_node(primary)?;
-            tuning::reconnect(ctx, replica)?;
-        }
-        Kind::Stall => {
-            node.stopped.set(true);
-            e.pause_node(primary, true)?;
-        }
-    }
+    let fault_ms = inject(ctx, s, kind, node, replica)?;
     wait_for("the replica's promotion", || {
         e.role(replica) == Some(NodeRole::Primary)
     })?;
@@ -250,16 +254,8 @@ fn drive(
     wait_for("the promotion agreed by every other node", || {
         e.agreed(replica, primary, None, Some(primary))
     })?;
-    let mut readonly = 0;
     if kind == Kind::Stall {
-        // The zombie wakes: what waited in its sockets runs, then it learns it was replaced.
-        proxy.readonly_before_now();
-        node.stopped.set(false);
-        e.pause_node(primary, false)?;
-        s.side_generation.fetch_add(1, Ordering::SeqCst);
-        wait_for("the woken primary's demotion", || {
-            e.agreed(replica, primary, Some(NodeRole::Replica), None)
-        })?;
+        wake(ctx, s, node, replica)?;
     }
     let announced_ms = s.ms();
     // Every worker claims on the shard again within a bound scaled to what this run measured:
@@ -268,16 +264,7 @@ fn drive(
     let _ = wait_for("progress", || {
         claimed_since(s, announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
     });
-    if kind == Kind::Kill {
-        node.killed.set(false);
-        e.restart_node(primary)?;
-        wait_for("the killed node's rejoin as a replica", || {
-            e.agreed(replica, primary, Some(NodeRole::Replica), None)
-        })?;
-        proxy.refuse(false);
-    } else {
-        readonly = proxy.end_readonly();
-    }
+    let readonly = rejoin(ctx, kind, node, replica)?;
     // A few more rounds on the healed cluster (bounded as the progress was).
     let healed_ms = s.ms();
     let _ = wait_for("work after the rejoin", || {
@@ -291,6 +278,82 @@ fn drive(
         take_over,
         readonly,
     })
+}
+
+/// The fault itself; when it struck (the crew's clock).
+fn inject(
+    ctx: &GateContext<'_>,
+    s: &Shared,
+    kind: Kind,
+    node: &Victim<'_>,
+    replica: NodeId,
+) -> Result<u64, GateError> {
+    let (e, primary) = (ctx.engine, node.node);
+    match kind {
+        Kind::Kill => {
+            // The replica is cut off first (its link closed, and it cannot authenticate to come
+            // back), so a burst the primary acknowledges is one the replica never has: the
+            // engine's loss on every run, which the accounting must tell from the connector's.
+            let burst_from = s.victim_acks.load(Ordering::SeqCst);
+            tuning::cut_off(ctx, primary, replica)?;
+            wait_for("a burst acknowledged past the cut-off replica", || {
+                s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
+            })?;
+            // Clients reach the node again only once it has rejoined as a replica.
+            e.proxy_of(primary)?.refuse(true);
+            node.killed.set(true);
+            let fault_ms = s.ms();
+            e.kill_node(primary)?;
+            tuning::reconnect(ctx, replica)?;
+            Ok(fault_ms)
+        }
+        Kind::Stall => {
+            let fault_ms = s.ms();
+            node.stopped.set(true);
+            e.pause_node(primary, true)?;
+            Ok(fault_ms)
+        }
+    }
+}
+
+/// The stalled primary wakes: what waited in its sockets runs, then it learns it was replaced.
+fn wake(
+    ctx: &GateContext<'_>,
+    s: &Shared,
+    node: &Victim<'_>,
+    replica: NodeId,
+) -> Result<(), GateError> {
+    let (e, primary) = (ctx.engine, node.node);
+    e.proxy_of(primary)?.readonly_before_now();
+    node.stopped.set(false);
+    e.pause_node(primary, false)?;
+    s.side_generation.fetch_add(1, Ordering::SeqCst);
+    wait_for("the woken primary's demotion", || {
+        e.agreed(replica, primary, Some(NodeRole::Replica), None)
+    })?;
+    Ok(())
+}
+
+/// The killed node started again and rejoined as a replica, or the woken one's `-READONLY`
+/// window closed; the `-READONLY` replies its proxy gave (stall).
+fn rejoin(
+    ctx: &GateContext<'_>,
+    kind: Kind,
+    node: &Victim<'_>,
+    replica: NodeId,
+) -> Result<u64, GateError> {
+    let (e, primary) = (ctx.engine, node.node);
+    let proxy = e.proxy_of(primary)?;
+    if kind == Kind::Stall {
+        return Ok(proxy.end_readonly());
+    }
+    node.killed.set(false);
+    e.restart_node(primary)?;
+    wait_for("the killed node's rejoin as a replica", || {
+        e.agreed(replica, primary, Some(NodeRole::Replica), None)
+    })?;
+    proxy.refuse(false);
+    Ok(0)
 }
 
 /// How many workers claimed on the failed-over shard in a call begun at or after `since_ms`.
