@@ -1,0 +1,90 @@
+//! The urls the engine hands out: a connector's (`connect`'s url and [`Target`], SPEC §5, §8,
+//! §10) and the harness's own, as its user.
+
+use super::acl::{Auth, url_of};
+use super::{Engine, EngineKind, Handle, Target};
+use crate::protocol::url::{EngineUrl, Scheme};
+
+impl Engine {
+    /// The `redis://` url a connector is given for database `db` (booted engines): the
+    /// connector's user and password (SPEC §5). A url engine has its one database; a cluster
+    /// has database 0 only, and the url names its seed node.
+    pub fn url(&self, db: u32) -> String {
+        self.url_as(&self.connector_auth, db)
+    }
+
+    /// [`Engine::url`] as `auth`: the connector's, or the harness's admin.
+    pub(super) fn url_as(&self, auth: &Auth, db: u32) -> String {
+        let (port, db) = match (&self.handle, self.kind) {
+            (_, EngineKind::Url) => (self.port, self.base_db),
+            (Handle::Cluster(c), _) => (
+                c.node_at(self.port)
+                    .map_or(self.port, |i| c.nodes[i].admin_port()),
+                0,
+            ),
+            _ => (self.port, db),
+        };
+        url_of(&self.host, port, auth, db)
+    }
+
+    /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
+    /// node's fault proxy (every connection a cluster client makes goes through a proxy), flagged.
+    pub fn target(&self, db: u32) -> Target {
+        match &self.handle {
+            // The seed: a primary that does not own the fence's slot ([`seed_port`]), as its
+            // proxy (the port it announces).
+            Handle::Cluster(c) => match &c.tls {
+                // The seed's TLS front, by the name its certificate gives (SPEC §10).
+                Some(run) => Target {
+                    url: self.tls_url(self.announced_port(self.seed()), 0),
+                    cluster: true,
+                    ca_file: Some(run.ca_file()),
+                },
+                None => Target {
+                    url: url_of(
+                        &self.host,
+                        self.announced_port(self.seed()),
+                        &self.connector_auth,
+                        0,
+                    ),
+                    cluster: true,
+                    ca_file: None,
+                },
+            },
+            _ => match &self.tls {
+                // Through the TLS proxy, by the name its certificate gives (SPEC §10).
+                Some(t) => Target {
+                    url: self.tls_url(t.front.port(), db),
+                    cluster: false,
+                    ca_file: Some(t.run.ca_file()),
+                },
+                None => Target::single(self.url(db)),
+            },
+        }
+    }
+
+    /// The `rediss://` url of a TLS front at `port`, by the name its certificate gives.
+    fn tls_url(&self, port: u16, db: u32) -> String {
+        EngineUrl {
+            scheme: Scheme::Rediss,
+            user: self.connector_auth.user.clone(),
+            password: self.connector_auth.password.clone(),
+            host: crate::tls::TLS_HOST.into(),
+            port: Some(port),
+            db: Some(db),
+        }
+        .to_string()
+    }
+
+    /// [`Engine::target`], but on a TLS engine straight to its TLS port, past the proxy: for
+    /// the bench, which compares the connector with `valkey-benchmark --tls` on the same path.
+    pub fn direct_target(&self, db: u32) -> Target {
+        let t = self.target(db);
+        match &self.tls {
+            Some(tls) => EngineUrl::parse(&t.url)
+                .map(|u| t.at(u.with_port(tls.port).to_string()))
+                .unwrap_or(t),
+            None => t,
+        }
+    }
+}
