@@ -81,6 +81,8 @@ struct State {
     readonly_upto: u64,
     /// `-READONLY` replies given so far.
     readonly_given: u64,
+    /// Delayed replies whose delay has passed (sent, or their client gone).
+    delayed_out: u64,
 }
 
 struct Shared {
@@ -234,6 +236,26 @@ impl Proxy {
     /// The faults fired since the last call.
     pub fn take_fired(&self) -> Vec<Fired> {
         std::mem::take(&mut self.shared.lock().fired)
+    }
+
+    /// Delayed replies ([`Fault::Delay`]) that have gone out so far.
+    pub fn delays_out(&self) -> u64 {
+        self.shared.lock().delayed_out
+    }
+
+    /// Waits until [`Proxy::delays_out`] reaches `n`, or `within` passed; true when it did. A gate that must judge after a held reply arrived waits for that, not
+    /// for a fixed time.
+    pub fn wait_delays_out(&self, n: u64, within: Duration) -> bool {
+        let t0 = std::time::Instant::now();
+        loop {
+            if self.shared.lock().delayed_out >= n {
+                return true;
+            }
+            if t0.elapsed() >= within {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Connections accepted and commands seen so far.

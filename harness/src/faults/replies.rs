@@ -113,7 +113,9 @@ fn deliver(client: &mut TcpStream, shared: &Shared, action: Action, reply: &[u8]
         }
         Action::Delay(d) => {
             std::thread::sleep(d);
-            client.write_all(reply).is_ok()
+            let sent = client.write_all(reply).is_ok();
+            shared.lock().delayed_out += 1;
+            sent
         }
         Action::Cut => {
             let _ = client.write_all(&reply[..reply.len() / 2]);

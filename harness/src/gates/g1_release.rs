@@ -183,6 +183,7 @@ fn after_a_timeout(
         ));
         return Ok(());
     }
+    let out_before = proxy.delays_out();
     proxy.arm(Rule {
         matcher: Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1),
         skip: 0,
@@ -196,8 +197,9 @@ fn after_a_timeout(
             Err(e) => format!("error {}", e.kind),
         },
     );
-    // Whatever the connector did, the held reply has gone out by now.
-    std::thread::sleep(HOLD + Duration::from_millis(200));
+    // Whatever the connector did, judge once the held reply has gone out: the proxy says when
+    // (a connector that waited for it returns after that); HOLD more is the bound.
+    proxy.wait_delays_out(out_before + 1, HOLD + Duration::from_millis(200));
     let opened: BTreeSet<Client> = clients(admin, db, &harness)?
         .difference(&before)
         .cloned()

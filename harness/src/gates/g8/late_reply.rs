@@ -29,6 +29,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         return Ok(());
     };
     c.enqueue(SESSION, QUEUE, "before", 0)?;
+    let out_before = proxy.delays_out();
     proxy.arm(Rule {
         matcher: Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1),
         skip: 0,
@@ -42,8 +43,9 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             Err(e) => format!("error {}", e.kind),
         },
     );
-    // The held reply has surely arrived by now, on whatever connection it was sent.
-    std::thread::sleep(HOLD + Duration::from_millis(200));
+    // Judge once the held reply has gone out, on whatever connection it was sent: the proxy
+    // says when (a connector that waited for it returns after that); HOLD more is the bound.
+    proxy.wait_delays_out(out_before + 1, HOLD + Duration::from_millis(200));
     let next = c.pending_size(SESSION, QUEUE);
     let held: i64 = admin.query(&["ZCARD", &key(QUEUE, "pending")])?;
     let rule = "a reply that came after its call ended was never read as the reply to the next \
