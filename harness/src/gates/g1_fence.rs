@@ -215,7 +215,7 @@ fn cluster_urls(
     out: &mut GateOutcome,
     url: &crate::engine::Target,
 ) -> Result<(), GateError> {
-    let seed = match crate::protocol::url::EngineUrl::parse(&url.url) {
+    let seed = match url.engine_url() {
         Ok(u) if u.db == Some(0) => u,
         _ => {
             return Err(GateError::instrument(format!(
