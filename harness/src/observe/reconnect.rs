@@ -107,8 +107,8 @@ fn first_emq(obs: &Observed, client: &str) -> Vec<String> {
 /// of a read verb (`browse`'s `ZRANGE` and `HGET`/`HMGET`, `pending_size`'s `ZCARD`), which
 /// runs no script (R3.5 permits it: P3.1).
 pub fn is_read_verb(args: &[String]) -> bool {
-    let cmd = args[0].to_ascii_uppercase();
-    matches!(cmd.as_str(), "ZRANGE" | "ZCARD" | "HGET" | "HMGET") && !is_fence_read(args)
+    crate::protocol::commands::keys_allowed(&args[0]) == crate::protocol::commands::Keys::Any
+        && !is_fence_read(args)
 }
 
 /// On a single engine: every connector connection that sent a script, or wrote an EchoMQ key,
