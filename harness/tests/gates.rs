@@ -272,6 +272,7 @@ fn the_fault_proxy_acts_on_the_command_it_is_told() {
     use std::time::Duration;
 
     let e = common::binary_engine();
+    let bundle = Arc::new(Bundle::load_default().unwrap());
     let db = 5;
     let mut direct = e.prepare_db(db).unwrap();
     let proxy = Proxy::start(&format!("{}:{}", e.host, e.port)).unwrap();
@@ -301,7 +302,7 @@ fn the_fault_proxy_acts_on_the_command_it_is_told() {
         let fired = proxy.take_fired();
         assert_eq!(fired.len(), 1);
         assert_eq!(
-            (fired[0].command.as_str(), fired[0].fault),
+            (fired[0].label(&bundle).as_str(), fired[0].fault),
             ("INCR k", fault)
         );
     }
@@ -344,7 +345,6 @@ fn the_fault_proxy_acts_on_the_command_it_is_told() {
     assert_eq!(proxy.take_fired()[0].index, n);
 
     // A pipeline of 100 INCR with the 50th's reply lost: 50 ran, nothing after it was forwarded.
-    let bundle = Arc::new(Bundle::load_default().unwrap());
     let mut c = Reference::boxed(&bundle);
     c.connect("p", &url).unwrap();
     proxy.arm(incr(Fault::LostReply, 49));

@@ -137,23 +137,13 @@ fn script(name: &str, url: &str, bad_url: &str) -> Vec<Request> {
         lease_ms: l,
     };
     let mut r = vec![Request::Hello { protocol: 1 }];
-    let connect = Request::Connect {
-        session: s(),
-        url: url.into(),
-        cluster: false,
-        ca_file: None,
-    };
+    let connect = Request::connect(s(), &url.into());
     match name {
         "hello" => {}
         "error-internal" => r.push(connect),
         "error-unsupported" => r = vec![Request::Hello { protocol: 2 }],
         "error-fence" => r.push(connect),
-        "error-engine" => r.push(Request::Connect {
-            session: s(),
-            url: bad_url.into(),
-            cluster: false,
-            ca_file: None,
-        }),
+        "error-engine" => r.push(Request::connect(s(), &bad_url.into())),
         _ => r.push(connect),
     }
     let more: Vec<Request> = match name {

@@ -7,7 +7,6 @@ use std::process::Command;
 use crate::engine::version::BUILD_DIR;
 use crate::engine::{Engine, EngineKind};
 use crate::protocol::grammar::{job_root, key};
-use crate::protocol::url::EngineUrl;
 
 /// The queue the bench enqueues into: keys `emq:{bench}:pending`, `:delayed`, `:seq`, `:job:`.
 pub const QUEUE: &str = "bench";
@@ -47,7 +46,7 @@ pub fn benchmark_args(
     n: i64,
     depth: i64,
 ) -> Option<Vec<String>> {
-    let t = EngineUrl::parse(&url.url).ok()?;
+    let t = url.engine_url().ok()?;
     let mut a: Vec<String> = vec![
         "-h".into(),
         t.host.clone(),

@@ -82,18 +82,21 @@ pub fn batch_queues(queue: &str, queues: &Option<Vec<String>>) -> Result<(), Con
 mod cluster_args {
     use super::validate;
     use crate::connector::Request;
+    use crate::engine::Target;
 
     fn connect(url: &str, cluster: bool) -> bool {
         connect_ca(url, cluster, None)
     }
 
     fn connect_ca(url: &str, cluster: bool, ca_file: Option<&str>) -> bool {
-        validate(&Request::Connect {
-            session: "s".into(),
-            url: url.into(),
-            cluster,
-            ca_file: ca_file.map(String::from),
-        })
+        validate(&Request::connect(
+            "s",
+            &Target {
+                url: url.into(),
+                cluster,
+                ca_file: ca_file.map(String::from),
+            },
+        ))
         .is_ok()
     }
 

@@ -28,25 +28,8 @@ pub struct AuthWithoutUser(pub Reference);
 
 impl Connector for AuthWithoutUser {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match request {
-            Request::Connect {
-                session,
-                url,
-                cluster,
-                ca_file,
-            } => {
-                let url = match EngineUrl::parse(url) {
-                    Ok(u) => EngineUrl { user: None, ..u }.to_string(),
-                    Err(_) => url.clone(),
-                };
-                self.0.call(&Request::Connect {
-                    session: session.clone(),
-                    url,
-                    cluster: *cluster,
-                    ca_file: ca_file.clone(),
-                })
-            }
-            other => self.0.call(other),
-        }
+        // A url that is no engine url goes as it is: the reference refuses it.
+        let no_user = request.map_connect(|t| Some(t.map_url(|u| EngineUrl { user: None, ..u })));
+        self.0.call(no_user.as_ref().unwrap_or(request))
     }
 }

@@ -342,18 +342,11 @@ pub struct FenceHset {
 
 impl Connector for FenceHset {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        let Request::Connect {
-            session,
-            url,
-            cluster,
-            ca_file,
-        } = request
-        else {
+        let Some((session, target)) = request.as_connect() else {
             return self.inner.call(request);
         };
         validate(request)?;
-        self.inner
-            .connect_unfenced(session, url, *cluster, ca_file.as_deref())?;
+        self.inner.connect_unfenced(session, &target)?;
         let mut fence = fence_fields(&mut self.inner, session, &["protocol", "bundle"])?;
         if fence.is_empty() {
             self.inner.raw(
@@ -374,7 +367,7 @@ impl Connector for FenceHset {
         let theirs = fence.get("protocol").cloned().unwrap_or_default();
         if theirs != self.protocol {
             self.inner.call(&Request::Disconnect {
-                session: session.clone(),
+                session: session.into(),
             })?;
             return Err(ConnectorError::new(
                 ErrorKind::Fence,
@@ -421,18 +414,9 @@ pub struct FenceIgnoresProtocol(pub Reference);
 
 impl Connector for FenceIgnoresProtocol {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match (request, self.0.call(request)) {
-            (
-                Request::Connect {
-                    session,
-                    url,
-                    cluster,
-                    ca_file,
-                },
-                Err(e),
-            ) if e.kind == ErrorKind::Fence => {
-                self.0
-                    .connect_unfenced(session, url, *cluster, ca_file.as_deref())?;
+        match (request.as_connect(), self.0.call(request)) {
+            (Some((session, target)), Err(e)) if e.kind == ErrorKind::Fence => {
+                self.0.connect_unfenced(session, &target)?;
                 Ok(Reply::Unit)
             }
             (_, r) => r,

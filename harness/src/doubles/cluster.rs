@@ -5,28 +5,21 @@ use std::collections::HashMap;
 
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, Reply, Request};
+use crate::engine::Target;
 use crate::error::{ConnectorError, ErrorKind};
-use crate::protocol::url::EngineUrl;
 
 /// Ignores `connect`'s `cluster` flag: a plain connection to the seed node only (R8.1).
 pub struct SeedNodeOnly(pub Reference);
 
 impl Connector for SeedNodeOnly {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match request {
-            Request::Connect {
-                session,
-                url,
-                ca_file,
-                ..
-            } => self.0.call(&Request::Connect {
-                session: session.clone(),
-                url: url.clone(),
+        let seed_only = request.map_connect(|t| {
+            Some(Target {
                 cluster: false,
-                ca_file: ca_file.clone(),
-            }),
-            other => self.0.call(other),
-        }
+                ..t
+            })
+        });
+        self.0.call(seed_only.as_ref().unwrap_or(request))
     }
 }
 
@@ -35,25 +28,9 @@ pub struct ClusterAnyDatabase(pub Reference);
 
 impl Connector for ClusterAnyDatabase {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match request {
-            Request::Connect {
-                session,
-                url,
-                cluster: true,
-                ca_file,
-            } => {
-                // A url that is no engine url goes as it is: the reference refuses it.
-                let url = EngineUrl::parse(url)
-                    .map_or_else(|_| url.clone(), |u| u.with_db(Some(0)).to_string());
-                self.0.call(&Request::Connect {
-                    session: session.clone(),
-                    url,
-                    cluster: true,
-                    ca_file: ca_file.clone(),
-                })
-            }
-            other => self.0.call(other),
-        }
+        // A url that is no engine url goes as it is: the reference refuses it.
+        let db0 = request.map_connect(|t| t.cluster.then(|| t.map_url(|u| u.with_db(Some(0)))));
+        self.0.call(db0.as_ref().unwrap_or(request))
     }
 }
 

@@ -4,33 +4,24 @@
 
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, Reply, Request};
+use crate::engine::Target;
 use crate::error::ConnectorError;
 use crate::protocol::url::{EngineUrl, Scheme};
 
 /// A `rediss://` connect with a `ca_file` as the same connect in plaintext (`redis://`, no
 /// `ca_file`): R10.2's breach, for [`PlaintextOnRediss`] and for a test's fall-back double.
 pub fn in_plaintext(request: &Request) -> Option<Request> {
-    let Request::Connect {
-        session,
-        url,
-        cluster,
-        ca_file: Some(_),
-    } = request
-    else {
-        return None;
-    };
-    let u = EngineUrl::parse(url)
-        .ok()
-        .filter(|u| u.scheme == Scheme::Rediss)?;
-    Some(Request::Connect {
-        session: session.clone(),
-        url: EngineUrl {
+    request.map_connect(|t| {
+        t.ca_file.as_ref()?;
+        let u = t.engine_url().ok().filter(|u| u.scheme == Scheme::Rediss)?;
+        let plain = EngineUrl {
             scheme: Scheme::Redis,
             ..u
-        }
-        .to_string(),
-        cluster: *cluster,
-        ca_file: None,
+        };
+        Some(Target {
+            ca_file: None,
+            ..t.at(plain.to_string())
+        })
     })
 }
 
@@ -52,19 +43,13 @@ pub struct CaFileUnchecked(pub Reference);
 
 impl Connector for CaFileUnchecked {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match request {
-            Request::Connect {
-                session,
-                url,
-                cluster,
-                ca_file: Some(path),
-            } if std::fs::metadata(path).is_err() => self.0.call(&Request::Connect {
-                session: session.clone(),
-                url: url.clone(),
-                cluster: *cluster,
-                ca_file: None,
-            }),
-            other => self.0.call(other),
-        }
+        let unchecked = request.map_connect(|t| {
+            let unreadable = t
+                .ca_file
+                .as_ref()
+                .is_some_and(|path| std::fs::metadata(path).is_err());
+            unreadable.then_some(Target { ca_file: None, ..t })
+        });
+        self.0.call(unchecked.as_ref().unwrap_or(request))
     }
 }

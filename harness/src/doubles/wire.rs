@@ -12,18 +12,12 @@ pub struct SkipFence(pub Reference);
 
 impl Connector for SkipFence {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        match request {
-            Request::Connect {
-                session,
-                url,
-                cluster,
-                ca_file,
-            } => {
-                self.0
-                    .connect_unfenced(session, url, *cluster, ca_file.as_deref())?;
+        match request.as_connect() {
+            Some((session, target)) => {
+                self.0.connect_unfenced(session, &target)?;
                 Ok(Reply::Unit)
             }
-            other => self.0.call(other),
+            None => self.0.call(request),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Where a connector connects ([`Target`]), and SPEC R9.1 for an engine given by url.
 
+use crate::protocol::url::{EngineUrl, UrlError};
+
 /// Where a connector connects: the url of `connect`, and whether it names a cluster's seed node
 /// (wire v1's optional `cluster`, SPEC R8.1). From a plain url it is a single engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +29,21 @@ impl Target {
             ..self.clone()
         }
     }
+
+    /// The url, parsed (SPEC R9.1). It stays text in the target: a gate hands a connector urls
+    /// that are no engine url on purpose (G6), and the connector is what must refuse them.
+    pub fn engine_url(&self) -> Result<EngineUrl, UrlError> {
+        EngineUrl::parse(&self.url)
+    }
+
+    /// The same target with its url rewritten by `f`, CA and cluster flag kept; a url that is no
+    /// engine url is kept as it is (the connector is what refuses it).
+    pub fn map_url(&self, f: impl FnOnce(EngineUrl) -> EngineUrl) -> Self {
+        match self.engine_url() {
+            Ok(u) => self.at(f(u).to_string()),
+            Err(_) => self.clone(),
+        }
+    }
 }
 
 impl From<&str> for Target {
@@ -50,6 +67,26 @@ impl From<String> for Target {
 impl From<&Target> for Target {
     fn from(t: &Target) -> Self {
         t.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_url_rewrites_an_engine_url_and_keeps_any_other_as_it_is() {
+        let t = Target {
+            url: "rediss://emq:pw@localhost:7000/3".into(),
+            cluster: true,
+            ca_file: Some("/ca.pem".into()),
+        };
+        assert_eq!(t.engine_url().map(|u| u.db), Ok(Some(3)));
+        let moved = t.map_url(|u| u.with_port(7003).with_db(Some(0)));
+        assert_eq!(moved, t.at("rediss://emq:pw@localhost:7003/0"));
+        let bad = Target::single("redis://h:port/0");
+        assert!(bad.engine_url().is_err());
+        assert_eq!(bad.map_url(|u| u.with_db(Some(0))), bad);
     }
 }
 

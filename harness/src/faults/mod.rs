@@ -322,7 +322,7 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
                 s.fired.push(Fired {
                     conn,
                     index: 0,
-                    command: "connect".into(),
+                    command: None,
                     fault: Fault::ResetOnConnect,
                 });
                 drop(s);
@@ -542,7 +542,7 @@ fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> 
     s.fired.push(Fired {
         conn,
         index,
-        command: cmd.label(),
+        command: Some(cmd.clone()),
         fault: rule.fault,
     });
     Some(rule.fault)

@@ -111,12 +111,10 @@ impl Command {
     }
 
     /// `EVALSHA 47625d81… (complete)`: the name and a short first argument, for evidence; a
-    /// script's SHA names the script, the way its author knows it.
-    pub fn label(&self) -> String {
+    /// script's SHA names the script of `bundle`, the way its author knows it.
+    pub fn label(&self, bundle: &crate::protocol::bundle::Bundle) -> String {
         match self.arg1() {
-            Some(a) if self.name() == "EVALSHA" => {
-                format!("EVALSHA {}", crate::protocol::bundle::sha_label(&a))
-            }
+            Some(a) if self.name() == "EVALSHA" => format!("EVALSHA {}", bundle.sha_label(&a)),
             Some(a) => format!("{} {}", self.name(), a.chars().take(8).collect::<String>()),
             None => self.name(),
         }
@@ -308,12 +306,14 @@ mod tests {
         assert_eq!(c.name(), "EVALSHA");
         assert_eq!(c.arg1().as_deref(), Some("d9fec2bf1492"));
         assert_eq!(c.raw, cmd(&["evalsha", "D9FEC2BF1492", "0"]));
-        // A bundle's SHAs name their scripts (once a bundle is loaded); others say so.
-        crate::protocol::bundle::Bundle::load_default().unwrap();
-        assert_eq!(c.label(), "EVALSHA d9fec2bf… (enqueue)");
+        // The bundle's SHAs name their scripts; others say so.
+        let b = crate::protocol::bundle::Bundle::load_default().unwrap();
+        assert_eq!(c.label(&b), "EVALSHA d9fec2bf… (enqueue)");
         s.feed(&cmd(&["evalsha", "0123456789ab", "0"]));
         let c = s.next_command().unwrap().unwrap();
-        assert_eq!(c.label(), "EVALSHA 01234567… (not a bundle script)");
+        assert_eq!(c.label(&b), "EVALSHA 01234567… (not a bundle script)");
+        s.feed(&cmd(&["INCR", "probe"]));
+        assert_eq!(s.next_command().unwrap().unwrap().label(&b), "INCR probe");
     }
 
     #[test]

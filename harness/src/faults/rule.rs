@@ -90,7 +90,19 @@ pub struct Fired {
     pub conn: u64,
     /// The command's 1-based index on that connection (0 for [`Fault::ResetOnConnect`]).
     pub index: u64,
-    /// `EVALSHA d9fec2bf`.
-    pub command: String,
+    /// The command as it arrived; `None` for [`Fault::ResetOnConnect`], which fires before any.
+    /// Kept whole, not as a label: the proxy knows no bundle to name a script by (the engine
+    /// starts a cluster's and a TLS engine's proxies), so whoever shows it labels it
+    /// ([`Fired::label`]).
+    pub command: Option<Command>,
     pub fault: Fault,
+}
+
+impl Fired {
+    /// `EVALSHA d9fec2bf… (enqueue)`, `INCR k`, or `connect` for a reset on connect.
+    pub fn label(&self, bundle: &crate::protocol::bundle::Bundle) -> String {
+        self.command
+            .as_ref()
+            .map_or_else(|| "connect".into(), |c| c.label(bundle))
+    }
 }

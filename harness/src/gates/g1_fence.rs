@@ -19,7 +19,7 @@ fn is_fence_read(args: &[String]) -> bool {
 }
 
 /// Per connector connection that did anything with EchoMQ: its first such command, described.
-fn first_actions(obs: &Observed) -> Vec<(String, bool)> {
+fn first_actions(obs: &Observed, bundle: &crate::protocol::bundle::Bundle) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for cmds in obs.commands.values() {
         // The reads of a read verb may come first (P3.1): the first of the rest is judged.
@@ -27,7 +27,7 @@ fn first_actions(obs: &Observed) -> Vec<(String, bool)> {
             (is_script_cmd(a) || names_emq_key(a)) && !crate::observe::reconnect::is_read_verb(a)
         }) {
             out.push((
-                crate::observe::reconnect::describe(first),
+                crate::observe::reconnect::describe(first, bundle),
                 is_fence_read(first),
             ));
         }
@@ -128,7 +128,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
         super::g1_stop::check(ctx, out, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
-    judge_first_actions(&obs, out);
+    judge_first_actions(&obs, ctx.bundle, out);
     super::g1_release::check(ctx, out, &mut admin, db, &url)?;
     super::g1_tls::check(ctx, out, &url)?;
     super::g1_stop::check(ctx, out, &url)?;
@@ -187,8 +187,12 @@ fn connect_workload(
 
 /// On a single engine: every connection's first EchoMQ command, a read verb's reads aside
 /// (P3.1), was the fence read.
-fn judge_first_actions(obs: &Observed, out: &mut GateOutcome) {
-    let firsts = first_actions(obs);
+fn judge_first_actions(
+    obs: &Observed,
+    bundle: &crate::protocol::bundle::Bundle,
+    out: &mut GateOutcome,
+) {
+    let firsts = first_actions(obs, bundle);
     let good = firsts.iter().filter(|(_, ok)| *ok).count();
     let mut bad: Vec<String> = firsts
         .iter()
@@ -215,7 +219,7 @@ fn cluster_urls(
     out: &mut GateOutcome,
     url: &crate::engine::Target,
 ) -> Result<(), GateError> {
-    let seed = match crate::protocol::url::EngineUrl::parse(&url.url) {
+    let seed = match url.engine_url() {
         Ok(u) if u.db == Some(0) => u,
         _ => {
             return Err(GateError::instrument(format!(

@@ -9,6 +9,7 @@
 
 use crate::observe::attribute::Observed;
 use crate::observe::line::{Line, is_script_cmd, keys_of, names_emq_key, stable};
+use crate::protocol::bundle::Bundle;
 use crate::protocol::grammar::FENCE_KEY;
 
 /// `ECHO "emq-call <n> <cmd>"`: the harness is about to send call `n`, a `<cmd>`.
@@ -57,14 +58,15 @@ pub fn is_emq(args: &[String]) -> bool {
     is_script_cmd(args) || names_emq_key(args)
 }
 
-/// A command in a few words: `HGETALL emq:fence`, `EVALSHA <sha>`, `SCRIPT LOAD`.
-pub fn describe(args: &[String]) -> String {
+/// A command in a few words: `HGETALL emq:fence`, `EVALSHA <sha>`, `SCRIPT LOAD`; a SHA named
+/// by `bundle`'s scripts (`EVALSHA 267a20df… (promote)`).
+pub fn describe(args: &[String], bundle: &Bundle) -> String {
     match keys_of(args).and_then(|k| k.first().map(|k| stable(k))) {
         Some(k) if !is_script_cmd(args) => format!("{} {k}", args[0].to_uppercase()),
         _ => match args[0].to_ascii_uppercase().as_str() {
             "EVALSHA" => format!(
                 "EVALSHA {}",
-                crate::protocol::bundle::sha_label(args.get(1).map_or("", |s| s.as_str()))
+                bundle.sha_label(args.get(1).map_or("", |s| s.as_str()))
             ),
             "SCRIPT" => "SCRIPT LOAD".to_string(),
             other => other.to_string(),
@@ -90,14 +92,14 @@ fn during(mark: Option<&str>) -> String {
 }
 
 /// The first EchoMQ commands of `client` (its plain commands in order), described.
-fn first_emq(obs: &Observed, client: &str) -> Vec<String> {
+fn first_emq(obs: &Observed, client: &str, bundle: &Bundle) -> Vec<String> {
     obs.commands
         .get(client)
         .map(|cmds| {
             cmds.iter()
                 .filter(|a| is_emq(a))
                 .take(3)
-                .map(|a| describe(a))
+                .map(|a| describe(a, bundle))
                 .collect()
         })
         .unwrap_or_default()
@@ -107,15 +109,15 @@ fn first_emq(obs: &Observed, client: &str) -> Vec<String> {
 /// of a read verb (`browse`'s `ZRANGE` and `HGET`/`HMGET`, `pending_size`'s `ZCARD`), which
 /// runs no script (R3.5 permits it: P3.1).
 pub fn is_read_verb(args: &[String]) -> bool {
-    let cmd = args[0].to_ascii_uppercase();
-    matches!(cmd.as_str(), "ZRANGE" | "ZCARD" | "HGET" | "HMGET") && !is_fence_read(args)
+    crate::protocol::commands::keys_allowed(&args[0]) == crate::protocol::commands::Keys::Any
+        && !is_fence_read(args)
 }
 
 /// On a single engine: every connector connection that sent a script, or wrote an EchoMQ key,
 /// before it read the fence. Every connection counts, since a session is one connection (R5.7)
 /// and each new one is a connect (R3.1); the reads of a read verb may come first (R3.5, P3.1).
-/// Returns the offenders and how many connections did EchoMQ work.
-pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
+/// Returns the offenders and how many connections did EchoMQ work; `bundle` names their scripts.
+pub fn unfenced_connections(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>, usize) {
     let mut current: Option<&str> = None;
     let mut opened: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
     for l in &obs.all {
@@ -138,7 +140,7 @@ pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
             bad.push(Unfenced {
                 client: client.clone(),
                 during: during(opened.get(client.as_str()).copied().flatten()),
-                first: first_emq(obs, client),
+                first: first_emq(obs, client, bundle),
             });
         }
     }
@@ -149,8 +151,9 @@ pub fn unfenced_connections(obs: &Observed) -> (Vec<Unfenced>, usize) {
 /// connections there (a replacement, R3.5, R8.9) whose first script came before any fence read
 /// made since the kill (a read before it is no breach: SPEC R8.9 speaks of scripts). A first connection to a node nothing was killed on is not judged: it
 /// needs no fence read (R8.1), and a session's node connections open lazily. Returns the
-/// offenders and how many connections were opened on a node after a kill there.
-pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
+/// offenders and how many connections were opened on a node after a kill there; `bundle` names
+/// their scripts.
+pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>, usize) {
     let mut current: Option<&str> = None;
     // Nodes with a kill since the last fence read, and the replacements opened since, each
     // with the call under way when it appeared.
@@ -194,7 +197,7 @@ pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
             bad.push(Unfenced {
                 client: addr.to_string(),
                 during: during(opened),
-                first: first_emq(obs, addr),
+                first: first_emq(obs, addr, bundle),
             });
         }
     }
@@ -205,6 +208,26 @@ pub fn unfenced_replacements(obs: &Observed) -> (Vec<Unfenced>, usize) {
 mod tests {
     use super::*;
     use crate::observe::attribute::attribute;
+
+    fn bundle() -> Bundle {
+        Bundle::load_default().unwrap()
+    }
+
+    #[test]
+    fn a_command_is_described_with_the_script_its_bundle_names() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let claim = crate::protocol::bundle::FROZEN_CLAIM_SHA1;
+        let b = bundle();
+        assert_eq!(
+            describe(&args(&["evalsha", claim, "0"]), &b),
+            "EVALSHA 2319de1e… (claim)"
+        );
+        assert_eq!(
+            describe(&args(&["HGETALL", "emq:fence"]), &b),
+            "HGETALL emq:fence"
+        );
+        assert_eq!(describe(&args(&["SCRIPT", "LOAD", "x"]), &b), "SCRIPT LOAD");
+    }
 
     fn monitor(lines: &[&str]) -> Observed {
         let raw: Vec<String> = lines
@@ -228,7 +251,7 @@ mod tests {
             r#"[5 127.0.0.1:3] "EVALSHA" "abc" "0""#,
             r#"[5 127.0.0.1:4] "PING""#,
         ]);
-        let (bad, working) = unfenced_connections(&obs);
+        let (bad, working) = unfenced_connections(&obs, &bundle());
         assert_eq!(working, 2);
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].client, "127.0.0.1:3");
@@ -263,7 +286,7 @@ mod tests {
             // A write of an EchoMQ key before the fence read: a breach.
             r#"[5 127.0.0.1:5] "HSETNX" "emq:fence" "protocol" "1""#,
         ]);
-        let (bad, working) = unfenced_connections(&obs);
+        let (bad, working) = unfenced_connections(&obs, &bundle());
         assert_eq!(working, 4);
         let clients: Vec<&str> = bad.iter().map(|b| b.client.as_str()).collect();
         assert_eq!(clients, ["127.0.0.1:4", "127.0.0.1:5"]);
@@ -312,7 +335,7 @@ mod tests {
                 r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
             ],
         ]);
-        let (bad, judged) = unfenced_replacements(&fenced);
+        let (bad, judged) = unfenced_replacements(&fenced, &bundle());
         assert!(bad.is_empty(), "{bad:?}");
         assert_eq!(judged, 1);
 
@@ -329,7 +352,7 @@ mod tests {
                 r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
             ],
         ]);
-        let (bad, judged) = unfenced_replacements(&silent);
+        let (bad, judged) = unfenced_replacements(&silent, &bundle());
         assert_eq!(judged, 1);
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].client, "127.0.0.1:13");
@@ -346,6 +369,6 @@ mod tests {
             ],
             &[r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#],
         ]);
-        assert_eq!(unfenced_replacements(&lazy), (Vec::new(), 0));
+        assert_eq!(unfenced_replacements(&lazy, &bundle()), (Vec::new(), 0));
     }
 }

@@ -13,42 +13,6 @@ pub const SCRIPT_ORDER: [&str; 6] = ["enqueue", "claim", "complete", "retry", "p
 /// The frozen claim script's sha1 (SPEC §2).
 pub const FROZEN_CLAIM_SHA1: &str = "2319de1e94e21dd355032c7a25b90636b53f36cd";
 
-/// Every script sha1 of every bundle loaded in this process, with its name: evidence names a
-/// script an author wrote (`EVALSHA 267a20df… (promote)`), not only the SHA an engine logged.
-static NAMES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
-
-fn remember(sha1: &str, name: &str) {
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    if !names.iter().any(|(s, _)| s == sha1) {
-        names.push((sha1.to_string(), name.to_string()));
-    }
-}
-
-/// The bundle script whose sha1 is `sha` or starts with it (case-insensitive, 8 characters at
-/// least), among the bundles loaded so far; `None` for a foreign script.
-pub fn script_name(sha: &str) -> Option<String> {
-    let sha = sha.to_ascii_lowercase();
-    if sha.len() < 8 {
-        return None;
-    }
-    let names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    names
-        .iter()
-        .find(|(s, _)| s.starts_with(&sha))
-        .map(|(_, n)| n.clone())
-}
-
-/// `sha` as evidence shows it: its first 8 characters, then the script's name when it is a
-/// bundle's (`267a20df… (promote)`), else `(not a bundle script)`.
-pub fn sha_label(sha: &str) -> String {
-    let short: String = sha.chars().take(8).collect();
-    let ellipsis = if sha.chars().count() > 8 { "…" } else { "" };
-    match script_name(sha) {
-        Some(name) => format!("{short}{ellipsis} ({name})"),
-        None => format!("{short}{ellipsis} (not a bundle script)"),
-    }
-}
-
 /// One script's manifest entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScriptEntry {
@@ -85,6 +49,11 @@ pub struct Bundle {
     pub dir: PathBuf,
     pub manifest: Manifest,
     pub scripts: Vec<Script>,
+    /// Each script's sha1 with its name, the files' and then the manifest's (they differ in a
+    /// drifted bundle): evidence names a script an author wrote (`EVALSHA 267a20df… (promote)`),
+    /// not only the SHA an engine logged ([`Bundle::sha_label`]). Kept as loaded: a script
+    /// changed afterwards (a double's patched copy) is not one of the bundle's.
+    names: Vec<(String, String)>,
 }
 
 /// Where the bundle lives when nobody says: `EMQ_BUNDLE_DIR`, else this repository's `bundle/`
@@ -119,15 +88,13 @@ impl Bundle {
                 mpath.display()
             )));
         }
-        let scripts = manifest
+        let scripts: Vec<Script> = manifest
             .scripts
             .iter()
             .map(|entry| {
                 let p = dir.join(&entry.file);
                 let source =
                     std::fs::read(&p).map_err(|e| HarnessError::io(p.display().to_string(), e))?;
-                remember(&sha1_hex(&source), &entry.name);
-                remember(&entry.sha1, &entry.name);
                 Ok(Script {
                     sha1: sha1_hex(&source),
                     entry: entry.clone(),
@@ -135,11 +102,44 @@ impl Bundle {
                 })
             })
             .collect::<Result<_, HarnessError>>()?;
+        let mut names: Vec<(String, String)> = Vec::new();
+        for s in &scripts {
+            for sha1 in [&s.sha1, &s.entry.sha1] {
+                if !names.iter().any(|(known, _)| known == sha1) {
+                    names.push((sha1.clone(), s.entry.name.clone()));
+                }
+            }
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
             manifest,
             scripts,
+            names,
         })
+    }
+
+    /// The script of this bundle whose sha1 is `sha` or starts with it (case-insensitive, 8
+    /// characters at least), by the name its manifest gives; `None` for a foreign script.
+    pub fn script_name(&self, sha: &str) -> Option<&str> {
+        let sha = sha.to_ascii_lowercase();
+        if sha.len() < 8 {
+            return None;
+        }
+        self.names
+            .iter()
+            .find(|(s, _)| s.starts_with(&sha))
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// `sha` as evidence shows it: its first 8 characters, then the script's name when it is
+    /// one of this bundle's (`267a20df… (promote)`), else `(not a bundle script)`.
+    pub fn sha_label(&self, sha: &str) -> String {
+        let short: String = sha.chars().take(8).collect();
+        let ellipsis = if sha.chars().count() > 8 { "…" } else { "" };
+        match self.script_name(sha) {
+            Some(name) => format!("{short}{ellipsis} ({name})"),
+            None => format!("{short}{ellipsis} (not a bundle script)"),
+        }
     }
 
     /// The bundle at [`default_dir`].
@@ -217,6 +217,59 @@ mod tests {
         assert_eq!(b.manifest.bundle, "1.0.0");
         assert_eq!(b.manifest.protocol, 1);
         assert_eq!(b.script("claim").sha1, FROZEN_CLAIM_SHA1);
+    }
+
+    #[test]
+    fn a_sha_is_labelled_with_its_script_name_by_the_bundle_that_holds_it() {
+        let b = Bundle::load_default().unwrap();
+        let claim = FROZEN_CLAIM_SHA1;
+        assert_eq!(b.script_name(claim), Some("claim"));
+        assert_eq!(
+            b.script_name(&claim[..8].to_ascii_uppercase()),
+            Some("claim")
+        );
+        assert_eq!(b.script_name(&claim[..7]), None, "under 8 characters");
+        assert_eq!(b.sha_label(claim), "2319de1e… (claim)");
+        assert_eq!(b.sha_label(&claim[..8]), "2319de1e (claim)");
+        assert_eq!(
+            b.sha_label("0123456789abcdef"),
+            "01234567… (not a bundle script)"
+        );
+        assert_eq!(b.sha_label("abc"), "abc (not a bundle script)");
+    }
+
+    #[test]
+    fn a_drifted_bundle_names_the_manifest_sha_and_the_files_alike() {
+        let dir = std::env::temp_dir().join(format!("emq-bundle-names-{}", std::process::id()));
+        let src = Bundle::load_default().unwrap();
+        for s in &src.scripts {
+            let to = dir.join(&s.entry.file);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, &s.source).unwrap();
+        }
+        std::fs::copy(src.dir.join("manifest.json"), dir.join("manifest.json")).unwrap();
+        let promote = src.script("promote").entry.clone();
+        let file = dir.join(&promote.file);
+        let mut text = std::fs::read(&file).unwrap();
+        text.extend_from_slice(b"-- drifted\n");
+        std::fs::write(&file, &text).unwrap();
+        let b = Bundle::load(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            b.script_name(&promote.sha1),
+            Some("promote"),
+            "the manifest's"
+        );
+        assert_eq!(
+            b.script_name(&sha1_hex(&text)),
+            Some("promote"),
+            "the file's"
+        );
+        // A copy changed after loading (a double's patched bundle) keeps the names as loaded.
+        let mut patched = b.clone();
+        patched.scripts[4].source.extend_from_slice(b"-- patched\n");
+        let other = sha1_hex(&patched.scripts[4].source);
+        assert_eq!(patched.script_name(&other), None);
     }
 
     #[test]

@@ -487,15 +487,14 @@ impl Reference {
         self
     }
 
-    /// Connects `session` without reading the fence.
+    /// Connects `session` to `target` without reading the fence.
     pub fn connect_unfenced(
         &mut self,
         session: &str,
-        url: &str,
-        cluster: bool,
-        ca_file: Option<&str>,
+        target: &crate::engine::Target,
     ) -> Result<(), ConnectorError> {
-        let link = Self::open(&self.dial(url, cluster, ca_file)?)?;
+        let dial = self.dial(&target.url, target.cluster, target.ca_file.as_deref())?;
+        let link = Self::open(&dial)?;
         self.sessions.insert(session.to_string(), link);
         Ok(())
     }

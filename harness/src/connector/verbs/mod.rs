@@ -100,6 +100,7 @@ impl Param for i64 {
     }
 }
 
+mod connect;
 #[macro_use]
 mod macros;
 
@@ -160,8 +161,7 @@ verbs! {
         /// Opens `session` on `target` (the connector reads the fence first): a url for a
         /// single engine, or an [`crate::engine::Target`] that may name a cluster or a CA.
         fn connect(session: &str, target: impl Into<crate::engine::Target>) => {
-            let t = target.into();
-            Request::Connect { session: session.into(), url: t.url, cluster: t.cluster, ca_file: t.ca_file }
+            Request::connect(session, &target.into())
         };
     }
     /// Closes a session.

@@ -95,11 +95,12 @@ impl Connector for Marked<'_> {
 /// is read once (R8.1), so what is judged there is each connection opened on a node after the
 /// harness killed the connector's connections on it (a replacement): a fence read made after
 /// the kill comes before its first script. A pool that reconnects by itself fails either way.
-fn judge_reconnects(obs: &crate::observe::Observed, cluster: bool, out: &mut GateOutcome) {
+fn judge_reconnects(obs: &crate::observe::Observed, ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    let cluster = ctx.engine.is_cluster();
     let (bad, working) = if cluster {
-        unfenced_replacements(obs)
+        unfenced_replacements(obs, ctx.bundle)
     } else {
-        unfenced_connections(obs)
+        unfenced_connections(obs, ctx.bundle)
     };
     let rule = if cluster {
         "every connection the connector opened on a node after its connections there were killed \
@@ -207,7 +208,7 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
     let t0 = Instant::now();
     let killer = (killer_admin, db, harness);
     let n = crash_loop(ctx, &url, c, &mut marker, &mut ledger, killer)?;
-    judge_reconnects(&watch.stop()?, ctx.engine.is_cluster(), out);
+    judge_reconnects(&watch.stop()?, ctx, out);
     out.figure("crash_phase_ms", t0.elapsed().as_millis() as u64);
     out.figure("crash_steps", n.steps);
     out.figure("crash_connection_kills", n.conn_kills);

@@ -45,7 +45,6 @@ use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::{Watch, every_transition, keys_of, names_emq_key, stable};
 use crate::protocol::bundle::sha1_hex;
-use crate::protocol::grammar::FENCE_KEY;
 
 /// The worker's retry bound and session, shared by the fault and crash phases.
 const MAX_ATTEMPTS: i64 = 5;
@@ -113,8 +112,7 @@ fn breach(args: &[String], shas: &BTreeSet<String>, probe: &str) -> Option<Strin
             let sha = sha1_hex(args.get(1).map_or(&b""[..], |s| s.as_bytes()));
             (!shas.contains(&sha)).then(|| format!("EVAL of a foreign script {sha}"))
         }
-        "ZRANGE" | "ZCARD" | "HGET" | "HMGET" => None,
-        "HGETALL" | "HSETNX" if keys == [FENCE_KEY] => None,
+        _ if crate::protocol::commands::may_name(&cmd, &keys) => None,
         _ => Some(format!("{cmd} on {}", stable(&first))),
     }
 }

@@ -280,14 +280,8 @@ fn run_steps(
     }
     if !case.manual_connect {
         for s in &case.sessions {
-            let target = engine.target(db);
             connector
-                .call(&Request::Connect {
-                    session: s.clone(),
-                    url: target.url,
-                    cluster: target.cluster,
-                    ca_file: target.ca_file,
-                })
+                .call(&Request::connect(s.as_str(), &engine.target(db)))
                 .map_err(|e| Box::new(setup_fail(format!("connect {s}: {e}"))))?;
         }
     }

@@ -483,12 +483,10 @@ pub fn expected(
 ) {
     let mut model = Model::new();
     for s in h.session_names() {
-        let _ = model.apply(&Request::Connect {
-            session: s,
-            url: "redis://model".into(),
-            cluster: false,
-            ca_file: None,
-        });
+        let _ = model.apply(&Request::connect(
+            s,
+            &crate::engine::Target::single("redis://model"),
+        ));
     }
     let steps = h
         .calls

@@ -171,12 +171,7 @@ fn judge(
     for s in h.session_names() {
         con.connect(&s, &url)
             .map_err(|e| Breach::Mismatch(format!("connect of session {s} failed: {e}")))?;
-        let _ = model.apply(&Request::Connect {
-            session: s,
-            url: url.url.clone(),
-            cluster: url.cluster,
-            ca_file: url.ca_file.clone(),
-        });
+        let _ = model.apply(&Request::connect(s, &url));
     }
     // Ticks of recent time-writing calls and when their replies arrived.
     let mut recent: Vec<(u64, Instant)> = Vec::new();

@@ -448,13 +448,8 @@ mod tests {
             delay_ms: d,
         };
         assert_eq!(m.apply(&enq("a", 0)), Err(ErrorKind::Invalid), "no session");
-        m.apply(&Request::Connect {
-            session: s(),
-            url: "redis://x:1/0".into(),
-            cluster: false,
-            ca_file: None,
-        })
-        .unwrap();
+        m.apply(&Request::connect(s(), &"redis://x:1/0".into()))
+            .unwrap();
         assert_eq!(m.apply(&enq("a", 0)), Ok(Reply::Id(job_id(1))));
         assert_eq!(m.apply(&enq("b", 3_600_000)), Ok(Reply::Id(job_id(2))));
         assert!(m.wrote_time());
