@@ -81,9 +81,7 @@ impl Engine {
     pub fn direct_target(&self, db: u32) -> Target {
         let t = self.target(db);
         match &self.tls {
-            Some(tls) => EngineUrl::parse(&t.url)
-                .map(|u| t.at(u.with_port(tls.port).to_string()))
-                .unwrap_or(t),
+            Some(tls) => t.map_url(|u| u.with_port(tls.port)),
             None => t,
         }
     }
