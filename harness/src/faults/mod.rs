@@ -71,7 +71,10 @@ struct State {
     hold: Option<Hold>,
     rules: Vec<Rule>,
     fired: Vec<Fired>,
-    open: Vec<(TcpStream, TcpStream)>,
+    /// Each live connection's client and upstream sockets, by connection number, for
+    /// [`Proxy::close_all`]; removed when the connection ends (else its two descriptors stay open
+    /// as long as the proxy: thousands in a long gate run).
+    open: std::collections::BTreeMap<u64, (TcpStream, TcpStream)>,
     conns: u64,
     commands: u64,
     /// New connections are closed at once (a node the harness restarts, until it has rejoined).
@@ -287,7 +290,7 @@ impl Proxy {
 
     /// Closes every open connection (the listener stays).
     pub fn close_all(&self) {
-        for (a, b) in std::mem::take(&mut self.shared.lock().open) {
+        for (a, b) in std::mem::take(&mut self.shared.lock().open).into_values() {
             let _ = a.shutdown(Shutdown::Both);
             let _ = b.shutdown(Shutdown::Both);
         }
@@ -359,7 +362,7 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
     ) else {
         return;
     };
-    shared.lock().open.push((c3, u3));
+    shared.lock().open.insert(conn, (c3, u3));
     let (tx, rx) = mpsc::channel::<Action>();
     let s2 = shared.clone();
     let down = std::thread::Builder::new()
@@ -369,6 +372,7 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
     if let Ok(d) = down {
         let _ = d.join();
     }
+    shared.lock().open.remove(&conn);
 }
 
 fn close(a: &TcpStream, b: &TcpStream) {
