@@ -61,6 +61,8 @@ fn dispatch() -> ExitCode {
             json,
             min_ratio,
             seed,
+            timeout,
+            connector,
         } => {
             let opts = emq::cmd::bench::BenchOptions {
                 engine: engine.options(),
@@ -73,6 +75,8 @@ fn dispatch() -> ExitCode {
                 histories: emq::cmd::cli::HISTORIES,
                 batch: emq::cmd::cli::BATCH,
                 dirs: dirs.clone(),
+                connector,
+                timeout,
             };
             bench(&opts, json, min_ratio, &progress)
         }

@@ -3,6 +3,9 @@
 //! same script SHA with the same keys, arguments, depth and request count, over one connection,
 //! on the same engine, in the same run. G5's `batch_ops_per_s` figure comes from [`time_batch`] (in G5),
 //! so the gate record and `emq-gate bench` can never disagree about how ops/s is measured.
+//! Beside that ratio, each step is read from the engine's own counters (`bench_stats`): the Lua
+//! ceiling of a queue on this engine and the share of it the connector reached, because a PASS
+//! costs what the connector takes and the ceiling says what it could have taken.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,8 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::cmd::bench_stats::{
+    EngineStats, RoundLatency, StepLoad, build_profile, busiest_load, latency_rounds, parse_info,
+    round_latency,
+};
+use crate::cmd::bench_valkey::{BenchFigures, benchmark_args, locate_benchmark, run_benchmark};
 pub use crate::cmd::bench_valkey::{PAYLOAD, QUEUE};
-use crate::cmd::bench_valkey::{benchmark_args, locate_benchmark, run_benchmark};
 use crate::cmd::run::{Subject, factory};
 use crate::connector::{ConnectorFactory, Verbs};
 use crate::engine::{Admin, Engine, EngineOptions};
@@ -44,6 +51,11 @@ pub struct BenchOptions {
     pub batch: i64,
     /// The bundle and cases judged by.
     pub dirs: crate::cmd::sources::Dirs,
+    /// A child-process connector's command and arguments (empty: the in-process reference),
+    /// spawned as `emq-gate run` spawns it.
+    pub connector: Vec<String>,
+    /// Per-request timeout for a child-process connector, seconds.
+    pub timeout: u64,
 }
 
 /// One depth: ours against the engine's limit.
@@ -62,6 +74,18 @@ pub struct DepthRow {
     pub engine_runs: Vec<f64>,
     /// connector / engine, best of runs on each side.
     pub ratio: Option<f64>,
+    /// The engine's view of the connector's best run: the Lua ceiling, the share of it reached,
+    /// the main thread's CPU (None when INFO could not be read).
+    pub connector_load: Option<StepLoad>,
+    /// The same for valkey-benchmark's best run.
+    pub engine_load: Option<StepLoad>,
+    /// Every run's load, in the order of the runs.
+    pub connector_run_loads: Vec<Option<StepLoad>>,
+    pub engine_run_loads: Vec<Option<StepLoad>>,
+    /// valkey-benchmark's own figures of its best run (its latency is per request).
+    pub engine_figures: Option<BenchFigures>,
+    /// p50 / p99 of one pipelined round of `depth` enqueues through the connector's `batch`.
+    pub latency: Option<RoundLatency>,
 }
 
 /// claim → complete cycles, one at a time on one connection.
@@ -72,6 +96,8 @@ pub struct CycleFigure {
     pub cycles_per_s: f64,
     /// Microseconds per cycle (two round trips).
     pub us_per_cycle: f64,
+    /// The engine's view: the ceiling in cycles per second (claim's and complete's scripts).
+    pub load: Option<StepLoad>,
 }
 
 /// One gate's wall time.
@@ -86,6 +112,11 @@ pub struct GateWall {
 /// Everything `emq-gate bench` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
+    /// `debug` or `release`: the profile this emq-gate (and so the reference connector) was
+    /// built with.
+    pub profile: String,
+    /// The measured connector's hello name (`reference` for the in-process one).
+    pub connector: String,
     pub engine_kind: String,
     pub engine: String,
     pub valkey_version: String,
@@ -117,6 +148,11 @@ fn best(v: &[f64]) -> f64 {
     v.iter().copied().fold(0.0, f64::max)
 }
 
+/// Where the fastest run is, so its engine figures go with it.
+fn best_at(v: &[f64]) -> Option<usize> {
+    (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b]))
+}
+
 fn conn_err(what: &str) -> impl Fn(ConnectorError) -> HarnessError + '_ {
     move |e| HarnessError::Engine(format!("{what}: {e}"))
 }
@@ -140,7 +176,22 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         note = Some("valkey-benchmark not found (run ci/provision or set EMQ_VALKEY_BENCHMARK): engine column empty".to_string());
     }
 
-    let make = factory(&Subject::Reference, &bundle);
+    let subject = if opts.connector.is_empty() {
+        Subject::Reference
+    } else {
+        Subject::Child(crate::cmd::sources::child_spec(
+            &opts.connector,
+            opts.timeout,
+            &opts.dirs.bundle,
+        ))
+    };
+    let make = factory(&subject, &bundle);
+    let connector = make
+        .make()
+        .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?
+        .hello()
+        .map(|h| h.name)
+        .map_err(conn_err("hello"))?;
     let mut side = Sides {
         engine: &engine,
         db,
@@ -181,6 +232,8 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let gates_ms = gates.iter().map(|g| g.wall_ms).sum();
     let boot_ms = duration_ms(engine.boot_time);
     Ok(BenchReport {
+        profile: build_profile().to_string(),
+        connector,
         engine_kind: match engine.tls() {
             // Both sides speak TLS to the engine's TLS port with the run's CA.
             Some(_) => format!("{:?} over TLS", engine.kind).to_lowercase(),
@@ -231,7 +284,8 @@ struct Sides<'a> {
 }
 
 impl Sides<'_> {
-    /// One depth: `repeat` runs, ours then theirs in turn, reduced to best and median.
+    /// One depth: `repeat` runs, ours then theirs in turn, reduced to best and median; then the
+    /// latency of single rounds at this depth.
     fn depth(
         &mut self,
         opts: &BenchOptions,
@@ -243,74 +297,113 @@ impl Sides<'_> {
         } else {
             opts.n
         };
-        let mut ours = Vec::new();
-        let mut theirs = Vec::new();
+        let (mut ours, mut our_loads) = (Vec::new(), Vec::new());
+        let (mut theirs, mut their_loads, mut figures) = (Vec::new(), Vec::new(), Vec::new());
         for r in 0..opts.repeat.max(1) {
-            ours.push(self.ours(n, depth)?);
+            let (ops, load) = self.ours(n, depth)?;
+            ours.push(ops);
+            our_loads.push(load);
             if let Some(bin) = self.bench_bin {
                 match self.theirs(bin, n, depth)? {
-                    Ok(rps) => theirs.push(rps),
+                    Ok((f, load)) => {
+                        theirs.push(f.rps);
+                        their_loads.push(load);
+                        figures.push(f);
+                    }
                     Err(e) => *self.note = Some(e),
                 }
             }
+            let share = |l: Option<&Option<StepLoad>>| {
+                l.copied()
+                    .flatten()
+                    .map_or(String::new(), |l| format!(" ({:.2} of ceiling)", l.share))
+            };
             progress.line(&format!(
-                "depth {depth:>4} run {}: ours {:>9.0} ops/s, valkey-benchmark {}",
+                "depth {depth:>4} run {}: ours {:>9.0} ops/s{}, valkey-benchmark {}{}",
                 r + 1,
                 ours[ours.len() - 1],
+                share(our_loads.last()),
                 theirs
                     .last()
-                    .map_or("n/a".into(), |x| format!("{x:>9.0} ops/s"))
+                    .map_or("n/a".into(), |x| format!("{x:>9.0} ops/s")),
+                share(their_loads.last()),
             ));
         }
+        let rounds = latency_rounds(opts.n, depth);
+        let latency = self.rounds(depth, rounds)?;
+        progress.line(&format!(
+            "depth {depth:>4}: {rounds} rounds, p50 {:.0} µs, p99 {:.0} µs",
+            latency.p50_us, latency.p99_us
+        ));
         let c = best(&ours);
         let e = (!theirs.is_empty()).then(|| best(&theirs));
         let (cm, em) = (median(&ours), (!theirs.is_empty()).then(|| median(&theirs)));
+        let at = |loads: &[Option<StepLoad>], runs: &[f64]| best_at(runs).and_then(|i| loads[i]);
         Ok(DepthRow {
             depth,
             n,
             connector_ops_per_s: c,
+            connector_load: at(&our_loads, &ours),
+            engine_load: at(&their_loads, &theirs),
+            engine_figures: best_at(&theirs).map(|i| figures[i]),
             connector_runs: ours,
+            connector_run_loads: our_loads,
             engine_ops_per_s: e,
             engine_runs: theirs,
+            engine_run_loads: their_loads,
             connector_median: cm,
             engine_median: em,
             ratio: e.map(|e| c / e),
+            latency: Some(latency),
         })
     }
 
-    /// Ours: a fresh connector and database, a warm-up, then the timed batch; ops/s.
-    fn ours(&mut self, n: i64, depth: i64) -> Result<f64, HarnessError> {
-        self.admin.flushdb()?;
+    /// A fresh connector with its bench session open.
+    fn connected(&mut self) -> Result<Box<dyn crate::connector::Connector>, HarnessError> {
         let mut c = self.make.make()?;
         c.connect("b", self.engine.direct_target(self.db))
             .map_err(conn_err("bench connect"))?;
+        Ok(c)
+    }
+
+    /// Ours: a fresh connector and database, a warm-up, then the timed batch; ops/s and what the
+    /// engine saw of it.
+    fn ours(&mut self, n: i64, depth: i64) -> Result<(f64, Option<StepLoad>), HarnessError> {
+        self.admin.flushdb()?;
+        let mut c = self.connected()?;
         c.batch("b", QUEUE, depth.min(1000), depth, PAYLOAD)
             .map_err(conn_err("warm-up"))?;
         self.admin.flushdb()?;
+        let start = self.stats_start();
         let t = time_batch(c.as_mut(), "b", QUEUE, n, depth, PAYLOAD).map_err(conn_err("batch"))?;
+        let load = self.load_since(start, n as u64, t.secs);
         if t.done != n {
             return Err(HarnessError::Engine(format!(
                 "batch({n}, {depth}) replied {}",
                 t.done
             )));
         }
-        Ok(t.ops_per_s)
+        Ok((t.ops_per_s, load))
     }
 
     /// Theirs: the same script, keys, arguments, depth and count, one connection. The inner
     /// error is valkey-benchmark's own failure, which becomes the note rather than ending the bench.
+    #[allow(clippy::type_complexity)]
     fn theirs(
         &mut self,
         bin: &Path,
         n: i64,
         depth: i64,
-    ) -> Result<Result<f64, String>, HarnessError> {
+    ) -> Result<Result<(BenchFigures, Option<StepLoad>), String>, HarnessError> {
         self.admin.flushdb()?;
         let url = self.engine.direct_target(self.db);
         let args = benchmark_args(&url, self.sha, n, depth)
             .ok_or_else(|| HarnessError::BadInput(format!("engine url {url:?}")))?;
+        let start = self.stats_start();
         match run_benchmark(bin, &args) {
-            Ok(rps) => {
+            Ok(f) => {
+                // Its own clock: the wall of its requests, not of its process start.
+                let load = self.load_since(start, n as u64, n as f64 / f.rps.max(1e-9));
                 let seq: Option<String> = self.admin.get(&key(QUEUE, "seq"))?;
                 let landed: i64 = seq.and_then(|s| s.parse().ok()).unwrap_or(0);
                 if landed < n {
@@ -318,20 +411,74 @@ impl Sides<'_> {
                         "valkey-benchmark landed {landed} of {n} enqueues at depth {depth}"
                     )));
                 }
-                Ok(Ok(rps))
+                Ok(Ok((f, load)))
             }
             Err(e) => Ok(Err(e)),
         }
     }
 
+    /// `rounds` single pipelined rounds of `depth` enqueues, each timed on its own (the same
+    /// [`time_batch`] clock): the latency a caller of the connector waits per round.
+    fn rounds(&mut self, depth: i64, rounds: usize) -> Result<RoundLatency, HarnessError> {
+        self.admin.flushdb()?;
+        let mut c = self.connected()?;
+        c.batch("b", QUEUE, depth, depth, PAYLOAD)
+            .map_err(conn_err("warm-up"))?;
+        let mut us = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t = time_batch(c.as_mut(), "b", QUEUE, depth, depth, PAYLOAD)
+                .map_err(conn_err("round"))?;
+            if t.done != depth {
+                return Err(HarnessError::Engine(format!(
+                    "batch({depth}, {depth}) replied {}",
+                    t.done
+                )));
+            }
+            us.push(t.secs * 1e6);
+        }
+        self.admin.flushdb()?;
+        Ok(round_latency(depth, &us))
+    }
+
+    /// Zeroes the command statistics and reads every node: a step's starting point. None (and
+    /// a note) when the engine refuses, e.g. a url engine's restricted user.
+    fn stats_start(&mut self) -> Option<Vec<EngineStats>> {
+        let r = self
+            .admin
+            .config_resetstat()
+            .and_then(|()| stats_read(self.admin));
+        self.stats_ok(r)
+    }
+
+    /// The step's load, read right after it.
+    fn load_since(
+        &mut self,
+        start: Option<Vec<EngineStats>>,
+        units: u64,
+        wall_s: f64,
+    ) -> Option<StepLoad> {
+        let start = start?;
+        let r = stats_read(self.admin);
+        let end = self.stats_ok(r)?;
+        busiest_load(&start, &end, units, wall_s)
+    }
+
+    fn stats_ok<T>(&mut self, r: Result<T, HarnessError>) -> Option<T> {
+        r.map_err(|e| {
+            if self.note.is_none() {
+                *self.note = Some(format!("the engine's counters were not readable: {e}"));
+            }
+        })
+        .ok()
+    }
+
     /// `cycles` claim → complete cycles, one at a time on one connection.
     fn cycles(&mut self, cycles: i64, progress: &Progress) -> Result<CycleFigure, HarnessError> {
         progress.line(&format!("{cycles} claim → complete cycles"));
-        let mut c = self.make.make()?;
-        c.connect("b", self.engine.direct_target(self.db))
-            .map_err(conn_err("bench connect"))?;
+        let mut c = self.connected()?;
         c.batch("b", QUEUE, cycles, 1000, PAYLOAD)
             .map_err(conn_err("fill"))?;
+        let start = self.stats_start();
         let t0 = Instant::now();
         for _ in 0..cycles {
             let job = c
@@ -349,14 +496,22 @@ impl Sides<'_> {
             }
         }
         let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        let load = self.load_since(start, cycles as u64, secs);
         self.admin.flushdb()?;
         Ok(CycleFigure {
             cycles,
             secs,
             cycles_per_s: cycles as f64 / secs,
             us_per_cycle: secs * 1e6 / cycles as f64,
+            load,
         })
     }
+}
+
+/// `INFO cpu commandstats` of every node (each primary of a cluster), parsed.
+fn stats_read(admin: &mut Admin) -> Result<Vec<EngineStats>, HarnessError> {
+    let texts: Vec<String> = admin.query_each(&["INFO", "cpu", "commandstats"])?;
+    Ok(texts.iter().map(|t| parse_info(t)).collect())
 }
 
 /// The eight gates on the bench's engine, each one's wall time.
@@ -400,81 +555,6 @@ fn duration_ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-impl BenchReport {
-    /// True when every depth ≥ 16 reaches `min` of the engine's limit (vacuously true without
-    /// valkey-benchmark).
-    pub fn meets(&self, min: f64) -> bool {
-        self.depths
-            .iter()
-            .filter(|r| r.depth >= 16)
-            .all(|r| r.ratio.is_none_or(|x| x >= min))
-    }
-
-    /// The report as JSON.
-    pub fn json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
-    }
-
-    /// The report as a Markdown table for people.
-    pub fn text(&self) -> String {
-        let mut s = format!(
-            "# emq-gate bench\n\nengine: {} {} (valkey {}), boot {} ms\nscript: enqueue {}\n\
-             same engine, one connection each side, EVALSHA of the same SHA, keys and arguments\n\n",
-            self.engine_kind, self.engine, self.valkey_version, self.boot_ms, self.script_sha
-        );
-        s.push_str("| depth | n | reference connector ops/s | valkey-benchmark ops/s | ratio | medians (ours / engine) |\n");
-        s.push_str("|---:|---:|---:|---:|---:|---:|\n");
-        for r in &self.depths {
-            s.push_str(&format!(
-                "| {} | {} | {:.0} | {} | {} | {:.0} / {} |\n",
-                r.depth,
-                r.n,
-                r.connector_ops_per_s,
-                r.engine_ops_per_s
-                    .map_or("n/a".into(), |x| format!("{x:.0}")),
-                r.ratio.map_or("n/a".into(), |x| format!("{x:.3}")),
-                r.connector_median,
-                r.engine_median.map_or("n/a".into(), |x| format!("{x:.0}")),
-            ));
-        }
-        s.push_str("\nops/s and ratio: best of the runs on each side (runs alternate, so both see the same load)\n");
-        if let Some(n) = &self.note {
-            s.push_str(&format!("\nnote: {n}\n"));
-        }
-        if !self.spread.is_empty() {
-            s.push_str("\none batch spread over queues (depth 1000): the cluster against a single node booted from the same valkey-server in this run\n\n");
-            s.push_str("| queues | primaries | n | cluster ops/s | single node ops/s | cluster / single |\n|---:|---:|---:|---:|---:|---:|\n");
-            for r in &self.spread {
-                s.push_str(&format!(
-                    "| {} | {} | {} | {:.0} | {:.0} | {:.2} |\n",
-                    r.queues, r.nodes, r.n, r.cluster_ops_per_s, r.single_ops_per_s, r.ratio
-                ));
-            }
-        }
-        if let Some(c) = &self.cycle {
-            s.push_str(&format!(
-                "\nclaim → complete: {} cycles in {:.2} s = {:.0} cycles/s ({:.1} µs per cycle, two round trips)\n",
-                c.cycles, c.secs, c.cycles_per_s, c.us_per_cycle
-            ));
-        }
-        if !self.gates.is_empty() {
-            s.push_str("\n| gate | verdict | wall ms |\n|---|---|---:|\n");
-            s.push_str(&format!("| engine boot | | {} |\n", self.boot_ms));
-            for g in &self.gates {
-                s.push_str(&format!(
-                    "| {} {} | {} | {} |\n",
-                    g.id, g.name, g.verdict, g.wall_ms
-                ));
-            }
-            s.push_str(&format!(
-                "| **total (boot + gates)** | | **{}** |\n",
-                self.gate_total_ms
-            ));
-        }
-        s
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,5 +563,11 @@ mod tests {
     fn median_of_odd_and_even() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0]), 4.0);
+    }
+
+    #[test]
+    fn best_at_is_the_fastest_run() {
+        assert_eq!(best_at(&[1.0, 3.0, 2.0]), Some(1));
+        assert_eq!(best_at(&[]), None);
     }
 }

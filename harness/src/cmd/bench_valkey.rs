@@ -93,8 +93,19 @@ pub fn benchmark_args(
     Some(a)
 }
 
-/// Runs `valkey-benchmark`; returns its requests per second (its own `rps` column).
-pub fn run_benchmark(bin: &Path, args: &[String]) -> Result<f64, String> {
+/// What one `valkey-benchmark` run reports.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct BenchFigures {
+    /// Requests per second (its `rps` column).
+    pub rps: f64,
+    /// Per-request latency, ms: from the write of the request's pipeline to its own reply, so
+    /// not the same clock as the bench's round latency (that one is the whole round).
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+/// Runs `valkey-benchmark`; returns its figures.
+pub fn run_benchmark(bin: &Path, args: &[String]) -> Result<BenchFigures, String> {
     let out = Command::new(bin)
         .args(args)
         .output()
@@ -108,16 +119,29 @@ pub fn run_benchmark(bin: &Path, args: &[String]) -> Result<f64, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    // --csv: a header line, then `"<test>","<rps>",...` per test.
-    stdout
-        .lines()
-        .filter(|l| !l.starts_with("\"test\""))
-        .find_map(|l| {
-            let mut cols = l.split("\",\"");
-            cols.next()?;
-            cols.next()?.trim_matches('"').parse::<f64>().ok()
-        })
-        .ok_or_else(|| format!("valkey-benchmark printed no rps: {}", stdout.trim()))
+    parse_csv(&stdout).ok_or_else(|| format!("valkey-benchmark printed no rps: {}", stdout.trim()))
+}
+
+/// `--csv` output: a header line naming the columns, then `"<test>","<rps>",...` per test; the
+/// first test's row, its columns found by the header's names.
+pub fn parse_csv(stdout: &str) -> Option<BenchFigures> {
+    let cells = |l: &str| -> Vec<String> {
+        l.split("\",\"")
+            .map(|c| c.trim().trim_matches('"').to_string())
+            .collect()
+    };
+    let mut lines = stdout.lines().filter(|l| l.starts_with('"'));
+    let header = cells(lines.next()?);
+    let row = cells(lines.next()?);
+    let col = |name: &str| -> Option<f64> {
+        let i = header.iter().position(|h| h == name)?;
+        row.get(i)?.parse().ok()
+    };
+    Some(BenchFigures {
+        rps: col("rps")?,
+        p50_ms: col("p50_latency_ms"),
+        p99_ms: col("p99_latency_ms"),
+    })
 }
 
 #[cfg(test)]
@@ -144,5 +168,17 @@ mod tests {
             t.starts_with("-h localhost -p 7002 --tls --sni localhost --cacert /run/ca.pem -a pw"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn csv_gives_rps_and_latency_by_column_name() {
+        let out = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n\
+                   \"EVALSHA abc\",\"263157.91\",\"0.056\",\"0.024\",\"0.039\",\"0.135\",\"0.295\",\"2.455\"\n";
+        let f = parse_csv(out).unwrap();
+        assert_eq!(f.rps, 263157.91);
+        assert_eq!((f.p50_ms, f.p99_ms), (Some(0.039), Some(0.295)));
+        let old = parse_csv("\"test\",\"rps\"\n\"EVALSHA\",\"100.5\"\n").unwrap();
+        assert_eq!((old.rps, old.p99_ms), (100.5, None));
+        assert_eq!(parse_csv("ERROR\n"), None);
     }
 }

@@ -152,9 +152,10 @@ pub enum Command {
     /// The rule catalogue: every numbered rule of bundle/SPEC.md, the gate checks and cases that
     /// enforce it, and the broken connector the gate must catch (or why none can break it).
     Rules,
-    /// Throughput against the engine's own limit: the reference connector's pipelined EVALSHA
-    /// enqueue batch and valkey-benchmark (same SHA, keys, depth, one connection) on one engine,
-    /// a claim → complete cycle, and each gate's wall time.
+    /// Throughput against the engine's own limit: a connector's pipelined EVALSHA enqueue batch
+    /// and valkey-benchmark (same SHA, keys, depth, one connection) on one engine, each as a
+    /// share of the Lua ceiling, a round's latency, a claim → complete cycle, and each gate's
+    /// wall time.
     Bench {
         #[command(flatten)]
         engine: EngineArgs,
@@ -182,6 +183,13 @@ pub enum Command {
         /// Seed for G7 and G8 in the gate run.
         #[arg(long, default_value_t = SEED, env = settings::SEED)]
         seed: u64,
+        /// Per-request timeout for a child-process connector, seconds.
+        #[arg(long, default_value_t = TIMEOUT_SECS)]
+        timeout: u64,
+        /// Measure a connector in another runtime: its command and arguments after `--`, spawned
+        /// as `run` spawns it (default: the in-process reference connector).
+        #[arg(last = true)]
+        connector: Vec<String>,
     },
     /// Replay cases (all, or those whose name contains FILTER) against a connector, one trial per
     /// case, with the test target's diffs; exit 1 when a case fails.

@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod bench_spread;
+pub mod bench_stats;
+pub mod bench_text;
 pub mod bench_valkey;
 pub mod cases;
 pub mod cli;
