@@ -169,23 +169,8 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     // On a cluster valkey-benchmark sends every command to one node: no reference for a queue
     // that lives elsewhere. The spread table compares the cluster with a single node instead.
     let bench_bin = locate_benchmark(Some(&engine)).filter(|_| !cluster);
-    let mut note = None;
-    if cluster {
-        note = Some("on a cluster the engine column is empty (valkey-benchmark sends every command to one node); see the spread table".to_string());
-    } else if bench_bin.is_none() {
-        note = Some("valkey-benchmark not found (run ci/provision or set EMQ_VALKEY_BENCHMARK): engine column empty".to_string());
-    }
-
-    let subject = if opts.connector.is_empty() {
-        Subject::Reference
-    } else {
-        Subject::Child(crate::cmd::sources::child_spec(
-            &opts.connector,
-            opts.timeout,
-            &opts.dirs.bundle,
-        ))
-    };
-    let make = factory(&subject, &bundle);
+    let mut note = engine_note(cluster, bench_bin.is_some());
+    let make = factory(&subject(opts), &bundle);
     let connector = make
         .make()
         .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?
@@ -256,6 +241,30 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         gates,
         gates_ms,
     })
+}
+
+/// Why the engine column is empty, when it is.
+fn engine_note(cluster: bool, has_benchmark: bool) -> Option<String> {
+    if cluster {
+        Some("on a cluster the engine column is empty (valkey-benchmark sends every command to one node); see the spread table".to_string())
+    } else if !has_benchmark {
+        Some("valkey-benchmark not found (run ci/provision or set EMQ_VALKEY_BENCHMARK): engine column empty".to_string())
+    } else {
+        None
+    }
+}
+
+/// Who is measured: the reference, or the child connector `-- CMD` names.
+fn subject(opts: &BenchOptions) -> Subject {
+    if opts.connector.is_empty() {
+        Subject::Reference
+    } else {
+        Subject::Child(crate::cmd::sources::child_spec(
+            &opts.connector,
+            opts.timeout,
+            &opts.dirs.bundle,
+        ))
+    }
 }
 
 /// Loads the bundle's enqueue script; the SHA the engine reports must be the bundle's.

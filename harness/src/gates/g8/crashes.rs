@@ -301,6 +301,44 @@ fn recover(
     }
 }
 
+/// The crash loop's progress: when it began, when the last kill landed, its slowest step.
+struct Pace {
+    t0: Instant,
+    last_kill: Instant,
+    kills_then: u32,
+    slowest: Duration,
+}
+
+impl Pace {
+    fn new() -> Self {
+        let t0 = Instant::now();
+        Self {
+            t0,
+            last_kill: t0,
+            kills_then: 0,
+            slowest: Duration::ZERO,
+        }
+    }
+
+    /// An ERROR once the loop stalls ([`CRASH_STALL`]) or runs past 50 000 steps.
+    fn check(&mut self, n: &Counts) -> Result<(), GateError> {
+        if n.conn_kills > self.kills_then {
+            (self.last_kill, self.kills_then) = (Instant::now(), n.conn_kills);
+        }
+        let stalled = self.last_kill.elapsed() > CRASH_STALL.max(self.slowest * 20);
+        if n.steps > 50_000 || stalled {
+            return Err(GateError::instrument(format!(
+                "only {} of {CRASHES} crashes injected in {} steps and {} s (none in the last {} s)",
+                n.conn_kills,
+                n.steps,
+                self.t0.elapsed().as_secs(),
+                self.last_kill.elapsed().as_secs()
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The seeded worker loop while the killer thread kills connections (and the process) at the
 /// planned points, until [`CRASHES`] connection kills landed.
 fn crash_loop(
@@ -316,25 +354,12 @@ fn crash_loop(
     let mut rng = StdRng::seed_from_u64(ctx.seed);
     let mut plan = Plan::new(ctx.seed, ctx.factory.killable());
     let mut n = Counts::default();
-    let t0 = Instant::now();
-    let (mut last_kill, mut kills_then, mut slowest) = (t0, 0, Duration::ZERO);
+    let mut pace = Pace::new();
     std::thread::scope(|s| -> Result<(), GateError> {
         s.spawn(move || killer(killer_admin, db, harness, rx, ack_tx));
         while n.conn_kills < CRASHES {
             n.steps += 1;
-            if n.conn_kills > kills_then {
-                (last_kill, kills_then) = (Instant::now(), n.conn_kills);
-            }
-            let stalled = last_kill.elapsed() > CRASH_STALL.max(slowest * 20);
-            if n.steps > 50_000 || stalled {
-                return Err(GateError::instrument(format!(
-                    "only {} of {CRASHES} crashes injected in {} steps and {} s (none in the last {} s)",
-                    n.conn_kills,
-                    n.steps,
-                    t0.elapsed().as_secs(),
-                    last_kill.elapsed().as_secs()
-                )));
-            }
+            pace.check(&n)?;
             let step_t0 = Instant::now();
             let mut pending_ack = false;
             match plan.next() {
@@ -373,7 +398,7 @@ fn crash_loop(
             {
                 n.conn_kills += 1;
             }
-            slowest = slowest.max(step_t0.elapsed());
+            pace.slowest = pace.slowest.max(step_t0.elapsed());
             if let Err(e) = r {
                 n.errors += 1;
                 if e.kind != ErrorKind::Engine {
