@@ -33,7 +33,12 @@ pub use line::{Line, is_script_cmd, keys_of, names_emq_key, parse_line, stable};
 pub struct Watch {
     monitors: Vec<Monitor>,
     db: u32,
+    /// The harness's own connections, on any node (what a kill round spares).
     harness: BTreeSet<String>,
+    /// The harness's own connections as each monitored node sees them, in the monitors' order:
+    /// a node's lines are attributed against its own (an address seen on one node may be a
+    /// connector's on another).
+    by_node: Vec<BTreeSet<String>>,
 }
 
 impl Watch {
@@ -41,17 +46,25 @@ impl Watch {
     /// (excluded from attribution), `extra` any further harness client ids (on the seed node).
     pub fn start(admin: &mut Admin, db: u32, extra: &[u64]) -> Result<Self, HarnessError> {
         let monitors = admin.monitors()?;
-        let mut harness: BTreeSet<String> = admin.own_addrs()?.into_iter().collect();
-        harness.extend(monitors.iter().map(|m| m.addr.clone()));
-        if !extra.is_empty() {
-            harness.extend(
-                admin
-                    .client_list()?
-                    .into_iter()
-                    .filter(|c| extra.contains(&c.id))
-                    .map(|c| c.addr),
-            );
+        let mut by_node = admin.own_addrs_by_node()?;
+        if by_node.len() != monitors.len() || by_node.iter().flatten().any(String::is_empty) {
+            return Err(HarnessError::Engine(
+                "CLIENT INFO does not show the harness's own connections".into(),
+            ));
         }
+        for (own, m) in by_node.iter_mut().zip(&monitors) {
+            own.insert(m.addr.clone());
+        }
+        if !extra.is_empty() {
+            for c in admin.client_list()? {
+                if extra.contains(&c.id)
+                    && let Some(own) = by_node.get_mut(c.node)
+                {
+                    own.insert(c.addr);
+                }
+            }
+        }
+        let harness: BTreeSet<String> = by_node.iter().flatten().cloned().collect();
         if harness.len() < 2 || harness.iter().any(String::is_empty) {
             return Err(HarnessError::Engine(
                 "CLIENT INFO does not show the harness's own connections".into(),
@@ -61,11 +74,15 @@ impl Watch {
             monitors,
             db,
             harness,
+            by_node,
         })
     }
 
-    /// Counts `addrs` as the harness's own (another admin's connections).
+    /// Counts `addrs` as the harness's own (another admin's connections, on whichever node).
     pub fn exclude(&mut self, addrs: Vec<String>) {
+        for own in &mut self.by_node {
+            own.extend(addrs.iter().cloned());
+        }
         self.harness.extend(addrs);
     }
 
@@ -79,9 +96,9 @@ impl Watch {
     /// lines follow its call on the node that ran it), then merged.
     pub fn stop(self) -> Result<Observed, HarnessError> {
         let mut seen = Vec::new();
-        for m in self.monitors {
+        for (m, own) in self.monitors.into_iter().zip(&self.by_node) {
             let lines = m.stop()?;
-            seen.push(attribute(&lines, self.db, &self.harness));
+            seen.push(attribute(&lines, self.db, own));
         }
         Ok(Observed::merge(seen))
     }

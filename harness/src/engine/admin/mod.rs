@@ -7,7 +7,7 @@
               connector may send; keeping them here keeps them out of every connector"
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use redis::Value;
@@ -40,6 +40,8 @@ pub struct ClientInfo {
     pub node: usize,
     pub id: u64,
     pub addr: String,
+    /// The node's own address the client connected to (`laddr`).
+    pub laddr: String,
     pub db: u32,
     pub name: String,
     pub cmd: String,
@@ -452,6 +454,29 @@ impl Admin {
         Ok(infos.iter().map(|t| parse_client(t.trim()).addr).collect())
     }
 
+    /// The addresses of this admin's own connections as each primary sees them, in shard order
+    /// (one entry on a single engine). Per node, because two nodes may each see a client at the
+    /// same address: a connection's local port is unique per destination only, so the harness's
+    /// connection to one node and a connector's to another can share it.
+    pub fn own_addrs_by_node(&mut self) -> Result<Vec<BTreeSet<String>>, HarnessError> {
+        let seed = parse_client(self.query::<String>(&["CLIENT", "INFO"])?.trim());
+        if self.shards.is_empty() {
+            return Ok(vec![BTreeSet::from([seed.addr])]);
+        }
+        let each: Vec<String> = self.query_each(&["CLIENT", "INFO"])?;
+        Ok(each
+            .iter()
+            .map(|t| {
+                let c = parse_client(t.trim());
+                let mut own = BTreeSet::from([c.addr]);
+                if !seed.laddr.is_empty() && seed.laddr == c.laddr {
+                    own.insert(seed.addr.clone());
+                }
+                own
+            })
+            .collect())
+    }
+
     /// Every client of the engine (of every primary of a cluster, each tagged with its node).
     pub fn client_list(&mut self) -> Result<Vec<ClientInfo>, HarnessError> {
         let texts: Vec<String> = self.query_each(&["CLIENT", "LIST"])?;
@@ -508,6 +533,7 @@ fn parse_client(line: &str) -> ClientInfo {
         match k {
             "id" => c.id = v.parse().unwrap_or(0),
             "addr" => c.addr = v.to_string(),
+            "laddr" => c.laddr = v.to_string(),
             "db" => c.db = v.parse().unwrap_or(0),
             "name" => c.name = v.to_string(),
             "cmd" => c.cmd = v.to_string(),
