@@ -7,9 +7,8 @@ use rustix::process::Signal;
 
 pub use crate::engine::admin::side::{ReplPosition, SideReader, parse_position};
 use crate::engine::topology::NodeId;
-use crate::engine::{Engine, Handle, cluster};
+use crate::engine::{Engine, cluster};
 use crate::error::HarnessError;
-use crate::faults::Proxy;
 
 /// What a promoted replica took over (`INFO replication` on the new primary): the old primary's
 /// history (`master_replid2`) up to `second_repl_offset - 1`, and its own new history.
@@ -31,41 +30,23 @@ fn field(
 }
 
 impl Engine {
-    /// A cluster's node `id`: only a cluster's nodes are killed, stopped and restarted.
-    fn node(&self, id: NodeId) -> Result<&cluster::Node, HarnessError> {
-        match &self.handle {
-            Handle::Cluster(c) => c
-                .nodes
-                .get(id.index())
-                .ok_or_else(|| HarnessError::Engine(format!("no cluster {id}"))),
-            _ => Err(HarnessError::Engine(
-                "a node can be killed on a cluster only".into(),
-            )),
-        }
-    }
-
-    /// The fault proxy in front of node `id` (a cluster's).
-    pub fn proxy_of(&self, id: NodeId) -> Result<&Proxy, HarnessError> {
-        Ok(&self.node(id)?.proxy)
-    }
-
     /// SIGKILL to node `id`; it stays dead until [`Engine::restart_node`].
     pub fn kill_node(&self, id: NodeId) -> Result<(), HarnessError> {
-        self.node(id)?.server.kill();
+        self.cluster_node(id)?.server.kill();
         Ok(())
     }
 
     /// SIGSTOP (`stop`) or SIGCONT to node `id`.
     pub fn pause_node(&self, id: NodeId, stop: bool) -> Result<(), HarnessError> {
         let signal = if stop { Signal::STOP } else { Signal::CONT };
-        self.node(id)?.server.signal(signal);
+        self.cluster_node(id)?.server.signal(signal);
         Ok(())
     }
 
     /// Starts node `id` again on its port and directory, announcing its proxy as before: its
     /// `nodes.conf` makes it rejoin, and a peer's newer epoch for its slots makes it a replica.
     pub fn restart_node(&self, id: NodeId) -> Result<(), HarnessError> {
-        let node = self.node(id)?;
+        let node = self.cluster_node(id)?;
         let setting = cluster::announce_setting(self.tls().is_some());
         node.server
             .restart(&[format!("--{setting}"), node.announced().to_string()])

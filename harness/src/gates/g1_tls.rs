@@ -23,7 +23,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome, url: &Target) -> Resu
     let seed = ctx.engine.tls().and(
         ctx.engine
             .tls_proxy()
-            .or_else(|| ctx.engine.node_proxy(ctx.engine.seed())),
+            .or_else(|| ctx.engine.proxy_of(ctx.engine.seed()).ok()),
     );
     let Some(front) = seed.and_then(|p| p.front()) else {
         return Ok(());

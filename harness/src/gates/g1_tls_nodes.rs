@@ -39,8 +39,8 @@ pub(super) fn refused_on_discovered(
     let (queue, node) = queue_off_the_seed(ctx)?;
     let front = ctx
         .engine
-        .node_proxy(node)
-        .and_then(|p| p.front())
+        .proxy_of(node)?
+        .front()
         .ok_or_else(|| GateError::instrument(format!("no TLS front at {node}")))?;
     let mut c = ctx.factory.make()?;
     let _ = front.take_presented();

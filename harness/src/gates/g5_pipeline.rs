@@ -220,10 +220,7 @@ fn proxy_for<'a>(
 ) -> Result<(&'a crate::faults::Proxy, crate::engine::Target), GateError> {
     if ctx.engine.is_cluster() {
         let node = ctx.engine.primary_of(admin, key)?;
-        let p = ctx
-            .engine
-            .node_proxy(node)
-            .ok_or_else(|| GateError::instrument(format!("no proxy in front of {node}")))?;
+        let p = ctx.engine.proxy_of(node)?;
         return Ok((p, url.clone()));
     }
     let (p, through) = ctx.proxied(url)?;

@@ -26,9 +26,18 @@ pub const ENGINE_WITHIN: Duration = Duration::from_secs(60);
 
 /// Polls `done` every 20 ms until it holds (`Ok(elapsed)`) or [`ENGINE_WITHIN`] passed.
 pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<Duration, HarnessError> {
+    try_wait_until(what, || Ok(done()))
+}
+
+/// [`wait_until`] for a question that can fail: its first error ends the wait (a node that stops
+/// answering is the engine's error, not a reason to poll on).
+pub fn try_wait_until(
+    what: &str,
+    mut done: impl FnMut() -> Result<bool, HarnessError>,
+) -> Result<Duration, HarnessError> {
     let t0 = Instant::now();
     loop {
-        if done() {
+        if done()? {
             return Ok(t0.elapsed());
         }
         if t0.elapsed() > ENGINE_WITHIN {
@@ -49,10 +58,21 @@ impl Engine {
         }
     }
 
-    fn cluster_node(&self, id: NodeId) -> Result<&crate::engine::cluster::Node, HarnessError> {
-        self.cluster_nodes()
-            .get(id.index())
-            .ok_or_else(|| HarnessError::Engine(format!("no cluster {id}")))
+    /// A cluster's node `id`: only a cluster's nodes have a process, a proxy and a back of
+    /// their own to kill, stop, restart or cut off.
+    pub(super) fn cluster_node(
+        &self,
+        id: NodeId,
+    ) -> Result<&crate::engine::cluster::Node, HarnessError> {
+        match &self.handle {
+            Handle::Cluster(c) => c
+                .nodes
+                .get(id.index())
+                .ok_or_else(|| HarnessError::Engine(format!("no cluster {id}"))),
+            _ => Err(HarnessError::Engine(format!(
+                "{id} is a cluster's node: this engine is not a cluster"
+            ))),
+        }
     }
 
     /// Every node: a cluster's in boot order, or the one engine.
@@ -99,8 +119,8 @@ impl Engine {
     }
 
     /// The fault proxy in front of a cluster's node `id`.
-    pub fn node_proxy(&self, id: NodeId) -> Option<&Proxy> {
-        self.cluster_node(id).ok().map(|n| &n.proxy)
+    pub fn proxy_of(&self, id: NodeId) -> Result<&Proxy, HarnessError> {
+        Ok(&self.cluster_node(id)?.proxy)
     }
 
     /// The primaries `admin` last read (`CLUSTER SLOTS`), in its shard order.
@@ -160,29 +180,23 @@ impl Engine {
     pub fn wait_in_sync(&self, primary: NodeId, replica: NodeId) -> Result<(), HarnessError> {
         let mut p = self.node_admin(primary)?;
         let mut r = self.node_admin(replica)?;
-        let deadline = Instant::now() + ENGINE_WITHIN;
-        loop {
+        let offset =
+            |m: &BTreeMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<u64>().ok());
+        let what = format!(
+            "the replica {replica} (port {}) catching up with its primary {primary} (port {})",
+            self.port_of(replica),
+            self.port_of(primary)
+        );
+        try_wait_until(&what, || {
             let head = p.info("replication")?;
             let tail = r.info("replication")?;
-            let offset = |m: &BTreeMap<String, String>, k: &str| {
-                m.get(k).and_then(|v| v.parse::<u64>().ok())
-            };
-            if tail.get("master_link_status").map(String::as_str) == Some("up")
-                && offset(&tail, "slave_repl_offset") >= offset(&head, "master_repl_offset")
-                && offset(&head, "master_repl_offset").is_some()
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(HarnessError::Engine(format!(
-                    "the replica {replica} (port {}) did not catch up with its primary {primary} (port {}) in {} s",
-                    self.port_of(replica),
-                    self.port_of(primary),
-                    ENGINE_WITHIN.as_secs()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            Ok(
+                tail.get("master_link_status").map(String::as_str) == Some("up")
+                    && offset(&head, "master_repl_offset").is_some()
+                    && offset(&tail, "slave_repl_offset") >= offset(&head, "master_repl_offset"),
+            )
+        })
+        .map(drop)
     }
 
     /// The role `view` gives `id`, and whether it flags it failing.

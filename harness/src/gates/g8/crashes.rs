@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::drain::{Ledger, QUEUE};
+use super::drain::QUEUE;
+use super::ledger::Ledger;
 use super::plan::{CRASHES, Crash, Plan};
 use super::{MAX_ATTEMPTS, SESSION, fresh};
 use crate::connector::{Connector, Reply, Request, Verbs};
 use crate::engine::Admin;
-use crate::error::{ConnectorError, ErrorKind};
+use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::reconnect::{
     CALL_MARK, KEPT_MARK, KILL_MARK, unfenced_connections, unfenced_replacements,
@@ -41,7 +42,9 @@ fn step(
             let lease = if rng.random_bool(0.7) { 0 } else { 50 };
             match c.claim(SESSION, QUEUE, lease)? {
                 Some(j) => match rng.random_range(0..10) {
-                    0..6 => ledger.complete(c, &j.id, j.attempts),
+                    0..6 => ledger
+                        .complete(c, SESSION, QUEUE, &j.id, j.attempts)
+                        .map(drop),
                     6..9 => c
                         .retry(SESSION, QUEUE, &j.id, j.attempts, 0, MAX_ATTEMPTS)
                         .map(|_| ()),
@@ -226,7 +229,7 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
             "; the connector runs in-process, so only its connections were killed"
         }
     ));
-    if ledger.odd_kinds.is_empty() {
+    if ledger.odd_kinds().is_empty() {
         out.pass("a killed connection shows to the caller only as kind engine (R5.4)");
     } else {
         // The process is killed only between calls (`Crash::Process`), so every error here is a
@@ -234,7 +237,7 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
         out.fail(format!(
             "a killed connection showed to the caller as kind {} where R5.4 requires engine",
             ledger
-                .odd_kinds
+                .odd_kinds()
                 .iter()
                 .copied()
                 .collect::<Vec<_>>()
@@ -401,9 +404,7 @@ fn crash_loop(
             pace.slowest = pace.slowest.max(step_t0.elapsed());
             if let Err(e) = r {
                 n.errors += 1;
-                if e.kind != ErrorKind::Engine {
-                    ledger.odd_kinds.insert(e.kind.as_str());
-                }
+                ledger.failed(&e);
                 c = recover(ctx, url, c, n.errors, marker)?;
             }
         }

@@ -4,48 +4,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use super::ledger::Ledger;
 use super::{MAX_ATTEMPTS, SESSION, fresh};
-use crate::connector::{Connector, Verbs};
+use crate::connector::Verbs;
 use crate::engine::Admin;
-use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateError, GateOutcome};
 use crate::observe::stable;
 use crate::protocol::grammar::{Set, job_id, key};
 
 /// The crash phase's queue.
 pub(super) const QUEUE: &str = "g8c";
-
-/// What the worker learned from the replies.
-#[derive(Default)]
-pub(super) struct Ledger {
-    /// Complete replies `true`, per id.
-    pub(super) completed: BTreeMap<String, u32>,
-    /// Completes sent whose reply was lost to a crash.
-    pub(super) unsure: BTreeSet<String>,
-    /// Error kinds the caller saw other than `engine` (a killed connection shows as that, R5.4).
-    pub(super) odd_kinds: BTreeSet<&'static str>,
-}
-
-impl Ledger {
-    pub(super) fn complete(
-        &mut self,
-        c: &mut (dyn Connector + Send),
-        id: &str,
-        attempts: i64,
-    ) -> Result<(), ConnectorError> {
-        match c.complete(SESSION, QUEUE, id, attempts) {
-            Ok(true) => {
-                *self.completed.entry(id.to_string()).or_default() += 1;
-                Ok(())
-            }
-            Ok(false) => Ok(()),
-            Err(e) => {
-                self.unsure.insert(id.to_string());
-                Err(e)
-            }
-        }
-    }
-}
 
 /// Drains the queue, then accounts for every job.
 pub(super) fn drain_and_account(
@@ -90,7 +58,7 @@ fn drain(
         };
         match d.claim(SESSION, QUEUE, 60_000) {
             Ok(Some(j)) => {
-                if let Err(e) = ledger.complete(&mut *d, &j.id, j.attempts) {
+                if let Err(e) = ledger.complete(&mut *d, SESSION, QUEUE, &j.id, j.attempts) {
                     out.fail(format!("the drain saw an error ({})", e.evidence()));
                     out.figure("drain_error", e.message);
                     return Ok(false);
@@ -143,8 +111,8 @@ fn breaches(q: &crate::protocol::keyspace::QueueState, ledger: &Ledger) -> Breac
     for n in 1..=minted.max(0) as u64 {
         let id = job_id(n);
         let sets = home.get(id.as_str()).map_or(0, Vec::len);
-        let done = ledger.completed.get(&id).copied().unwrap_or(0);
-        if sets == 0 && done == 0 && !ledger.unsure.contains(&id) && !q.jobs.contains_key(&id) {
+        let done = ledger.times_completed(QUEUE, &id);
+        if sets == 0 && done == 0 && !ledger.is_unsure(QUEUE, &id) && !q.jobs.contains_key(&id) {
             lost.push(id.clone());
         }
         if sets > 1 {
@@ -172,11 +140,11 @@ fn breaches(q: &crate::protocol::keyspace::QueueState, ledger: &Ledger) -> Breac
                 .push((*id).to_string());
         }
     }
-    let unsure_gone = ledger
-        .unsure
-        .iter()
-        .filter(|id| !home.contains_key(id.as_str()) && !ledger.completed.contains_key(*id))
-        .count();
+    let unsure_gone = ledger.unsure_gone(|job| {
+        job.strip_prefix(QUEUE)
+            .and_then(|j| j.strip_prefix('/'))
+            .is_some_and(|id| home.contains_key(id))
+    });
     Breaches {
         lost,
         dup,
@@ -196,7 +164,7 @@ fn account(admin: &mut Admin, ledger: &Ledger, out: &mut GateOutcome) -> Result<
         unsure_gone,
     } = breaches(&q, ledger);
     out.figure("jobs_minted", minted);
-    out.figure("jobs_completed", ledger.completed.len() as u64);
+    out.figure("jobs_completed", ledger.completed() as u64);
     out.figure("jobs_dead", q.dead.len() as u64);
     out.figure("completes_with_lost_reply_then_gone", unsure_gone as u64);
     let left: usize = [Set::Pending, Set::Active, Set::Delayed]

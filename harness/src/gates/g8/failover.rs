@@ -4,16 +4,15 @@
 //! left behind. The connector must follow the old primary's `MOVED` (R8.1): after the failover
 //! its calls succeed again.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::ledger::Ledger;
 use crate::connector::Verbs;
-use crate::engine::topology::{NodeId, Role};
-use crate::error::ErrorKind;
+use crate::engine::topology::{NodeId, Role, try_wait_until};
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::key;
 
@@ -23,7 +22,6 @@ const BEFORE: u32 = 200;
 const AFTER: u32 = 300;
 /// A claim's lease: short, so the drain reaps what a failed call left claimed.
 const LEASE_MS: i64 = 1_000;
-const FAILOVER_WITHIN: Duration = Duration::from_secs(30);
 
 /// Fails over the shard at `index`: `CLUSTER FAILOVER` on its replica, then waits until the
 /// replica is a primary and every primary reports the cluster ok.
@@ -47,31 +45,24 @@ fn fail_over(ctx: &GateContext<'_>, index: usize) -> Result<(NodeId, NodeId), Ga
     // did that once): the graceful failover's premise is a replica that has caught up.
     e.wait_in_sync(old, new)?;
     replica.query::<()>(&["CLUSTER", "FAILOVER"])?;
-    let deadline = Instant::now() + FAILOVER_WITHIN;
-    loop {
+    // Every node sees `new` as a primary and `old` as a replica, and all agree on the epoch,
+    // so the new health baseline is the cluster after the failover, not half-way through its
+    // gossip.
+    let what = format!(
+        "the failover of port {} to its replica {}",
+        e.port_of(old),
+        e.port_of(new)
+    );
+    try_wait_until(&what, || {
         let role = Role::from_info(&replica.info("replication")?);
         let state: String = replica.query(&["CLUSTER", "INFO"])?;
-        // Every node sees `new` as a primary and `old` as a replica, and all agree on the epoch,
-        // so the new health baseline is the cluster after the failover, not half-way through
-        // its gossip.
-        if role == Some(Role::Primary)
+        Ok(role == Some(Role::Primary)
             && crate::engine::cluster::info_ready(&state)
-            && e.agreed(new, old, Some(Role::Replica), None)
-        {
-            // The failover is the gate's doing: later changes are judged from here.
-            e.mark_health();
-            return Ok((old, new));
-        }
-        if Instant::now() > deadline {
-            return Err(GateError::instrument(format!(
-                "the failover of port {} to its replica {} did not finish in {} s",
-                e.port_of(old),
-                e.port_of(new),
-                FAILOVER_WITHIN.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            && e.agreed(new, old, Some(Role::Replica), None))
+    })?;
+    // The failover is the gate's doing: later changes are judged from here.
+    e.mark_health();
+    Ok((old, new))
 }
 
 /// The phase: runs on a cluster after the fault phase (R8.4).
@@ -108,9 +99,11 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         .find(|q| admin.shard_of(&key(q, "pending")) == shard)
         .cloned()
         .unwrap_or_else(|| queues[0].clone());
-    match idle.enqueue("idle", &moved_queue, "after-failover", 0) {
-        Ok(id) => {
-            w.acked.insert(format!("{moved_queue}/{id}"));
+    match w
+        .ledger
+        .enqueue(&mut *idle, "idle", &moved_queue, "after-failover")
+    {
+        Ok(_) => {
             out.pass(
                 "a session idle through the failover enqueued on the failed-over shard at once (it followed MOVED)",
             );
@@ -125,7 +118,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     }
     out.figure("failover_phase_ms", t0.elapsed().as_millis() as u64);
     out.figure("failover_steps", w.steps);
-    out.figure("failover_caller_errors", w.errors);
+    out.figure("failover_caller_errors", w.ledger.errors());
     out.pass(format!(
         "a graceful CLUSTER FAILOVER of a seeded random shard (seed {}) ran in the middle of a worker loop over {} queues, one per shard",
         ctx.seed,
@@ -141,23 +134,16 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             "after the failover the connector followed MOVED: {AFTER} more rounds without an error"
         ),
     );
-    out.none_of(
-        &w.odd,
-        "a failover shows to the caller only as kind engine",
-        "kinds seen",
-    );
+    w.ledger.judge_kinds("a failover", out);
 
     ctx.engine.refresh(&mut admin)?;
     w.drain_and_account(ctx, &url, &mut admin, &queues, out)
 }
 
-/// The worker's ledger through the failover.
+/// The worker through the failover: its ledger, and what it saw after the failover finished.
 #[derive(Default)]
 struct Worker {
-    acked: BTreeSet<String>,
-    completed: BTreeMap<String, u32>,
-    odd: BTreeSet<&'static str>,
-    errors: u32,
+    ledger: Ledger,
     errors_after: u32,
     steps: u32,
 }
@@ -192,23 +178,12 @@ impl Worker {
                     after += 1;
                 }
                 let q = &queues[self.steps as usize % queues.len()];
-                let r = (|| {
-                    let id = c.enqueue(SESSION, q, &format!("job-{}", self.steps), 0)?;
-                    self.acked.insert(format!("{q}/{id}"));
-                    if let Some(j) = c.claim(SESSION, q, LEASE_MS)?
-                        && c.complete(SESSION, q, &j.id, j.attempts)?
-                    {
-                        *self.completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
-                    }
-                    Ok::<_, crate::error::ConnectorError>(())
-                })();
+                let payload = format!("job-{}", self.steps);
+                let r = self.ledger.round(c, SESSION, q, &payload, LEASE_MS);
                 if let Err(e) = r {
-                    self.errors += 1;
+                    self.ledger.failed(&e);
                     if finished {
                         self.errors_after += 1;
-                    }
-                    if e.kind != ErrorKind::Engine {
-                        self.odd.insert(e.kind.as_str());
                     }
                     let _ = c.disconnect(SESSION);
                     let _ = c.connect(SESSION, url.clone());
@@ -244,9 +219,8 @@ impl Worker {
                 d.reap(SESSION, q, 1_000_000, 1000)?;
                 match d.claim(SESSION, q, 60_000)? {
                     Some(j) => {
-                        if d.complete(SESSION, q, &j.id, j.attempts)? {
-                            *self.completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
-                        }
+                        self.ledger
+                            .complete(&mut *d, SESSION, q, &j.id, j.attempts)?;
                     }
                     None => {
                         let active: u64 = admin.query(&["ZCARD", &key(q, "active")])?;
@@ -258,14 +232,8 @@ impl Worker {
                 }
             }
         }
-        out.figure("failover_jobs_acked", self.acked.len());
-        super::exactly_once(
-            &self.acked,
-            &self.completed,
-            &BTreeSet::new(),
-            "failover",
-            out,
-        );
+        out.figure("failover_jobs_acked", self.ledger.acked());
+        self.ledger.judge_exactly_once("failover", out);
         let left = super::left_in_sets(admin, queues)?;
         out.none_of(
             &left,

@@ -204,9 +204,7 @@ impl Proxies<'_> {
             Self::Cluster(engine) => {
                 let node = engine.primary_of(admin, q)?;
                 let slot = crate::engine::admin::shards::slot(q.as_bytes());
-                let p = engine.node_proxy(node).ok_or_else(|| {
-                    GateError::Instrument(format!("no fault proxy in front of {node}"))
-                })?;
+                let p = engine.proxy_of(node)?;
                 Ok((p, Some((node, slot))))
             }
         }
@@ -216,7 +214,7 @@ impl Proxies<'_> {
     fn seed(&self) -> Option<&Proxy> {
         match self {
             Self::Single(p) => Some(p),
-            Self::Cluster(engine) => engine.node_proxy(engine.seed()),
+            Self::Cluster(engine) => engine.proxy_of(engine.seed()).ok(),
         }
     }
 
@@ -232,7 +230,7 @@ impl Proxies<'_> {
             Self::Cluster(engine) => engine
                 .primaries(admin)
                 .into_iter()
-                .filter_map(|node| engine.node_proxy(node))
+                .filter_map(|node| engine.proxy_of(node).ok())
                 .for_each(each),
         }
         unfired
@@ -245,7 +243,7 @@ impl Proxies<'_> {
             Self::Cluster(engine) => engine
                 .primaries(admin)
                 .into_iter()
-                .filter_map(|node| engine.node_proxy(node))
+                .filter_map(|node| engine.proxy_of(node).ok())
                 .map(Proxy::counts)
                 .fold((0, 0), |(a, b), (c, d)| (a + c, b + d)),
         }

@@ -16,13 +16,13 @@
 //! Then the accounting: every acknowledged job completed exactly once, the parked jobs where they
 //! were parked, nothing left behind. The slot is moved back afterwards (no connector running).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::ledger::Ledger;
 use crate::connector::{Claimed, Connector, Verbs};
 use crate::engine::admin::{Admin, shards};
 use crate::engine::migration::SlotMove;
@@ -40,38 +40,24 @@ const TRYAGAIN_WINDOW: Duration = Duration::from_secs(1);
 
 type Conn = Box<dyn Connector + Send>;
 
-/// What the phase learned from the replies.
+/// The phase's books: the jobs' ledger, and the jobs parked on purpose (a long lease, a far
+/// delay, dead) with the set that holds each: they must survive the move where they were.
 #[derive(Default)]
-struct Ledger {
-    acked: BTreeSet<String>,
-    completed: BTreeMap<String, u32>,
-    /// Jobs parked on purpose (a long lease, a far delay, dead), as queue, id and the set that
-    /// holds them: they must survive the move.
+struct Books {
+    jobs: Ledger,
     parked: Vec<(String, String, &'static str)>,
 }
 
-impl Ledger {
-    fn enqueue(&mut self, c: &mut Conn, q: &str, payload: &str) -> Result<String, ConnectorError> {
-        let id = c.enqueue(SESSION, q, payload, 0)?;
-        self.acked.insert(format!("{q}/{id}"));
-        Ok(id)
-    }
-
-    fn complete(&mut self, c: &mut Conn, q: &str, j: &Claimed) -> Result<bool, ConnectorError> {
-        let done = c.complete(SESSION, q, &j.id, j.attempts)?;
-        if done {
-            *self.completed.entry(format!("{q}/{}", j.id)).or_default() += 1;
-        }
-        Ok(done)
+impl Books {
+    fn park(&mut self, q: &str, id: String, set: &'static str) {
+        self.jobs.exempt(q, &id);
+        self.parked.push((q.to_string(), id, set));
     }
 
     /// One worker round: enqueue, claim, complete.
     fn round(&mut self, c: &mut Conn, q: &str, n: u32) -> Result<(), ConnectorError> {
-        self.enqueue(c, q, &format!("round-{n}"))?;
-        if let Some(j) = c.claim(SESSION, q, 60_000)? {
-            self.complete(c, q, &j)?;
-        }
-        Ok(())
+        self.jobs
+            .round(&mut **c, SESSION, q, &format!("round-{n}"), 60_000)
     }
 }
 
@@ -102,23 +88,24 @@ fn choose(
 
 /// Fills `q` so that every declared key of every verb exists (a pending, an active, a delayed and
 /// a dead job), and `t` with pending jobs only.
-fn park(c: &mut Conn, q: &str, t: &str, l: &mut Ledger) -> Result<(), ConnectorError> {
+fn park(c: &mut Conn, q: &str, t: &str, l: &mut Books) -> Result<(), ConnectorError> {
     c.enqueue(SESSION, q, "parked-active", 0)?;
     let active = c.claim(SESSION, q, HOUR_MS)?.ok_or_else(|| {
         ConnectorError::internal("claim on a queue with one pending job returned none")
     })?;
-    l.parked.push((q.to_string(), active.id.clone(), "active"));
+    l.park(q, active.id.clone(), "active");
     let delayed = c.enqueue(SESSION, q, "parked-delayed", HOUR_MS)?;
-    l.parked.push((q.to_string(), delayed, "delayed"));
+    l.park(q, delayed, "delayed");
     c.enqueue(SESSION, q, "parked-dead", 0)?;
     let dead = c.claim(SESSION, q, HOUR_MS)?.ok_or_else(|| {
         ConnectorError::internal("claim on a queue with one pending job returned none")
     })?;
     c.retry(SESSION, q, &dead.id, dead.attempts, 0, 1)?;
-    l.parked.push((q.to_string(), dead.id, "dead"));
+    l.park(q, dead.id, "dead");
     for i in 0..5 {
-        l.enqueue(c, q, &format!("pending-{i}"))?;
-        l.enqueue(c, t, &format!("t-{i}"))?;
+        l.jobs
+            .enqueue(&mut **c, SESSION, q, &format!("pending-{i}"))?;
+        l.jobs.enqueue(&mut **c, SESSION, t, &format!("t-{i}"))?;
     }
     Ok(())
 }
@@ -134,22 +121,28 @@ fn errorstat(engine: &crate::engine::Engine, node: NodeId, code: &str) -> Result
 }
 
 /// Every verb on `q` while its keys are on the target and the slot is still the source's.
-fn under_ask(c: &mut Conn, q: &str, l: &mut Ledger) -> Vec<String> {
+fn under_ask(c: &mut Conn, q: &str, l: &mut Books) -> Vec<String> {
     let mut failed = Vec::new();
     let mut note = |verb: &str, r: Result<(), ConnectorError>| {
         if let Err(e) = r {
             failed.push(format!("{verb} (kind {}: {})", e.kind, e.message));
         }
     };
-    note("enqueue", l.enqueue(c, q, "during").map(|_| ()));
+    note(
+        "enqueue",
+        l.jobs.enqueue(&mut **c, SESSION, q, "during").map(|_| ()),
+    );
     let claimed = c.claim(SESSION, q, 60_000);
     match claimed {
         Ok(Some(j)) => {
-            let r = l.complete(c, q, &j).and_then(|done| {
-                done.then_some(()).ok_or_else(|| {
-                    ConnectorError::internal("complete of a fresh claim returned false")
-                })
-            });
+            let r = l
+                .jobs
+                .complete(&mut **c, SESSION, q, &j.id, j.attempts)
+                .and_then(|done| {
+                    done.then_some(()).ok_or_else(|| {
+                        ConnectorError::internal("complete of a fresh claim returned false")
+                    })
+                });
             note("complete", r);
         }
         Ok(None) => note("claim", Err(ConnectorError::internal("returned no job"))),
@@ -199,7 +192,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let mut idle = ctx.factory.make()?;
     idle.connect(SESSION, &url)?;
     idle.pending_size(SESSION, &q)?;
-    let mut l = Ledger::default();
+    let mut l = Books::default();
     park(&mut c, &q, &t, &mut l)?;
     for n in 0..ROUNDS {
         l.round(&mut c, &q, n)?;
@@ -263,7 +256,7 @@ fn judge_tryagain(
     admin: &mut Admin,
     t: &str,
     tried: Result<Option<Claimed>, ConnectorError>,
-    l: &mut Ledger,
+    l: &mut Books,
     out: &mut GateOutcome,
 ) -> Result<(), GateError> {
     let pending: u64 = admin.query(&["ZCARD", &key(t, "pending")])?;
@@ -272,7 +265,7 @@ fn judge_tryagain(
     match tried {
         Ok(Some(j)) if pending == 4 => {
             out.figure("migration_tryagain", "retried until the migration ended");
-            l.parked.push((t.to_string(), j.id, "active"));
+            l.park(t, j.id, "active");
             out.pass(rule);
         }
         Err(e) if e.kind == ErrorKind::Engine && pending == 5 => {
@@ -298,10 +291,10 @@ fn after(
     c: &mut Conn,
     idle: &mut Conn,
     (q, t): (&str, &str),
-    l: &mut Ledger,
+    l: &mut Books,
     out: &mut GateOutcome,
 ) -> Result<(), GateError> {
-    match l.enqueue(idle, q, "after-migration") {
+    match l.jobs.enqueue(&mut **idle, SESSION, q, "after-migration") {
         Ok(_) => out.pass(
             "a session idle through the migration enqueued on the moved queue at once (it followed MOVED)",
         ),
@@ -333,23 +326,19 @@ fn account(
     url: &crate::engine::Target,
     admin: &mut Admin,
     (q, t): (&str, &str),
-    l: &mut Ledger,
+    l: &mut Books,
     out: &mut GateOutcome,
 ) -> Result<(), GateError> {
     let mut d = ctx.factory.make()?;
     d.connect(SESSION, url.clone())?;
-    let parked: BTreeSet<String> = l
-        .parked
-        .iter()
-        .map(|(q, id, _)| format!("{q}/{id}"))
-        .collect();
     for queue in [q, t] {
         while let Some(j) = d.claim(SESSION, queue, 60_000)? {
-            l.complete(&mut d, queue, &j)?;
+            l.jobs
+                .complete(&mut *d, SESSION, queue, &j.id, j.attempts)?;
         }
     }
-    out.figure("migration_jobs_acked", l.acked.len());
-    super::exactly_once(&l.acked, &l.completed, &parked, "migration", out);
+    out.figure("migration_jobs_acked", l.jobs.acked());
+    l.jobs.judge_exactly_once("migration", out);
     let mut misplaced = Vec::new();
     for (queue, id, set) in &l.parked {
         let hash = format!("{}{id}", job_root(queue));

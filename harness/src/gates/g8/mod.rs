@@ -30,13 +30,14 @@ mod drain;
 pub mod failover;
 pub mod fault_phase;
 pub mod late_reply;
+mod ledger;
 pub mod migration;
 mod plan;
 pub mod unclean;
 
 use crashes::crashes;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use self::plan::Plan;
 use crate::connector::Verbs;
@@ -217,34 +218,4 @@ pub(super) fn left_in_sets(
         }
     }
     Ok(left)
-}
-
-/// Across `what` (the failover, the migration): every acknowledged job (`queue/id`) but the
-/// `exempt` ones was completed, and none twice.
-pub(super) fn exactly_once(
-    acked: &BTreeSet<String>,
-    completed: &BTreeMap<String, u32>,
-    exempt: &BTreeSet<String>,
-    what: &str,
-    out: &mut GateOutcome,
-) {
-    let lost: Vec<&String> = acked
-        .iter()
-        .filter(|id| !completed.contains_key(*id) && !exempt.contains(*id))
-        .collect();
-    let twice: Vec<&String> = completed
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(id, _)| id)
-        .collect();
-    out.none_of(
-        &lost,
-        &format!("no acknowledged enqueue was lost across the {what}"),
-        "lost",
-    );
-    out.none_of(
-        &twice,
-        &format!("no job was completed twice across the {what}"),
-        "completed twice",
-    );
 }

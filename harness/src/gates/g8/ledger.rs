@@ -1,0 +1,247 @@
+//! One ledger of jobs for G8's phases that keep their own books (the crash loop and its drain, the
+//! graceful failover, the slot migration): what each call told the caller about a job, and the
+//! one accounting that judges it (SPEC §3, R8.4). A job is named `queue/id` everywhere, so a phase
+//! over one queue and one over a queue per shard are judged alike.
+//!
+//! The rules are the Jepsen-style ones of [`super::accounting`], for whole jobs: an acknowledged
+//! enqueue must end completed exactly once; a complete whose reply was lost is indeterminate, so
+//! its job may be gone (it is never "lost"); a job parked on purpose is exempt. The judging is
+//! pure ([`Ledger::lost`], [`Ledger::twice`]) and unit-tested without an engine.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::connector::{Connector, Verbs};
+use crate::error::{ConnectorError, ErrorKind};
+use crate::gates::GateOutcome;
+
+/// A job's name in the ledger: `queue/id`.
+pub(super) fn job(queue: &str, id: &str) -> String {
+    format!("{queue}/{id}")
+}
+
+/// What a phase's calls told the caller about its jobs.
+#[derive(Debug, Default)]
+pub(super) struct Ledger {
+    /// Enqueues the engine acknowledged.
+    acked: BTreeSet<String>,
+    /// Completes answered `true`, per job.
+    completed: BTreeMap<String, u32>,
+    /// Completes sent whose reply was lost (a kill, a failover): they may have happened.
+    unsure: BTreeSet<String>,
+    /// Jobs parked on purpose (a long lease, a far delay, dead): not owed a complete.
+    exempt: BTreeSet<String>,
+    /// Calls that returned an error, and the kinds other than `engine` among them (a killed
+    /// connection or a failover shows to the caller as `engine` only, R5.4).
+    errors: u32,
+    odd: BTreeSet<&'static str>,
+}
+
+impl Ledger {
+    /// An enqueue on `session`; an acknowledged one is owed a complete.
+    pub(super) fn enqueue(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        session: &str,
+        queue: &str,
+        payload: &str,
+    ) -> Result<String, ConnectorError> {
+        let id = c.enqueue(session, queue, payload, 0)?;
+        self.acked.insert(job(queue, &id));
+        Ok(id)
+    }
+
+    /// A complete on `session`: `true` is counted, an error leaves the job indeterminate.
+    pub(super) fn complete(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        session: &str,
+        queue: &str,
+        id: &str,
+        attempts: i64,
+    ) -> Result<bool, ConnectorError> {
+        match c.complete(session, queue, id, attempts) {
+            Ok(done) => {
+                if done {
+                    *self.completed.entry(job(queue, id)).or_default() += 1;
+                }
+                Ok(done)
+            }
+            Err(e) => {
+                self.unsure.insert(job(queue, id));
+                Err(e)
+            }
+        }
+    }
+
+    /// One worker round on `queue`: enqueue `payload`, claim with `lease_ms`, complete.
+    pub(super) fn round(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        session: &str,
+        queue: &str,
+        payload: &str,
+        lease_ms: i64,
+    ) -> Result<(), ConnectorError> {
+        self.enqueue(c, session, queue, payload)?;
+        if let Some(j) = c.claim(session, queue, lease_ms)? {
+            self.complete(c, session, queue, &j.id, j.attempts)?;
+        }
+        Ok(())
+    }
+
+    /// A call that returned `e`.
+    pub(super) fn failed(&mut self, e: &ConnectorError) {
+        self.errors += 1;
+        if e.kind != ErrorKind::Engine {
+            self.odd.insert(e.kind.as_str());
+        }
+    }
+
+    /// `queue/id` was parked on purpose: it is not owed a complete.
+    pub(super) fn exempt(&mut self, queue: &str, id: &str) {
+        self.exempt.insert(job(queue, id));
+    }
+
+    pub(super) fn acked(&self) -> usize {
+        self.acked.len()
+    }
+
+    pub(super) fn errors(&self) -> u32 {
+        self.errors
+    }
+
+    /// Completes answered `true` for `queue/id`.
+    pub(super) fn times_completed(&self, queue: &str, id: &str) -> u32 {
+        self.completed.get(&job(queue, id)).copied().unwrap_or(0)
+    }
+
+    /// Jobs completed at least once.
+    pub(super) fn completed(&self) -> usize {
+        self.completed.len()
+    }
+
+    /// A complete of `queue/id` lost its reply.
+    pub(super) fn is_unsure(&self, queue: &str, id: &str) -> bool {
+        self.unsure.contains(&job(queue, id))
+    }
+
+    /// The jobs whose complete lost its reply and that the engine no longer holds anywhere
+    /// (`held`): they were completed, as far as anyone can tell.
+    pub(super) fn unsure_gone(&self, held: impl Fn(&str) -> bool) -> usize {
+        self.unsure
+            .iter()
+            .filter(|j| !self.completed.contains_key(*j) && !held(j))
+            .count()
+    }
+
+    /// Acknowledged jobs never completed, with no complete in doubt, not parked.
+    pub(super) fn lost(&self) -> Vec<&String> {
+        self.acked
+            .iter()
+            .filter(|j| {
+                !self.completed.contains_key(*j)
+                    && !self.unsure.contains(*j)
+                    && !self.exempt.contains(*j)
+            })
+            .collect()
+    }
+
+    /// Jobs completed more than once.
+    pub(super) fn twice(&self) -> Vec<&String> {
+        self.completed
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(j, _)| j)
+            .collect()
+    }
+
+    /// Across `what` (the failover, the migration): every acknowledged job but the parked ones
+    /// was completed, none twice.
+    pub(super) fn judge_exactly_once(&self, what: &str, out: &mut GateOutcome) {
+        out.none_of(
+            &self.lost(),
+            &format!("no acknowledged enqueue was lost across the {what}"),
+            "lost",
+        );
+        out.none_of(
+            &self.twice(),
+            &format!("no job was completed twice across the {what}"),
+            "completed twice",
+        );
+    }
+
+    /// Across `what`: the caller saw its errors as kind `engine` only (R5.4).
+    pub(super) fn judge_kinds(&self, what: &str, out: &mut GateOutcome) {
+        out.none_of(
+            &self.odd,
+            &format!("{what} shows to the caller only as kind engine"),
+            "kinds seen",
+        );
+    }
+
+    /// The error kinds other than `engine` the caller saw.
+    pub(super) fn odd_kinds(&self) -> &BTreeSet<&'static str> {
+        &self.odd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger() -> Ledger {
+        let mut l = Ledger::default();
+        for id in ["1", "2", "3", "4"] {
+            l.acked.insert(job("q", id));
+        }
+        l
+    }
+
+    #[test]
+    fn a_job_is_lost_unless_completed_in_doubt_or_parked() {
+        let mut l = ledger();
+        l.completed.insert(job("q", "1"), 1);
+        l.unsure.insert(job("q", "2"));
+        l.exempt("q", "3");
+        assert_eq!(l.lost(), vec![&job("q", "4")]);
+        assert!(l.twice().is_empty());
+    }
+
+    #[test]
+    fn a_job_completed_twice_is_named_and_an_unsure_one_gone_is_counted() {
+        let mut l = ledger();
+        l.completed.insert(job("q", "1"), 2);
+        l.unsure.insert(job("q", "2"));
+        l.unsure.insert(job("q", "3"));
+        assert_eq!(l.twice(), vec![&job("q", "1")]);
+        assert_eq!(l.unsure_gone(|j| j == "q/3"), 1);
+        assert_eq!(l.times_completed("q", "1"), 2);
+        assert!(l.is_unsure("q", "2") && !l.is_unsure("q", "1"));
+    }
+
+    #[test]
+    fn only_kinds_other_than_engine_are_odd() {
+        let mut l = Ledger::default();
+        l.failed(&ConnectorError::new(ErrorKind::Engine, "killed"));
+        l.failed(&ConnectorError::new(ErrorKind::Internal, "garbage"));
+        assert_eq!(l.errors(), 2);
+        assert_eq!(
+            l.odd_kinds().iter().copied().collect::<Vec<_>>(),
+            ["internal"]
+        );
+    }
+
+    #[test]
+    fn the_verdict_lines_name_what_broke() {
+        let mut l = ledger();
+        l.completed.insert(job("q", "1"), 2);
+        let mut out = GateOutcome::new(crate::protocol::gate::GateId::G8, "crash");
+        l.judge_exactly_once("failover", &mut out);
+        let shown = format!("{out:?}");
+        assert!(
+            shown.contains("lost [\"q/2\", \"q/3\", \"q/4\"]"),
+            "{shown}"
+        );
+        assert!(shown.contains("completed twice [\"q/1\"]"), "{shown}");
+    }
+}
