@@ -152,12 +152,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let bench_bin = locate_benchmark(Some(&engine)).filter(|_| !cluster);
     let mut note = engine_note(cluster, bench_bin.is_some());
     let make = factory(&subject(opts), &bundle);
-    let connector = make
-        .make()
-        .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?
-        .hello()
-        .map(|h| h.name)
-        .map_err(conn_err("hello"))?;
+    let connector = connector_name(make.as_ref())?;
     let mut side = Sides {
         engine: &engine,
         db,
@@ -200,11 +195,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     Ok(BenchReport {
         profile: build_profile().to_string(),
         connector,
-        engine_kind: match engine.tls() {
-            // Both sides speak TLS to the engine's TLS port with the run's CA.
-            Some(_) => format!("{:?} over TLS", engine.kind).to_lowercase(),
-            None => format!("{:?}", engine.kind).to_lowercase(),
-        },
+        engine_kind: engine_kind(&engine),
         engine: engine.source.clone(),
         valkey_version: engine.valkey_version.clone(),
         boot_ms,
@@ -222,6 +213,24 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         gates,
         gates_ms,
     })
+}
+
+/// The measured connector's name, from its `hello`.
+fn connector_name(make: &dyn ConnectorFactory) -> Result<String, HarnessError> {
+    make.make()
+        .map_err(|e| HarnessError::ConnectorStart(e.to_string()))?
+        .hello()
+        .map(|h| h.name)
+        .map_err(conn_err("hello"))
+}
+
+/// The engine's kind as the report names it.
+fn engine_kind(engine: &Engine) -> String {
+    match engine.tls() {
+        // Both sides speak TLS to the engine's TLS port with the run's CA.
+        Some(_) => format!("{:?} over TLS", engine.kind).to_lowercase(),
+        None => format!("{:?}", engine.kind).to_lowercase(),
+    }
 }
 
 /// Why the engine column is empty, when it is.
