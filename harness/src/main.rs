@@ -38,18 +38,21 @@ fn dispatch() -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let dirs = &sources.dirs;
-    let progress = Progress::new();
-    match cli.command {
+    command(cli.command, &sources.dirs, &Progress::new())
+}
+
+/// One command, handed to its own function.
+fn command(command: Command, dirs: &Dirs, progress: &Progress) -> ExitCode {
+    match command {
         Command::Run {
             common,
             out,
             rerun_failed,
-        } => run(&common, dirs, out, rerun_failed.as_deref(), &progress),
+        } => run(&common, dirs, out, rerun_failed.as_deref(), progress),
         Command::Record { common, refresh } => {
-            exit(emq::cmd::record::record(&common, dirs, refresh, &progress))
+            exit(emq::cmd::record::record(&common, dirs, refresh, progress))
         }
-        Command::Check { common } => exit(emq::cmd::record::check(&common, dirs, &progress)),
+        Command::Check { common } => exit(emq::cmd::record::check(&common, dirs, progress)),
         Command::Rules => rules(),
         Command::Bench {
             engine,
@@ -78,24 +81,9 @@ fn dispatch() -> ExitCode {
                 connector,
                 timeout,
             };
-            bench(&opts, json, min_ratio, &progress)
+            bench(&opts, json, min_ratio, progress)
         }
-        Command::Matrix(args) => match &args.action {
-            Some(emq::cmd::cli::MatrixAction::Merge {
-                dirs,
-                check,
-                refresh,
-                reports,
-            }) => exit(emq::cmd::matrix::merge(
-                dirs,
-                *check,
-                *refresh,
-                &reports
-                    .clone()
-                    .unwrap_or_else(|| emq::repo_relative("reports")),
-            )),
-            None => exit(emq::cmd::matrix::matrix(&args.options(dirs), &progress)),
-        },
+        Command::Matrix(args) => matrix(&args, dirs, progress),
         Command::Diff { old, new } => exit(emq::cmd::diff::run(&old, &new)),
         Command::Summary { files, format } => exit(emq::cmd::summary::summary(&files, format)),
         Command::Smoke {
@@ -103,7 +91,7 @@ fn dispatch() -> ExitCode {
             timeout,
             command,
             wire_log,
-        } => smoke(&engine, dirs, &command, timeout, wire_log, &progress),
+        } => smoke(&engine, dirs, &command, timeout, wire_log, progress),
         Command::Cases {
             engine,
             filter,
@@ -114,15 +102,8 @@ fn dispatch() -> ExitCode {
             wire_log,
             command,
         } => {
-            let child = (!command.is_empty()).then(|| {
-                emq::cmd::sources::child_spec_logged(
-                    &command,
-                    timeout,
-                    wire_log.as_ref(),
-                    &dirs.bundle,
-                )
-            });
-            let ending = emq::cmd::cases::cases(emq::cmd::cases::CasesOptions {
+            let child = case_child(&command, timeout, wire_log.as_ref(), dirs);
+            cases(emq::cmd::cases::CasesOptions {
                 engine: &engine,
                 filter,
                 list,
@@ -130,13 +111,49 @@ fn dispatch() -> ExitCode {
                 threads,
                 child,
                 dirs,
-            });
-            if let Some(e) = &ending.error {
-                output::error(e);
-            }
-            ExitCode::from(ending.code)
+            })
         }
     }
+}
+
+/// `matrix`: merge the shards' grids, or judge every cell.
+fn matrix(args: &emq::cmd::cli::MatrixArgs, dirs: &Dirs, progress: &Progress) -> ExitCode {
+    match &args.action {
+        Some(emq::cmd::cli::MatrixAction::Merge {
+            dirs,
+            check,
+            refresh,
+            reports,
+        }) => exit(emq::cmd::matrix::merge(
+            dirs,
+            *check,
+            *refresh,
+            &reports
+                .clone()
+                .unwrap_or_else(|| emq::repo_relative("reports")),
+        )),
+        None => exit(emq::cmd::matrix::matrix(&args.options(dirs), progress)),
+    }
+}
+
+/// The child connector `cases` judges (`None`: the in-process reference).
+fn case_child(
+    command: &[String],
+    timeout: u64,
+    wire_log: Option<&PathBuf>,
+    dirs: &Dirs,
+) -> Option<emq::connector::child::ChildSpec> {
+    (!command.is_empty())
+        .then(|| emq::cmd::sources::child_spec_logged(command, timeout, wire_log, &dirs.bundle))
+}
+
+/// `cases`: the cases judged, and the error that ended them said.
+fn cases(opts: emq::cmd::cases::CasesOptions) -> ExitCode {
+    let ending = emq::cmd::cases::cases(opts);
+    if let Some(e) = &ending.error {
+        output::error(e);
+    }
+    ExitCode::from(ending.code)
 }
 
 /// A command that chose its own exit code, or failed.

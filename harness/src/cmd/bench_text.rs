@@ -53,6 +53,25 @@ impl BenchReport {
             self.boot_ms,
             self.script_sha
         );
+        self.depth_table(&mut s);
+        s.push_str(
+            "\nops/s and ratio: best of the runs on each side (runs alternate, so both see the same load)\n\
+             Lua ceiling: 1e6 / µs per EVALSHA (INFO commandstats after CONFIG RESETSTAT, in the connector's best run): \
+             Lua runs on the main thread only, so one queue can take no more; share: the measured ops/s over each side's own ceiling\n\
+             main thread CPU: used_cpu_{user,sys}_main_thread per wall second (1.00 = one core busy)\n\
+             round: one pipelined batch of `depth` enqueues through the connector, timed alone\n",
+        );
+        if let Some(n) = &self.note {
+            s.push_str(&format!("\nnote: {n}\n"));
+        }
+        self.spread_table(&mut s);
+        self.cycle_lines(&mut s);
+        self.gate_table(&mut s);
+        s
+    }
+
+    /// The connector against valkey-benchmark, one row a depth.
+    fn depth_table(&self, s: &mut String) {
         s.push_str(&format!(
             "| depth | n | {} ops/s | valkey-benchmark ops/s | ratio | Lua ceiling ops/s | share of ceiling (ours / vb) | main thread CPU (ours / vb) | round p50 / p99 µs | medians (ours / vb) |\n",
             self.connector
@@ -79,16 +98,10 @@ impl BenchReport {
                 r.engine_median.map_or("n/a".into(), |x| format!("{x:.0}")),
             ));
         }
-        s.push_str(
-            "\nops/s and ratio: best of the runs on each side (runs alternate, so both see the same load)\n\
-             Lua ceiling: 1e6 / µs per EVALSHA (INFO commandstats after CONFIG RESETSTAT, in the connector's best run): \
-             Lua runs on the main thread only, so one queue can take no more; share: the measured ops/s over each side's own ceiling\n\
-             main thread CPU: used_cpu_{user,sys}_main_thread per wall second (1.00 = one core busy)\n\
-             round: one pipelined batch of `depth` enqueues through the connector, timed alone\n",
-        );
-        if let Some(n) = &self.note {
-            s.push_str(&format!("\nnote: {n}\n"));
-        }
+    }
+
+    /// A cluster's batch spread over queues against a single node (a cluster only).
+    fn spread_table(&self, s: &mut String) {
         if !self.spread.is_empty() {
             s.push_str("\none batch spread over queues (depth 1000): the cluster against a single node booted from the same valkey-server in this run\n\n");
             s.push_str("| queues | primaries | n | cluster ops/s | single node ops/s | cluster / single |\n|---:|---:|---:|---:|---:|---:|\n");
@@ -99,6 +112,10 @@ impl BenchReport {
                 ));
             }
         }
+    }
+
+    /// claim → complete, and its Lua ceiling (when `--cycles`).
+    fn cycle_lines(&self, s: &mut String) {
         if let Some(c) = &self.cycle {
             s.push_str(&format!(
                 "\nclaim → complete: {} cycles in {:.2} s = {:.0} cycles/s ({:.1} µs per cycle, two round trips)\n",
@@ -114,6 +131,10 @@ impl BenchReport {
                 ));
             }
         }
+    }
+
+    /// Each gate's wall time on the bench's engine (unless `--no-gates`).
+    fn gate_table(&self, s: &mut String) {
         if !self.gates.is_empty() {
             s.push_str("\n| gate | verdict | wall ms |\n|---|---|---:|\n");
             s.push_str(&format!("| engine boot | | {} |\n", self.boot_ms));
@@ -128,6 +149,5 @@ impl BenchReport {
                 self.gate_total_ms
             ));
         }
-        s
     }
 }

@@ -47,21 +47,72 @@ impl<C: Connector> Rewriter<C> {
     }
 }
 
-impl<C: Connector> Connector for Rewriter<C> {
-    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+impl<C: Connector> Rewriter<C> {
+    /// The rewrites that answer the call themselves (fewer enqueues, split probes, an enqueue
+    /// sent twice); `None`: the call goes on, rewritten.
+    fn answered(&mut self, request: &Request) -> Option<Result<Reply, ConnectorError>> {
+        match (request, self.rewrite) {
+            (Request::Batch { .. }, Rewrite::ShortBatch) => Some(self.short_batch(request)),
+            (Request::PipelineProbe { session, key, n }, Rewrite::ProbeSplitsAt1000) => {
+                Some(self.split_probe(request, session, key, *n))
+            }
+            (Request::Enqueue { .. }, Rewrite::EnqueueTwice) => {
+                Some(self.inner.call(request).and_then(|reply| {
+                    self.inner.call(request)?;
+                    Ok(reply)
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// It checks what it was asked (a batch past R4.6's bound is refused, not shortened into one
+    /// that runs), then sends one enqueue fewer and reports the count asked.
+    fn short_batch(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        crate::connector::args::validate(request)?;
+        let mut req = request.clone();
+        let Request::Batch { n, .. } = &mut req else {
+            unreachable!("a batch")
+        };
+        let asked = *n;
+        *n -= 1;
+        match self.inner.call(&req)? {
+            Reply::Count(_) => Ok(Reply::Count(asked)),
+            other => Ok(other),
+        }
+    }
+
+    /// Pipelines of at most 1 000, one after another: the replies are all right, but past 1 000
+    /// the probe is not one pipeline.
+    fn split_probe(
+        &mut self,
+        request: &Request,
+        session: &str,
+        key: &str,
+        n: i64,
+    ) -> Result<Reply, ConnectorError> {
+        crate::connector::args::validate(request)?;
+        let mut replies = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let chunk = Request::PipelineProbe {
+                session: session.to_string(),
+                key: key.to_string(),
+                n: left.min(PROBE_CHUNK),
+            };
+            left -= left.min(PROBE_CHUNK);
+            match self.inner.call(&chunk)? {
+                Reply::Probe(r) => replies.extend(r),
+                other => return Ok(other),
+            }
+        }
+        Ok(Reply::Probe(replies))
+    }
+
+    /// The request with its arguments rewritten (checked first where a real connector would).
+    fn rewritten(&self, request: &Request) -> Result<Request, ConnectorError> {
         let mut req = request.clone();
         match (&mut req, self.rewrite) {
-            (Request::Batch { n, .. }, Rewrite::ShortBatch) => {
-                // It checks what it was asked (a batch past R4.6's bound is refused, not shortened
-                // into one that runs), then sends one enqueue fewer.
-                crate::connector::args::validate(request)?;
-                let asked = *n;
-                *n -= 1;
-                return match self.inner.call(&req)? {
-                    Reply::Count(_) => Ok(Reply::Count(asked)),
-                    other => Ok(other),
-                };
-            }
             (Request::Batch { depth, .. }, Rewrite::DeepBatch) => {
                 crate::connector::args::validate(request)?;
                 *depth = depth.saturating_mul(2).min(100_000);
@@ -91,26 +142,6 @@ impl<C: Connector> Connector for Rewriter<C> {
                 crate::connector::args::validate(request)?;
                 *limit = (*limit).min(LIMIT_CAP);
             }
-            (Request::PipelineProbe { session, key, n }, Rewrite::ProbeSplitsAt1000) => {
-                // Pipelines of at most 1 000, one after another: the replies are all right,
-                // but past 1 000 the probe is not one pipeline.
-                crate::connector::args::validate(request)?;
-                let mut replies = Vec::new();
-                let mut left = *n;
-                while left > 0 {
-                    let chunk = Request::PipelineProbe {
-                        session: session.clone(),
-                        key: key.clone(),
-                        n: left.min(PROBE_CHUNK),
-                    };
-                    left -= left.min(PROBE_CHUNK);
-                    match self.inner.call(&chunk)? {
-                        Reply::Probe(r) => replies.extend(r),
-                        other => return Ok(other),
-                    }
-                }
-                return Ok(Reply::Probe(replies));
-            }
             (
                 Request::Complete {
                     queue,
@@ -124,13 +155,18 @@ impl<C: Connector> Connector for Rewriter<C> {
                     *attempts = *a;
                 }
             }
-            (Request::Enqueue { .. }, Rewrite::EnqueueTwice) => {
-                let reply = self.inner.call(&req)?;
-                self.inner.call(&req)?;
-                return Ok(reply);
-            }
             _ => {}
         }
+        Ok(req)
+    }
+}
+
+impl<C: Connector> Connector for Rewriter<C> {
+    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
+        if let Some(answer) = self.answered(request) {
+            return answer;
+        }
+        let req = self.rewritten(request)?;
         let reply = self.inner.call(&req)?;
         if let (Request::Claim { queue, .. }, Reply::Claim(Some(c))) = (&req, &reply) {
             self.seen.insert((queue.clone(), c.id.clone()), c.attempts);

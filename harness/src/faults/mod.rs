@@ -30,41 +30,21 @@
 //! byte-count toxic would depend on each connector's handshake and pipelining. RESP framing is
 //! small, and std threads with a `TcpListener` are enough for loopback connections.
 
+mod commands;
+mod hold;
 mod replies;
 pub mod resp;
 mod rule;
 
 pub use rule::{Fault, Fired, Matcher, Rule};
 
-use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use resp::{Command, Splitter};
-
-/// Replies withheld until enough commands arrived ([`Proxy::hold`]), in up to `windows_left`
-/// windows: each window ends when `until` commands arrived in it or none came for `quiet`.
-struct Hold {
-    matcher: Matcher,
-    until: u64,
-    quiet: Duration,
-    /// The open window (from 0), and how many may still open after it.
-    window: u32,
-    windows_left: u32,
-    /// Matching commands seen in the open window, and when the last one came.
-    seen: u64,
-    last: Instant,
-    /// The most commands any window saw (capped at `until`), once a window closed.
-    best: Option<u64>,
-    /// Commands that arrived while the hold was open and did not match it, by name and first
-    /// argument (`INCRBY emq-probe:7:held`), with their count: what a connector sent instead.
-    others: std::collections::BTreeMap<String, u64>,
-    /// Every window closed: replies flow.
-    done: bool,
-}
+use hold::Hold;
 
 #[derive(Default)]
 struct State {
@@ -188,47 +168,6 @@ impl Proxy {
     /// Arms a rule.
     pub fn arm(&self, rule: Rule) {
         self.shared.lock().rules.push(rule);
-    }
-
-    /// Withholds the replies to commands `matcher` picks until `until` of them have arrived, or
-    /// none arrived for `quiet`; then every reply flows. A connector that waits for a reply
-    /// before its next command sends one and stalls until `quiet` lets it go.
-    /// With `windows` above 1, a new window opens after each one closes (a connector may send a
-    /// lone first call, then its pipelines).
-    pub fn hold(&self, matcher: Matcher, until: u64, quiet: Duration, windows: u32) {
-        self.shared.lock().hold = Some(Hold {
-            matcher,
-            until,
-            quiet,
-            window: 0,
-            windows_left: windows.max(1),
-            seen: 0,
-            last: Instant::now(),
-            best: None,
-            others: Default::default(),
-            done: false,
-        });
-        self.shared.arrived.notify_all();
-    }
-
-    /// The most held commands that arrived in one window before its replies were let go
-    /// (`None`: no window closed), and ends the hold.
-    pub fn take_held(&self) -> Option<u64> {
-        self.take_hold().0
-    }
-
-    /// [`Proxy::take_held`], and the commands that arrived during the hold without matching it
-    /// (most first, at most five kinds): evidence says what did arrive, not only what did not.
-    pub fn take_hold(&self) -> (Option<u64>, Vec<(String, u64)>) {
-        let h = self.shared.lock().hold.take();
-        self.shared.arrived.notify_all();
-        let Some(h) = h else {
-            return (None, Vec::new());
-        };
-        let mut others: Vec<(String, u64)> = h.others.into_iter().collect();
-        others.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        others.truncate(5);
-        (h.best, others)
     }
 
     /// Disarms every rule that has not fired; returns them.
@@ -368,7 +307,7 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
     let down = std::thread::Builder::new()
         .name(format!("emq-proxy-{conn}-down"))
         .spawn(move || replies::relay(u2, c2, rx, &s2));
-    up(conn, client, upstream, shared, tx);
+    commands::up(conn, client, upstream, shared, tx);
     if let Ok(d) = down {
         let _ = d.join();
     }
@@ -378,178 +317,6 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
 fn close(a: &TcpStream, b: &TcpStream) {
     let _ = a.shutdown(Shutdown::Both);
     let _ = b.shutdown(Shutdown::Both);
-}
-
-/// Client → engine: split into commands, apply the first rule that picks one, forward.
-fn up(
-    conn: u64,
-    mut client: TcpStream,
-    mut upstream: TcpStream,
-    shared: &Shared,
-    tx: mpsc::Sender<Action>,
-) {
-    let mut split = Splitter::default();
-    let mut index = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match client.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        split.feed(&buf[..n]);
-        // Whole commands in this read go up in one write, as the client pipelined them.
-        let mut out = Vec::new();
-        let mut last = None;
-        loop {
-            let cmd = match split.next_command() {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(_) => {
-                    last = Some(Action::Close);
-                    break;
-                }
-            };
-            index += 1;
-            if readonly(shared, conn, &cmd) {
-                let _ = tx.send(Action::Inject(READONLY));
-                continue;
-            }
-            let fault = pick(shared, conn, index, &cmd);
-            match fault {
-                None | Some(Fault::ResetOnConnect) => {
-                    out.extend_from_slice(&cmd.raw);
-                    let _ = tx.send(match held(shared, &cmd, index) {
-                        Some(window) => Action::Held(window),
-                        None => Action::Forward,
-                    });
-                }
-                Some(Fault::DropBefore) => {
-                    last = Some(Action::Close);
-                    break;
-                }
-                Some(f) => {
-                    out.extend_from_slice(&cmd.raw);
-                    let action = match f {
-                        Fault::LostReply => Action::Lose,
-                        Fault::CutReply => Action::Cut,
-                        Fault::Delay(d) => Action::Delay(d),
-                        _ => unreachable!("handled above"),
-                    };
-                    if matches!(f, Fault::Delay(_)) {
-                        let _ = tx.send(action);
-                    } else {
-                        last = Some(action);
-                        break;
-                    }
-                }
-            }
-        }
-        if !out.is_empty() && upstream.write_all(&out).is_err() {
-            break;
-        }
-        if let Some(action) = last {
-            // Nothing after the faulted command goes up; the reply side closes both ends.
-            let _ = tx.send(action);
-            return;
-        }
-    }
-    // The client went away: the reply side forwards what is owed, then closes.
-    drop(tx);
-}
-
-/// The reply of a demoted primary to a write ([`Proxy::readonly_before_now`]).
-const READONLY: &[u8] = b"-READONLY You can't write against a read only replica.\r\n";
-
-/// True when `cmd` on connection `conn` is answered `-READONLY` (and counted).
-fn readonly(shared: &Shared, conn: u64, cmd: &Command) -> bool {
-    let mut s = shared.lock();
-    let hit = conn <= s.readonly_upto && cmd.name() == "EVALSHA";
-    if hit {
-        s.readonly_given += 1;
-    }
-    hit
-}
-
-/// The window of the hold that withholds `cmd`'s reply, if one does (counting it as arrived).
-fn held(shared: &Shared, cmd: &Command, index: u64) -> Option<u32> {
-    let mut s = shared.lock();
-    let h = s.hold.as_mut().filter(|h| !h.done)?;
-    if !h.matcher.matches(cmd, index) {
-        let what = match cmd.arg1() {
-            Some(a) => format!("{} {}", cmd.name(), a.chars().take(64).collect::<String>()),
-            None => cmd.name(),
-        };
-        // Bounded: a connector that floods the proxy with distinct keys names a few of them.
-        if h.others.len() < 64 || h.others.contains_key(&what) {
-            *h.others.entry(what).or_default() += 1;
-        }
-        return None;
-    }
-    h.seen += 1;
-    h.last = Instant::now();
-    let window = h.window;
-    drop(s);
-    shared.arrived.notify_all();
-    Some(window)
-}
-
-/// Waits until window `window` of the hold closes: `until` commands arrived in it, or none for
-/// `quiet`. Closing it opens the next window, if any is left.
-fn wait_for_release(shared: &Shared, window: u32) {
-    let mut s = shared.lock();
-    loop {
-        let Some(h) = s.hold.as_mut() else { return };
-        if h.done || h.window != window {
-            return;
-        }
-        let quiet_for = h.last.elapsed();
-        if h.seen >= h.until || quiet_for >= h.quiet {
-            let got = h.seen.min(h.until);
-            h.best = Some(h.best.map_or(got, |b| b.max(got)));
-            if h.windows_left > 1 {
-                h.windows_left -= 1;
-                h.window += 1;
-                h.seen = 0;
-                h.last = Instant::now();
-            } else {
-                h.done = true;
-            }
-            shared.arrived.notify_all();
-            return;
-        }
-        let wait = h.quiet - quiet_for;
-        s = shared
-            .arrived
-            .wait_timeout(s, wait)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|p| p.into_inner().0);
-    }
-}
-
-/// The first armed rule that picks `cmd`, counting it against every rule it matches.
-fn pick(shared: &Shared, conn: u64, index: u64, cmd: &Command) -> Option<Fault> {
-    let mut s = shared.lock();
-    s.commands += 1;
-    let mut hit = None;
-    for (i, r) in s.rules.iter_mut().enumerate() {
-        if r.fault == Fault::ResetOnConnect || !r.matcher.matches(cmd, index) {
-            continue;
-        }
-        if r.skip > 0 {
-            r.skip -= 1;
-            continue;
-        }
-        hit = Some(i);
-        break;
-    }
-    let rule = s.rules.remove(hit?);
-    s.fired.push(Fired {
-        conn,
-        index,
-        command: Some(cmd.clone()),
-        fault: rule.fault,
-    });
-    Some(rule.fault)
 }
 
 /// How long the reply side waits for a command or the engine before looking again.

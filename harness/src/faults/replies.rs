@@ -5,8 +5,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc;
 
+use super::hold::wait_for_release;
 use super::resp::value_len;
-use super::{Action, IDLE_PEEK, Shared, close, wait_for_release};
+use super::{Action, IDLE_PEEK, Shared, close};
 
 /// What the reply side does next.
 enum Next {

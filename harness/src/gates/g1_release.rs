@@ -75,6 +75,31 @@ pub fn check(
     let harness = admin.own_addrs()?;
     let mut c = ctx.factory.make()?;
     let before = clients(admin, db, &harness)?;
+    let Some((first, settle)) = reconnect(out, &mut *c, admin, db, url, &harness, &before)? else {
+        return Ok(());
+    };
+    if !disconnect(out, &mut *c, admin, db, &harness, (&before, &first), settle)? {
+        return Ok(());
+    }
+    if ctx.engine.is_cluster() {
+        // The proxy fronts one node; a cluster session's other node connections bypass it.
+        return Ok(());
+    }
+    after_a_timeout(ctx, out, admin, db, url, settle)
+}
+
+/// Connect, then connect the connected session again: the connections the first connect opened
+/// must leave the engine's list (R5.13). Those connections and how long a closed one is given to
+/// leave, or `None` when a connect failed (the outcome says so).
+fn reconnect(
+    out: &mut GateOutcome,
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    db: u32,
+    url: &crate::engine::Target,
+    harness: &[String],
+    before: &BTreeSet<Client>,
+) -> Result<Option<(BTreeSet<Client>, Duration)>, GateError> {
     let mut slowest = Duration::ZERO;
     let mut timed_connect = |c: &mut (dyn Connector + Send)| {
         let t0 = Instant::now();
@@ -87,10 +112,10 @@ pub fn check(
             "connect of session {SESSION} failed ({})",
             e.evidence()
         ));
-        return Ok(());
+        return Ok(None);
     }
-    let first: BTreeSet<Client> = clients(admin, db, &harness)?
-        .difference(&before)
+    let first: BTreeSet<Client> = clients(admin, db, harness)?
+        .difference(before)
         .cloned()
         .collect();
     if let Err(e) = timed_connect(&mut *c) {
@@ -98,11 +123,11 @@ pub fn check(
             "a second connect of the connected session {SESSION} failed ({})",
             e.evidence()
         ));
-        return Ok(());
+        return Ok(None);
     }
     let settle = SETTLE_MIN.max(slowest * 10);
     out.figure("release_settle_ms", settle.as_millis() as u64);
-    let left = still_open(admin, db, &harness, &first, settle)?;
+    let left = still_open(admin, db, harness, &first, settle)?;
     out.check(
         left.is_empty(),
         if left.is_empty() {
@@ -117,23 +142,39 @@ pub fn check(
             )
         },
     );
+    Ok(Some((first, settle)))
+}
+
+/// A verb on each primary's queue, then disconnect: every connection the session opened beside
+/// `known` (the connector's before it connected, and its first connect's) must leave the list
+/// (R5.13). False when a call failed (the outcome says so).
+fn disconnect(
+    out: &mut GateOutcome,
+    c: &mut (dyn Connector + Send),
+    admin: &mut Admin,
+    db: u32,
+    harness: &[String],
+    known: (&BTreeSet<Client>, &BTreeSet<Client>),
+    settle: Duration,
+) -> Result<bool, GateError> {
+    let (before, first) = known;
     // A queue on every primary, so a cluster session's node connections open too.
     for q in admin.one_name_per_primary(QUEUE) {
         if let Err(e) = c.enqueue(SESSION, &q, "r", 0) {
             out.fail(format!("enqueue on {q} failed ({})", e.evidence()));
-            return Ok(());
+            return Ok(false);
         }
     }
-    let opened: BTreeSet<Client> = clients(admin, db, &harness)?
-        .difference(&before)
+    let opened: BTreeSet<Client> = clients(admin, db, harness)?
+        .difference(before)
         .filter(|k| !first.contains(k))
         .cloned()
         .collect();
     if let Err(e) = c.disconnect(SESSION) {
         out.fail(format!("disconnect of {SESSION} failed ({})", e.evidence()));
-        return Ok(());
+        return Ok(false);
     }
-    let left = still_open(admin, db, &harness, &opened, settle)?;
+    let left = still_open(admin, db, harness, &opened, settle)?;
     out.figure("release_connections", opened.len() as u64);
     out.check(
         left.is_empty(),
@@ -149,11 +190,7 @@ pub fn check(
             )
         },
     );
-    if ctx.engine.is_cluster() {
-        // The proxy fronts one node; a cluster session's other node connections bypass it.
-        return Ok(());
-    }
-    after_a_timeout(ctx, out, admin, db, url, settle)
+    Ok(true)
 }
 
 /// A call whose reply is held [`HOLD`] by the fault proxy, then `disconnect`: every connection

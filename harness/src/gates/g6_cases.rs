@@ -1,6 +1,7 @@
 //! G6: every YAML case of `cases/` passes against the connector, each in a database of its own.
 
 use crate::gates::{CaseOutcome, GateContext, GateError, GateOutcome, Verdict};
+use crate::suites::cases::format::Case;
 use crate::suites::cases::runner::{Mode, run_case};
 
 /// Databases G6 uses: one per case, above the test suite's and below the other gates'.
@@ -23,33 +24,16 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     let mut widest: Option<i64> = None;
     for (i, case) in cases.iter().enumerate() {
         if setup_failures >= GIVE_UP_AFTER {
-            out.fail(format!(
-                "{} cases not run: the connector could not even connect in the last {GIVE_UP_AFTER}",
-                cases.len() - i
-            ));
-            failed += cases.len() - i;
-            for rest in &cases[i..] {
-                out.cases.push(CaseOutcome {
-                    id: rest.id.clone(),
-                    verdict: Verdict::Error,
-                    message: Some("not run: the connector could not connect".into()),
-                    wall: std::time::Duration::ZERO,
-                });
-            }
+            failed += give_up(out, &cases[i..]);
             break;
         }
         (ctx.progress)(&format!("G6 case {}/{}: {}", i + 1, cases.len(), case.id));
-        let connector = match current.take() {
-            Some(c) => Ok(c),
-            None => ctx.factory.make(),
-        };
-        let mut connector = match connector {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(GateError::instrument(format!(
-                    "cannot start the connector: {e}"
-                )));
-            }
+        let mut connector = match current.take() {
+            Some(c) => c,
+            None => ctx
+                .factory
+                .make()
+                .map_err(|e| GateError::instrument(format!("cannot start the connector: {e}")))?,
         };
         let db = FIRST_DB + (i as u32 % 600);
         let t0 = std::time::Instant::now();
@@ -65,9 +49,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
             } else {
                 Verdict::Pass
             },
-            message: failure
-                .as_ref()
-                .map(|f| f.to_string().lines().next().unwrap_or_default().to_string()),
+            message: failure.as_ref().map(first_line),
             wall: t0.elapsed(),
         });
         match failure {
@@ -78,7 +60,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
             Some(f) => {
                 failed += 1;
                 setup_failures = if f.step == 0 { setup_failures + 1 } else { 0 };
-                out.fail(f.to_string().lines().next().unwrap_or_default().to_string());
+                out.fail(first_line(&f));
                 let tail = connector.log_tail();
                 if !tail.is_empty() {
                     out.figure(&format!("log_{}", case.id), tail);
@@ -94,4 +76,27 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
         format!("{} of {} cases passed", cases.len() - failed, cases.len()),
     );
     Ok(())
+}
+
+/// The cases left when the connector could not connect [`GIVE_UP_AFTER`] times in a row: each
+/// an ERROR, not run; how many.
+fn give_up(out: &mut GateOutcome, rest: &[Case]) -> usize {
+    out.fail(format!(
+        "{} cases not run: the connector could not even connect in the last {GIVE_UP_AFTER}",
+        rest.len()
+    ));
+    for case in rest {
+        out.cases.push(CaseOutcome {
+            id: case.id.clone(),
+            verdict: Verdict::Error,
+            message: Some("not run: the connector could not connect".into()),
+            wall: std::time::Duration::ZERO,
+        });
+    }
+    rest.len()
+}
+
+/// A failure's first line: the case's verdict message and the gate's evidence.
+fn first_line(f: &impl std::fmt::Display) -> String {
+    f.to_string().lines().next().unwrap_or_default().to_string()
 }

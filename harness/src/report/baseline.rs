@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
 use crate::error::{ExitCode, HarnessError};
-use crate::gates::rules::{CATALOGUE, RuleId, cited};
+use crate::gates::rules::{CATALOGUE, Rule, RuleId, cited};
 use crate::gates::{GateId, Severity, Verdict};
 use crate::report::Record;
 
@@ -197,41 +197,59 @@ impl Baseline {
             Target::Rule(id) => rule_of(id).map(|rule| (e, rule)),
             Target::Gate(_) => None,
         });
+        let rules: Vec<_> = rules.collect();
         if gate.id == GateId::G6 && !gate.cases.is_empty() {
-            let failing: Vec<&str> = gate
-                .cases
+            return self.expecting_cases(gate, &rules);
+        }
+        self.expecting_lines(gate, &rules)
+    }
+
+    /// G6's failure: expected when every failing case is one a rule entry names (the entries
+    /// that do), else `Err` with the cases none names.
+    fn expecting_cases(
+        &self,
+        gate: &crate::report::GateVerdict,
+        rules: &[(&Entry, &Rule)],
+    ) -> Result<Vec<EntryRef>, Vec<String>> {
+        let failing: Vec<&str> = gate
+            .cases
+            .iter()
+            .filter(|c| c.verdict != Verdict::Pass)
+            .map(|c| c.id.as_str())
+            .collect();
+        let mut by: Vec<EntryRef> = Vec::new();
+        let mut none: Vec<String> = Vec::new();
+        for case in &failing {
+            let covering: Vec<EntryRef> = rules
                 .iter()
-                .filter(|c| c.verdict != Verdict::Pass)
-                .map(|c| c.id.as_str())
+                .filter(|(_, rule)| rule.cases.contains(case))
+                .map(|(e, _)| self.cite(e))
                 .collect();
-            let mut by: Vec<EntryRef> = Vec::new();
-            let mut none: Vec<String> = Vec::new();
-            let rules: Vec<_> = rules.collect();
-            for case in &failing {
-                let covering: Vec<EntryRef> = rules
-                    .iter()
-                    .filter(|(_, rule)| rule.cases.contains(case))
-                    .map(|(e, _)| self.cite(e))
-                    .collect();
-                if covering.is_empty() {
-                    none.push((*case).to_string());
-                }
-                for c in covering {
-                    if !by.contains(&c) {
-                        by.push(c);
-                    }
+            if covering.is_empty() {
+                none.push((*case).to_string());
+            }
+            for c in covering {
+                if !by.contains(&c) {
+                    by.push(c);
                 }
             }
-            // G6 failed with every case passing (it could not load them): no rule names that.
-            return if none.is_empty() && !failing.is_empty() {
-                Ok(by)
-            } else {
-                Err(none)
-            };
         }
+        // G6 failed with every case passing (it could not load them): no rule names that.
+        if none.is_empty() && !failing.is_empty() {
+            Ok(by)
+        } else {
+            Err(none)
+        }
+    }
+
+    /// Any other gate's failure: each FAIL line is expected by the rule entries it concerns.
+    fn expecting_lines(
+        &self,
+        gate: &crate::report::GateVerdict,
+        rules: &[(&Entry, &Rule)],
+    ) -> Result<Vec<EntryRef>, Vec<String>> {
         // Each FAIL line is expected by the rule entries it concerns: those it cites, or, citing
         // none, those of the gate's rules; a line none expects is a new failure.
-        let rules: Vec<_> = rules.collect();
         let mut by: Vec<EntryRef> = Vec::new();
         let mut fails: Vec<crate::gates::Evidence> = gate
             .evidence

@@ -27,121 +27,28 @@
 //! println!("{}", c.hello().unwrap().name);
 //! ```
 
+mod exchange;
 mod factory;
 mod process;
+mod spec;
 mod stop;
 mod wire;
 mod wirelog;
 mod words;
 
 pub use factory::ChildFactory;
+pub use spec::{ChildSpec, DEFAULT_MAX_RESTARTS, DEFAULT_TIMEOUT, LOG_LINES, PER_COMMAND};
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use serde_json::Value;
-
 pub use self::process::MAX_LINE;
-use self::process::{Line, Ring, Running, push_line};
-use self::wire::{decode_error, encode};
-use self::words::{ended, quote, secs};
+use self::process::{Ring, Running, push_line};
+use self::words::{ended, quote};
 use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
-
-/// The per-request timeout unless a spec says otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// What each command of a `batch` or `pipeline_probe` adds to the timeout: 250 µs, so a runtime
-/// that pipelines at least 4 000 commands/s is never cut short (the Python connector does about
-/// 20 000/s), and a batch of 100 000 gets the base timeout plus 25 s.
-pub const PER_COMMAND: Duration = Duration::from_micros(250);
-/// How many restarts one connector allows unless told otherwise.
-pub const DEFAULT_MAX_RESTARTS: u32 = 3;
-/// How many stderr lines [`Connector::log_tail`] keeps.
-pub const LOG_LINES: usize = 200;
-
-/// How to start a connector: argv (no shell), per-request timeout, extra environment, directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildSpec {
-    /// Program and arguments; `argv[0]` is looked up on `PATH` as usual.
-    pub argv: Vec<String>,
-    /// Per request; `batch` and `pipeline_probe` get [`PER_COMMAND`] more per command.
-    pub timeout: Duration,
-    /// Added to (or overriding) the harness's own environment.
-    pub env: Vec<(String, String)>,
-    /// Working directory; the harness's own when `None`.
-    pub cwd: Option<PathBuf>,
-    /// Append every request and reply here as JSON lines (`--wire-log`).
-    pub wire_log: Option<PathBuf>,
-}
-
-impl Default for ChildSpec {
-    fn default() -> Self {
-        Self {
-            argv: Vec::new(),
-            timeout: DEFAULT_TIMEOUT,
-            env: Vec::new(),
-            cwd: None,
-            wire_log: None,
-        }
-    }
-}
-
-impl ChildSpec {
-    /// A spec with the default timeout, no extra environment, the current directory.
-    pub fn new<I, S>(argv: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        Self {
-            argv: argv.into_iter().map(Into::into).collect(),
-            ..Self::default()
-        }
-    }
-
-    /// The same spec with another per-request timeout.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The same spec with one more environment variable.
-    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.env.push((key.into(), value.into()));
-        self
-    }
-
-    /// The same spec, logging every exchanged line to `path` (see `wirelog`).
-    pub fn with_wire_log(mut self, path: impl Into<PathBuf>) -> Self {
-        self.wire_log = Some(path.into());
-        self
-    }
-
-    /// The timeout of one request: the base [`ChildSpec::timeout`], plus [`PER_COMMAND`] per
-    /// command for `batch` (`n` enqueues) and `pipeline_probe` (`n` INCR). Only commands the
-    /// connector must send count: a request whose arguments it must reject (SPEC §4, e.g. a probe
-    /// of more than 1 000 000) gets the base timeout.
-    pub fn timeout_for(&self, request: &Request) -> Duration {
-        let commands = match request {
-            Request::Batch { n, .. } | Request::PipelineProbe { n, .. } => *n,
-            _ => 0,
-        };
-        if commands <= 0 || crate::connector::args::validate(request).is_err() {
-            return self.timeout;
-        }
-        let commands = u32::try_from(commands).unwrap_or(u32::MAX);
-        self.timeout
-            .saturating_add(PER_COMMAND.saturating_mul(commands))
-    }
-
-    fn program(&self) -> &str {
-        self.argv.first().map_or("", String::as_str)
-    }
-}
 
 /// The first timeout among the connectors of one [`ChildFactory`] since its last reset: shared
 /// by the factory and every connector it made.
@@ -362,165 +269,6 @@ impl ChildConnector {
         }
         drop(tail);
         self.die(msg)
-    }
-
-    fn exchange(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        self.refuse_if_dead(request)?;
-        factory::settle(self)?;
-        self.seq += 1;
-        let seq = self.seq;
-        let what = format!("{} (seq {seq})", request.cmd());
-        let line = encode(request, seq, &what)?;
-        let text = self.round_trip(request, &what, line)?;
-        self.answered = Some(what.clone());
-        let reply = self.parse_reply(request, seq, &text)?;
-        self.decode_reply(request, &what, reply, &text)
-    }
-
-    /// A dead child, or one whose sibling hung, is not sent anything.
-    fn refuse_if_dead(&mut self, request: &Request) -> Result<(), ConnectorError> {
-        if self.dead.is_none()
-            && let Some(first) = first_hang(&self.hung)
-        {
-            // A sibling timed out: this one is not waited on either.
-            self.death = Some(StartReason::Timeout);
-            self.die(hung_reason(&first));
-        }
-        if let Some(why) = &self.dead {
-            return Err(ConnectorError::internal(format!(
-                "connector is dead ({why}); not sending {}",
-                request.cmd()
-            )));
-        }
-        Ok(())
-    }
-
-    /// Sends one line and waits, within the request's timeout, for one line back.
-    fn round_trip(
-        &mut self,
-        request: &Request,
-        what: &str,
-        line: Vec<u8>,
-    ) -> Result<String, ConnectorError> {
-        let Some(p) = self.proc.as_mut() else {
-            return Err(self.die(format!("connector is not running; not sending {what}")));
-        };
-        // A line nobody asked for (a second answer, a stray print) breaks the protocol. The
-        // message names the line and where it came: the FAIL line of the call it broke shows it.
-        match p.stdout.try_recv() {
-            Ok(extra) => {
-                let after = match &self.answered {
-                    Some(a) => format!("after its answer to {a}, "),
-                    None => String::new(),
-                };
-                return Err(self.die(format!(
-                    "connector printed a line nobody asked for ({after}before {what}): {}",
-                    quote(&extra.shown())
-                )));
-            }
-            Err(mpsc::TryRecvError::Disconnected) => {
-                return Err(self.exited(&format!("before {what}"), false));
-            }
-            Err(mpsc::TryRecvError::Empty) => {}
-        }
-        if let Some(w) = self.wire_log.as_mut() {
-            w.line(Some(p.pid), "send", &line);
-        }
-        let sent = p.stdin.as_ref().is_some_and(|tx| tx.send(line).is_ok());
-        if !sent {
-            return Err(self.exited(&format!("before {what}"), true));
-        }
-        let timeout = self.spec.timeout_for(request);
-        let answer = p.stdout.recv_timeout(timeout);
-        match answer {
-            Ok(Line::TooLong(len)) => Err(self.die(format!(
-                "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
-                process::MAX_LINE
-            ))),
-            Ok(Line::Text(text)) => {
-                if let Some(w) = self.wire_log.as_mut() {
-                    w.line(Some(p.pid), "recv", text.as_bytes());
-                }
-                Ok(text)
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                let message = format!("no answer to {what} within {}", secs(timeout));
-                self.hung
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert_with(|| message.clone());
-                self.death = Some(StartReason::Timeout);
-                Err(self.die(message))
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                Err(self.exited(&format!("during {what}"), false))
-            }
-        }
-    }
-
-    /// The answer line must be a JSON object carrying the request's seq.
-    fn parse_reply(
-        &mut self,
-        request: &Request,
-        seq: u64,
-        text: &str,
-    ) -> Result<serde_json::Map<String, Value>, ConnectorError> {
-        let reply: Value = match serde_json::from_str(text) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Err(self.die(format!(
-                    "connector printed a non-JSON line: {}",
-                    quote(text)
-                )));
-            }
-        };
-        match reply.get("seq") {
-            Some(Value::Number(n)) if n.as_u64() == Some(seq) => {}
-            Some(other) => {
-                return Err(self.die(format!(
-                    "connector answered seq {other} to request seq {seq} ({})",
-                    request.cmd()
-                )));
-            }
-            None => {
-                return Err(self.die(format!(
-                    "connector answered without a seq to request seq {seq} ({}): {}",
-                    request.cmd(),
-                    quote(text)
-                )));
-            }
-        }
-        let Value::Object(reply) = reply else {
-            unreachable!("matched an object above")
-        };
-        Ok(reply)
-    }
-
-    /// Exactly one of "ok" (decoded as the verb's reply) and "error".
-    fn decode_reply(
-        &mut self,
-        request: &Request,
-        what: &str,
-        mut reply: serde_json::Map<String, Value>,
-        text: &str,
-    ) -> Result<Reply, ConnectorError> {
-        match (reply.remove("ok"), reply.remove("error")) {
-            (Some(ok), None) => {
-                let shown = quote(&ok.to_string());
-                // Decoded once, into the verb's reply: the error names the field and the rule.
-                request.decode_ok(ok).map_err(|e| {
-                    ConnectorError::internal(format!(
-                        "connector answered {what} with a value of the wrong shape: {shown} ({} reply: {e})",
-                        request.cmd()
-                    ))
-                })
-            }
-            (None, Some(err)) => Err(decode_error(what, err)),
-            _ => Err(self.die(format!(
-                "connector answered {what} with neither exactly one of \"ok\" and \"error\": {}",
-                quote(text)
-            ))),
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! Engine-free tests of the child connector's pure parts.
-use super::words::QUOTE_CHARS;
+use super::words::{QUOTE_CHARS, secs};
 use super::*;
 
 #[test]

@@ -13,11 +13,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod dispatch;
+mod fence;
 mod link;
+#[cfg(feature = "doubles")]
+mod lowering;
 mod permits;
 mod pipelined;
 mod quirks;
 mod resp;
+mod scripts;
 
 pub use link::Ask;
 use link::{Dial, Link};
@@ -239,81 +243,6 @@ impl Reference {
         Ok(())
     }
 
-    fn read_fence(link: &mut Link) -> Result<HashMap<String, String>, ConnectorError> {
-        let v = link
-            .send(redis::cmd("HGETALL").arg(FENCE_KEY))
-            .map_err(engine_err)?;
-        redis::from_redis_value(v).map_err(|e| ConnectorError::internal(e.to_string()))
-    }
-
-    /// SPEC §3: read; install with `HSETNX` in one `MULTI`/`EXEC` when absent; judge the protocol.
-    fn check_fence(&mut self, link: &mut Link) -> Result<(), ConnectorError> {
-        let mut fence = Self::read_fence(link)?;
-        if fence.is_empty() {
-            let mut p = redis::pipe();
-            p.atomic();
-            for (field, value) in [
-                ("protocol", self.protocol.to_string()),
-                ("bundle", self.bundle_version.clone()),
-                ("digest", self.digest.clone()),
-            ] {
-                p.add_command(
-                    redis::cmd("HSETNX")
-                        .arg(FENCE_KEY)
-                        .arg(field)
-                        .arg(value)
-                        .to_owned(),
-                );
-            }
-            link.transaction(FENCE_KEY, &p, 3).map_err(engine_err)?;
-            fence = Self::read_fence(link)?;
-        }
-        let theirs = fence
-            .get("protocol")
-            .map(String::as_str)
-            .unwrap_or("<none>");
-        if theirs != self.protocol.to_string() {
-            return Err(ConnectorError::new(
-                ErrorKind::Fence,
-                format!(
-                    "fence protocol {theirs} (bundle {}) does not match connector protocol {}",
-                    fence.get("bundle").map(String::as_str).unwrap_or("<none>"),
-                    self.protocol
-                ),
-            ));
-        }
-        if fence.get("digest") != Some(&self.digest) {
-            self.log.push(format!(
-                "warning: fence digest {:?} differs from ours {}",
-                fence.get("digest"),
-                self.digest
-            ));
-        }
-        Ok(())
-    }
-
-    /// `SCRIPT LOAD` of `script` on the node that serves `key` (R4.9, R8.2).
-    fn load(
-        link: &mut Link,
-        key: &str,
-        script: &Loaded,
-        quirks: Quirks,
-    ) -> Result<(), ConnectorError> {
-        let reply = if quirks.load_on_seed {
-            link.load_on_seed(&script.source)
-        } else {
-            link.load_for(key, &script.source)
-        };
-        let sha = text(&reply.map_err(engine_err)?).unwrap_or_default();
-        if sha != script.sha {
-            return Err(ConnectorError::internal(format!(
-                "engine says sha {sha}, expected {}",
-                script.sha
-            )));
-        }
-        Ok(())
-    }
-
     /// The session's link, reconnected first (the fence read again, R3.1) when a followed
     /// `MOVED` left its slot map stale.
     fn live(&mut self, session: &str) -> Result<&mut Link, ConnectorError> {
@@ -365,60 +294,6 @@ impl Reference {
         Ok(link)
     }
 
-    /// EVALSHA-first: one `SCRIPT LOAD` on a `NOSCRIPT` miss, then the same call again.
-    fn run(
-        &mut self,
-        session: &str,
-        name: &str,
-        keys: &[String],
-        args: &[&[u8]],
-    ) -> Result<Value, ConnectorError> {
-        let quirks = self.quirks;
-        self.live(session)?;
-        self.fence_before_script(session)?;
-        let script = &self.scripts[name];
-        let link = self
-            .sessions
-            .get_mut(session)
-            .expect("live() kept the session");
-        if quirks.silent_node_reconnect && link.is_cluster() {
-            // The double's pool check: a dead node connection is replaced, no fence read.
-            if link.ping_for(&keys[0]).is_err() {
-                let _ = link.reconnect();
-            }
-        }
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&script.sha).arg(keys.len()).arg(keys);
-        for a in args {
-            cmd.arg(*a);
-        }
-        let sent = link.send(&cmd);
-        let sent = self.permits.again_after_tryagain(link, &cmd, sent);
-        if (quirks.abandon_on_timeout || self.permits.short_timeout)
-            && let Err(e) = &sent
-            && e.is_timeout()
-        {
-            self.abandon(session)?;
-            return sent.map_err(engine_err);
-        }
-        match sent {
-            Err(e) if is_noscript(&e) && quirks.preload_only => Err(engine_err(e)),
-            Err(e) if is_noscript(&e) && quirks.eval_on_noscript => {
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(&script.source[..]).arg(keys.len()).arg(keys);
-                for a in args {
-                    eval.arg(*a);
-                }
-                link.send(&eval).map_err(engine_err)
-            }
-            Err(e) if is_noscript(&e) => {
-                Self::load(link, &keys[0], script, quirks)?;
-                link.send(&cmd).map_err(engine_err)
-            }
-            other => other.map_err(engine_err),
-        }
-    }
-
     /// After a read timeout: a new fenced connection for `session`. The old one is closed
     /// ([`Permits::short_timeout`], R5.13), or kept open in `leaked`, never closed
     /// ([`Quirks::abandon_on_timeout`]).
@@ -457,88 +332,6 @@ impl Reference {
                 .map(|(k, v)| ((*k).to_string(), v.sha.clone()))
                 .collect(),
         }
-    }
-}
-
-/// The lowering a double needs to break one rule on the wire (`crate::doubles`), compiled only
-/// with the `doubles` feature: the production connector has no fault branch and no raw escape.
-#[cfg(feature = "doubles")]
-impl Reference {
-    /// Replaces the job-root builder (a double sends an untagged root).
-    pub fn with_root(mut self, root: fn(&str) -> String) -> Self {
-        self.root = root;
-        self
-    }
-
-    /// Answers `request` without validating its arguments first (a double that skips one check).
-    pub fn call_unvalidated(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        self.dispatch(request)
-    }
-
-    /// Breaks SPEC the way `quirks` says (a cluster double, or the probe's `INCRBY`).
-    pub fn with_quirks(mut self, quirks: Quirks) -> Self {
-        self.quirks = quirks;
-        self
-    }
-
-    /// Takes the permitted paths `permits` names (a permission double: it must PASS).
-    pub fn with_permits(mut self, permits: Permits) -> Self {
-        self.permits = permits;
-        self
-    }
-
-    /// Connects `session` to `target` without reading the fence.
-    pub fn connect_unfenced(
-        &mut self,
-        session: &str,
-        target: &crate::engine::Target,
-    ) -> Result<(), ConnectorError> {
-        let dial = self.dial(&target.url, target.cluster, target.ca_file.as_deref())?;
-        let link = Self::open(&dial)?;
-        self.sessions.insert(session.to_string(), link);
-        Ok(())
-    }
-
-    /// `SCRIPT LOAD` of script `name` on `session` (on a cluster, on the node of `key`).
-    pub fn script_load(
-        &mut self,
-        session: &str,
-        name: &str,
-        key: &str,
-    ) -> Result<(), ConnectorError> {
-        let quirks = self.quirks;
-        let script = &self.scripts[name];
-        let link = self
-            .sessions
-            .get_mut(session)
-            .ok_or_else(|| ConnectorError::invalid(format!("unknown session {session:?}")))?;
-        Self::load(link, key, script, quirks)
-    }
-
-    /// Any command on `session`; the reply as text (`None` for nil; an array's items one a line).
-    pub fn raw(&mut self, session: &str, args: &[&str]) -> Result<Option<String>, ConnectorError> {
-        let link = self.session(session)?;
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        let v: Value = link.send(&cmd).map_err(engine_err)?;
-        Ok(match v {
-            Value::Nil => None,
-            Value::Array(items) => Some(
-                items
-                    .iter()
-                    .map(|i| text(i).or_else(|| int(i).map(|n| n.to_string())))
-                    .map(Option::unwrap_or_default)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
-            other => Some(
-                text(&other)
-                    .or_else(|| int(&other).map(|n| n.to_string()))
-                    .unwrap_or_default(),
-            ),
-        })
     }
 }
 

@@ -165,68 +165,85 @@ pub fn parse(file: &Path, text: &str) -> Result<Case, HarnessError> {
 
 /// [`parse`], the file named `shown` in messages.
 fn parse_shown(file: &Path, shown: &str, text: &str) -> Result<Case, HarnessError> {
+    let raw = read_yaml(shown, text)?;
+    let id_loc = raw.id.referenced;
+    let id = raw.id.value;
+    let at_id = |msg: String| bad(shown, id_loc.line(), id_loc.column(), msg);
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(at_id(format!("id {id:?} must be [a-z0-9-]+")));
+    }
+    let sessions = raw.sessions.unwrap_or_else(|| vec!["main".into()]);
+    if sessions.is_empty() {
+        return Err(at_id("sessions must not be empty".into()));
+    }
+    let manual_connect = manual_connect(shown, raw.connect)?;
+    if raw.steps.is_empty() {
+        return Err(at_id("a case needs at least one step".into()));
+    }
+    let steps = parse_steps(shown, raw.steps, &sessions)?;
+    Ok(Case {
+        id,
+        description: raw.description,
+        tags: raw.tags,
+        sessions,
+        manual_connect,
+        fence: raw.fence,
+        setup: raw.setup,
+        steps,
+        file: file.to_path_buf(),
+        shown: shown.to_string(),
+        id_at: (id_loc.line(), id_loc.column()),
+    })
+}
+
+/// The case file's YAML, located errors naming the line once.
+fn read_yaml(shown: &str, text: &str) -> Result<RawCase, HarnessError> {
     // YAML 1.2 booleans only: `payload: y` is the string "y", not true.
     let options = serde_saphyr::options! { strict_booleans: true, with_snippet: false };
-    let raw: RawCase = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
         let msg = e.to_string();
         let first = msg.lines().next().unwrap_or("invalid YAML");
         // The location leads the line already; drop the parser's own " at line N, column M".
         let first = first.split(" at line ").next().unwrap_or(first).to_string();
         bad(shown, line, col, first)
-    })?;
-    let id_loc = raw.id.referenced;
-    let id = raw.id.value;
-    if id.is_empty()
-        || !id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        return Err(bad(
+    })
+}
+
+/// `connect:`: `auto` (the default) or `manual`.
+fn manual_connect(shown: &str, connect: Option<Spanned<String>>) -> Result<bool, HarnessError> {
+    match connect {
+        None => Ok(false),
+        Some(c) if c.value == "auto" => Ok(false),
+        Some(c) if c.value == "manual" => Ok(true),
+        Some(c) => Err(bad(
             shown,
-            id_loc.line(),
-            id_loc.column(),
-            format!("id {id:?} must be [a-z0-9-]+"),
-        ));
+            c.referenced.line(),
+            c.referenced.column(),
+            format!("connect must be auto or manual, not {:?}", c.value),
+        )),
     }
-    let sessions = raw.sessions.unwrap_or_else(|| vec!["main".into()]);
-    if sessions.is_empty() {
-        return Err(bad(
-            shown,
-            id_loc.line(),
-            id_loc.column(),
-            "sessions must not be empty",
-        ));
-    }
-    let manual_connect = match raw.connect {
-        None => false,
-        Some(c) if c.value == "auto" => false,
-        Some(c) if c.value == "manual" => true,
-        Some(c) => {
-            return Err(bad(
-                shown,
-                c.referenced.line(),
-                c.referenced.column(),
-                format!("connect must be auto or manual, not {:?}", c.value),
-            ));
-        }
-    };
-    if raw.steps.is_empty() {
-        return Err(bad(
-            shown,
-            id_loc.line(),
-            id_loc.column(),
-            "a case needs at least one step",
-        ));
-    }
+}
+
+/// The steps in order, each repeated `times`, each located at its own line; a step may use only
+/// the captures of the steps before it.
+fn parse_steps(
+    shown: &str,
+    raw: Vec<Spanned<Map<String, Value>>>,
+    sessions: &[String],
+) -> Result<Vec<Step>, HarnessError> {
     let mut captured = BTreeSet::new();
     let mut steps = Vec::new();
-    for (i, s) in raw.steps.into_iter().enumerate() {
+    for (i, s) in raw.into_iter().enumerate() {
         let (line, col) = (s.referenced.line(), s.referenced.column());
         let mut value = s.value;
         let times = take_times(&mut value)
             .map_err(|m| bad(shown, line, col, format!("step {}: {m}", i + 1)))?;
-        let step = parse_step(value, &sessions, &captured)
+        let step = parse_step(value, sessions, &captured)
             .map_err(|m| bad(shown, line, col, format!("step {}: {m}", i + 1)))?;
         if times > 1 && step.capture.is_some() {
             return Err(bad(
@@ -241,19 +258,7 @@ fn parse_shown(file: &Path, shown: &str, text: &str) -> Result<Case, HarnessErro
         }
         steps.extend(std::iter::repeat_n(Step { line, col, ..step }, times));
     }
-    Ok(Case {
-        id,
-        description: raw.description,
-        tags: raw.tags,
-        sessions,
-        manual_connect,
-        fence: raw.fence,
-        setup: raw.setup,
-        steps,
-        file: file.to_path_buf(),
-        shown: shown.to_string(),
-        id_at: (id_loc.line(), id_loc.column()),
-    })
+    Ok(steps)
 }
 
 const STEP_KEYS: [&str; 4] = ["session", "as", "ok", "error"];

@@ -13,6 +13,11 @@
 //! no way to know which calls ran. Pipelines therefore go on a plain connection per node, to the
 //! node the slot map (read from the cluster client with `CLUSTER SLOTS`) names for their slot.
 
+mod dial;
+mod pipes;
+
+pub(super) use dial::Dial;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -21,111 +26,10 @@ use redis::cluster::{ClusterClient, ClusterConnection};
 use crate::engine::admin::shards::{self, SlotMap};
 use crate::protocol::url::EngineUrl;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{
-    Cmd, ConnectionLike, ErrorKind as RedisKind, Pipeline, RedisResult, ServerErrorKind, Value,
-};
+use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, ServerErrorKind, Value};
 
 /// How many redirects one command may follow before it fails (a slot migrating back and forth).
 const MAX_REDIRECTS: usize = 5;
-
-/// Where a session connects: its url, whether it names a cluster's seed, and on `rediss://` the
-/// CA certificates (PEM) it trusts, only those (SPEC R10.1, R10.3).
-#[derive(Debug, Clone)]
-pub(super) struct Dial {
-    pub url: String,
-    pub cluster: bool,
-    pub ca: Option<Vec<u8>>,
-    /// A double's TLS departures ([`super::Quirks::tls_accept_any`], `tls_skip_names`).
-    pub accept_any: bool,
-    pub skip_names: bool,
-    /// A double's: the seed verified, the cluster's nodes not ([`super::Quirks::tls_seed_only`]).
-    pub seed_only: bool,
-    /// A permission double's paths ([`super::Permits::resp3`], `greet`).
-    pub permits: super::Permits,
-}
-
-impl Dial {
-    /// A client for one node at `url`: over TLS with the session's CA, when it has one.
-    /// A cluster client on `seeds`, no retries (R4.17), with the session's trust on every node
-    /// (R10.2: the nodes it discovers and every fresh client after a loss, not the seed only).
-    fn cluster_client(&self, seeds: Vec<String>, timeout: Duration) -> RedisResult<ClusterClient> {
-        let mut builder = ClusterClient::builder(seeds)
-            .retries(0)
-            .connection_timeout(timeout)
-            .response_timeout(timeout);
-        if self.permits.resp3 {
-            builder = builder.use_protocol(redis::ProtocolVersion::RESP3);
-        }
-        if self.accept_any || self.skip_names || self.seed_only {
-            // A double's: the cluster client checks neither the chain nor the name.
-            builder = builder.tls(redis::cluster::TlsMode::Insecure);
-        } else if let Some(pem) = &self.ca {
-            builder = builder.certs(redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.clone()),
-            });
-        }
-        builder.build()
-    }
-
-    fn client(&self, url: &str) -> RedisResult<redis::Client> {
-        let url = if self.accept_any && url.starts_with("rediss://") {
-            format!("{url}#insecure")
-        } else {
-            url.to_string()
-        };
-        let client = match &self.ca {
-            Some(pem) => redis::Client::build_with_tls(
-                url.as_str(),
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            )?,
-            None => redis::Client::open(url.as_str())?,
-        };
-        if !self.skip_names && !self.permits.resp3 {
-            return Ok(client);
-        }
-        let mut info = client.get_connection_info().clone();
-        if self.permits.resp3 {
-            // `HELLO 3 AUTH user password` in place of `AUTH` (P4.5).
-            let settings = info
-                .redis_settings()
-                .clone()
-                .set_protocol(redis::ProtocolVersion::RESP3);
-            info = info.set_redis_settings(settings);
-        }
-        if self.skip_names {
-            let mut addr = info.addr().clone();
-            addr.set_danger_accept_invalid_hostnames(true);
-            info = info.set_addr(addr);
-        }
-        redis::Client::open(info)
-    }
-
-    /// A new plain connection to `url`, with the session's timeouts, greeted as a permission
-    /// double asks ([`super::Permits::greet`]).
-    fn connection(&self, url: &str, timeout: Duration) -> RedisResult<redis::Connection> {
-        let mut con = self.client(url)?.get_connection_with_timeout(timeout)?;
-        con.set_read_timeout(Some(timeout))?;
-        con.set_write_timeout(Some(timeout))?;
-        if self.permits.greet {
-            // A client library's set-up: a health check, a name, a transaction it gave up.
-            for args in [
-                &["PING"][..],
-                &["CLIENT", "SETNAME", "echomq-permits"],
-                &["MULTI"],
-                &["DISCARD"],
-            ] {
-                let mut cmd = redis::cmd(args[0]);
-                cmd.arg(&args[1..]);
-                con.req_command(&cmd)?.extract_error()?;
-            }
-        }
-        Ok(con)
-    }
-}
 
 /// One session's connection(s).
 pub(super) enum Link {
@@ -429,145 +333,6 @@ impl Link {
                 .route_command(&load, by_address(&c.seed.0, c.seed.1))
                 .and_then(Value::extract_error),
         }
-    }
-
-    /// The connection that pipelines commands on `key`'s slot: the one engine's, or a plain
-    /// connection to the primary the slot map names (opened on first use).
-    fn pipe_for(&mut self, key: &str) -> RedisResult<&mut redis::Connection> {
-        match self {
-            Self::One(c) => Ok(c),
-            Self::Cluster(c) => {
-                let slot = shards::slot(key.as_bytes());
-                let port = c
-                    .slots
-                    .iter()
-                    .find(|(_, ranges, _)| shards::holds(ranges, slot))
-                    .map(|(p, _, _)| *p)
-                    .ok_or_else(|| {
-                        redis::RedisError::from((
-                            RedisKind::Client,
-                            "no node serves the slot",
-                            format!("slot {slot} of {key}"),
-                        ))
-                    })?;
-                let con = match c.pipes.entry(port) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(c.dial.connection(&node_url(&c.url, port)?, c.timeout)?)
-                    }
-                };
-                Ok(con)
-            }
-        }
-    }
-
-    /// On a cluster, `CLUSTER SHARDS` and `CLUSTER NODES` too, as other client libraries read
-    /// the slot map ([`super::Permits::every_slot_map`], P4.9); nothing on one engine.
-    pub(super) fn read_other_slot_maps(&mut self) -> RedisResult<()> {
-        if let Self::Cluster(c) = self {
-            for sub in ["SHARDS", "NODES"] {
-                c.con.route_command(
-                    &redis::cmd("CLUSTER").arg(sub).to_owned(),
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// On a cluster, a plain connection to every primary now rather than on first use
-    /// ([`super::Permits::eager_nodes`], P8.1); nothing on one engine.
-    pub(super) fn open_every_node(&mut self) -> RedisResult<()> {
-        if let Self::Cluster(c) = self {
-            let primaries: Vec<u16> = c.slots.iter().map(|(p, _, _)| *p).collect();
-            for port in primaries {
-                if !c.pipes.contains_key(&port) {
-                    let con = c.dial.connection(&node_url(&c.url, port)?, c.timeout)?;
-                    c.pipes.insert(port, con);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Forgets every pipeline connection after a failure on one: a late reply must never be read
-    /// as the reply to a later command (R4.16).
-    fn drop_pipes_on_error<T>(&mut self, r: RedisResult<T>) -> RedisResult<T> {
-        if let Err(e) = &r {
-            self.after_error(e);
-            if let Self::Cluster(c) = self {
-                c.pipes.clear();
-            }
-        }
-        r
-    }
-
-    /// A pipeline of commands that all live on `key`'s node, in one write; the replies in
-    /// order, server errors as [`Value::ServerError`] items.
-    pub(super) fn pipeline(
-        &mut self,
-        key: &str,
-        p: &Pipeline,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        self.packed(key, &p.get_packed_pipeline(), count)
-    }
-
-    /// Pre-encoded commands of `key`'s node, as [`Link::pipeline`].
-    pub(super) fn packed(
-        &mut self,
-        key: &str,
-        bytes: &[u8],
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        let r = self
-            .pipe_for(key)
-            .and_then(|c| c.req_packed_commands(bytes, 0, count));
-        let r = self.drop_pipes_on_error(r);
-        if r.is_err() && matches!(self, Self::Cluster(c) if c.resend_pipelines) {
-            // The double's ClusterPipeline re-send: every command again, on a new connection.
-            let again = self
-                .pipe_for(key)
-                .and_then(|c| c.req_packed_commands(bytes, 0, count));
-            return self.drop_pipes_on_error(again);
-        }
-        r
-    }
-
-    /// Writes pre-encoded commands of `key`'s node and reads nothing: their replies wait for
-    /// [`Link::recv_packed`], so the nodes of a cluster work on their shares at once.
-    pub(super) fn send_packed(&mut self, key: &str, bytes: &[u8]) -> RedisResult<()> {
-        let r = self
-            .pipe_for(key)
-            .and_then(|c| c.send_packed_command(bytes));
-        self.drop_pipes_on_error(r)
-    }
-
-    /// The `count` replies to what [`Link::send_packed`] wrote on `key`'s node, in order, as
-    /// [`Link::pipeline`] gives them.
-    pub(super) fn recv_packed(&mut self, key: &str, count: usize) -> RedisResult<Vec<Value>> {
-        let r = self.pipe_for(key).and_then(|c| {
-            let mut out = Vec::with_capacity(count);
-            while out.len() < count {
-                match c.recv_response()? {
-                    Value::Push { .. } => {}
-                    v => out.push(v),
-                }
-            }
-            Ok(out)
-        });
-        self.drop_pipes_on_error(r)
-    }
-
-    /// A `MULTI`/`EXEC` transaction of `count` commands on `key`'s slot; errors inside as `Err`.
-    pub(super) fn transaction(&mut self, key: &str, p: &Pipeline, count: usize) -> RedisResult<()> {
-        let r = self
-            .pipe_for(key)
-            .and_then(|c| c.req_packed_commands(&p.get_packed_pipeline(), count + 1, 1));
-        for v in self.drop_pipes_on_error(r)? {
-            v.extract_error()?;
-        }
-        Ok(())
     }
 }
 

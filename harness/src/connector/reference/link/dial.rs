@@ -1,0 +1,115 @@
+//! How a session dials: one node's client or connection, or a cluster client, each with the
+//! session's trust (its CA, or a double's TLS departure). Its own concept: the link decides what
+//! to open and when, this decides how, for the first connection and every one after a loss.
+
+use std::time::Duration;
+
+use redis::cluster::ClusterClient;
+use redis::{ConnectionLike, RedisResult};
+
+/// Where a session connects: its url, whether it names a cluster's seed, and on `rediss://` the
+/// CA certificates (PEM) it trusts, only those (SPEC R10.1, R10.3).
+#[derive(Debug, Clone)]
+pub(in crate::connector::reference) struct Dial {
+    pub url: String,
+    pub cluster: bool,
+    pub ca: Option<Vec<u8>>,
+    /// A double's TLS departures ([`super::super::Quirks::tls_accept_any`], `tls_skip_names`).
+    pub accept_any: bool,
+    pub skip_names: bool,
+    /// A double's: the seed verified, the cluster's nodes not ([`super::super::Quirks::tls_seed_only`]).
+    pub seed_only: bool,
+    /// A permission double's paths ([`super::super::Permits::resp3`], `greet`).
+    pub permits: super::super::Permits,
+}
+
+impl Dial {
+    /// A client for one node at `url`: over TLS with the session's CA, when it has one.
+    /// A cluster client on `seeds`, no retries (R4.17), with the session's trust on every node
+    /// (R10.2: the nodes it discovers and every fresh client after a loss, not the seed only).
+    pub(super) fn cluster_client(
+        &self,
+        seeds: Vec<String>,
+        timeout: Duration,
+    ) -> RedisResult<ClusterClient> {
+        let mut builder = ClusterClient::builder(seeds)
+            .retries(0)
+            .connection_timeout(timeout)
+            .response_timeout(timeout);
+        if self.permits.resp3 {
+            builder = builder.use_protocol(redis::ProtocolVersion::RESP3);
+        }
+        if self.accept_any || self.skip_names || self.seed_only {
+            // A double's: the cluster client checks neither the chain nor the name.
+            builder = builder.tls(redis::cluster::TlsMode::Insecure);
+        } else if let Some(pem) = &self.ca {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+        builder.build()
+    }
+
+    pub(super) fn client(&self, url: &str) -> RedisResult<redis::Client> {
+        let url = if self.accept_any && url.starts_with("rediss://") {
+            format!("{url}#insecure")
+        } else {
+            url.to_string()
+        };
+        let client = match &self.ca {
+            Some(pem) => redis::Client::build_with_tls(
+                url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            )?,
+            None => redis::Client::open(url.as_str())?,
+        };
+        if !self.skip_names && !self.permits.resp3 {
+            return Ok(client);
+        }
+        let mut info = client.get_connection_info().clone();
+        if self.permits.resp3 {
+            // `HELLO 3 AUTH user password` in place of `AUTH` (P4.5).
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_protocol(redis::ProtocolVersion::RESP3);
+            info = info.set_redis_settings(settings);
+        }
+        if self.skip_names {
+            let mut addr = info.addr().clone();
+            addr.set_danger_accept_invalid_hostnames(true);
+            info = info.set_addr(addr);
+        }
+        redis::Client::open(info)
+    }
+
+    /// A new plain connection to `url`, with the session's timeouts, greeted as a permission
+    /// double asks ([`super::super::Permits::greet`]).
+    pub(super) fn connection(
+        &self,
+        url: &str,
+        timeout: Duration,
+    ) -> RedisResult<redis::Connection> {
+        let mut con = self.client(url)?.get_connection_with_timeout(timeout)?;
+        con.set_read_timeout(Some(timeout))?;
+        con.set_write_timeout(Some(timeout))?;
+        if self.permits.greet {
+            // A client library's set-up: a health check, a name, a transaction it gave up.
+            for args in [
+                &["PING"][..],
+                &["CLIENT", "SETNAME", "echomq-permits"],
+                &["MULTI"],
+                &["DISCARD"],
+            ] {
+                let mut cmd = redis::cmd(args[0]);
+                cmd.arg(&args[1..]);
+                con.req_command(&cmd)?.extract_error()?;
+            }
+        }
+        Ok(con)
+    }
+}
