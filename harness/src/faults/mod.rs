@@ -200,6 +200,27 @@ impl Proxy {
         }
     }
 
+    /// Runs `call` with the reply to the first command `matcher` names held for `hold`, and
+    /// returns once that reply has gone out (whatever the caller did meanwhile: waited for it,
+    /// gave up, or dropped the connection), within `hold` and a margin. A late reply's checks
+    /// judge the state after it arrived, never a fixed time.
+    pub fn with_late_reply<R>(
+        &self,
+        matcher: Matcher,
+        hold: Duration,
+        call: impl FnOnce() -> R,
+    ) -> R {
+        let out_before = self.delays_out();
+        self.arm(Rule {
+            matcher,
+            skip: 0,
+            fault: Fault::Delay(hold),
+        });
+        let r = call();
+        self.wait_delays_out(out_before + 1, hold + Duration::from_millis(200));
+        r
+    }
+
     /// Connections accepted and commands seen so far.
     pub fn counts(&self) -> (u64, u64) {
         let s = self.shared.lock();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::connector::{Connector, Verbs};
 use crate::engine::Admin;
-use crate::faults::{Fault, Matcher, Rule};
+use crate::faults::Matcher;
 use crate::gates::{GateContext, GateError, GateOutcome};
 use crate::observe::connector_clients;
 
@@ -220,13 +220,9 @@ fn after_a_timeout(
         ));
         return Ok(());
     }
-    let out_before = proxy.delays_out();
-    proxy.arm(Rule {
-        matcher: Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1),
-        skip: 0,
-        fault: Fault::Delay(HOLD),
-    });
-    let held = c.enqueue(SESSION, QUEUE, "held", 0);
+    // Whatever the connector did, judged once the held reply has gone out.
+    let enqueue = Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1);
+    let held = proxy.with_late_reply(enqueue, HOLD, || c.enqueue(SESSION, QUEUE, "held", 0));
     out.figure(
         "release_held_call",
         match &held {
@@ -234,9 +230,6 @@ fn after_a_timeout(
             Err(e) => format!("error {}", e.kind),
         },
     );
-    // Whatever the connector did, judge once the held reply has gone out: the proxy says when
-    // (a connector that waited for it returns after that); HOLD more is the bound.
-    proxy.wait_delays_out(out_before + 1, HOLD + Duration::from_millis(200));
     let opened: BTreeSet<Client> = clients(admin, db, &harness)?
         .difference(&before)
         .cloned()

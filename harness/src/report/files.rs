@@ -7,19 +7,41 @@ use std::path::Path;
 use super::Record;
 use crate::error::HarnessError;
 
+/// Reads a committed JSON file (a record, a matrix); a parse error names `path:line:col` and
+/// says it is not `what`.
+pub(crate) fn load_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+) -> Result<T, HarnessError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
+    serde_json::from_str(&text).map_err(|e| {
+        HarnessError::located(
+            path,
+            e.line() as u64,
+            e.column() as u64,
+            format!("not {what}: {e}"),
+        )
+    })
+}
+
+/// Lines `key  value`, the values in one column after the longest key.
+pub(crate) fn aligned(rows: &[(String, String)]) -> String {
+    let width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0)
+        + 2;
+    rows.iter()
+        .map(|(k, v)| format!("{k}{}{v}\n", " ".repeat(width - k.chars().count())))
+        .collect()
+}
+
 impl Record {
     /// Reads a committed record.
     pub fn load(path: &Path) -> Result<Self, HarnessError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
-        serde_json::from_str(&text).map_err(|e| {
-            HarnessError::located(
-                path,
-                e.line() as u64,
-                e.column() as u64,
-                format!("not a gate record: {e}"),
-            )
-        })
+        load_json(path, "a gate record")
     }
 
     /// Writes the record unless `dir` already holds one with the same stable fields and the same

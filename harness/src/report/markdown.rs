@@ -231,15 +231,7 @@ fn figures(r: &Record) -> String {
         }
     }
     rows.push(("gate record".into(), r.footer.summary.clone()));
-    let width = rows
-        .iter()
-        .map(|(k, _)| k.chars().count())
-        .max()
-        .unwrap_or(0)
-        + 2;
-    rows.iter()
-        .map(|(k, v)| format!("{k:<width$}{v}\n"))
-        .collect()
+    super::files::aligned(&rows)
 }
 
 #[cfg(test)]

@@ -139,16 +139,7 @@ impl Matrix {
 
     /// Reads a committed matrix.
     pub fn load(path: &Path) -> Result<Self, HarnessError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| HarnessError::io(path.display().to_string(), e))?;
-        serde_json::from_str(&text).map_err(|e| {
-            HarnessError::located(
-                path,
-                e.line() as u64,
-                e.column() as u64,
-                format!("not a gate matrix: {e}"),
-            )
-        })
+        crate::report::files::load_json(path, "a gate matrix")
     }
 
     /// What `matrix --check` compares: the shape, and each cell's stable record fields.
@@ -298,16 +289,7 @@ impl Matrix {
             "whole matrix".into(),
             format!("{:.1} s", self.volatile.wall_ms as f64 / 1000.0),
         ));
-        let width = rows
-            .iter()
-            .map(|(k, _)| k.chars().count())
-            .max()
-            .unwrap_or(0)
-            + 2;
-        for (k, v) in rows {
-            let pad = width - k.chars().count();
-            s.push_str(&format!("{k}{}{v}\n", " ".repeat(pad)));
-        }
+        s.push_str(&crate::report::files::aligned(&rows));
         s.push_str(&format!(
             "```\n\nStarted {}, ended {}.\n",
             self.volatile.started, self.volatile.ended

@@ -19,9 +19,12 @@ pub struct Shard {
     pub replicas: Vec<u16>,
 }
 
+/// A hash slot (0..16 384): a number of its own, never a port.
+pub type Slot = u16;
+
 /// The slot of `key` (CRC16/XMODEM of its hash tag, or of the whole key, mod 16 384): the
 /// cluster's own rule, so the admin can route a key without asking the engine.
-pub fn slot(key: &[u8]) -> u16 {
+pub fn slot(key: &[u8]) -> Slot {
     let tagged = key
         .iter()
         .position(|&b| b == b'{')

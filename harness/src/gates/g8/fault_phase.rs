@@ -186,7 +186,10 @@ fn fault_name(f: Fault) -> String {
 }
 
 /// A cluster node and a slot it owns, for evidence.
-type NodeSlot = (crate::engine::topology::NodeId, u16);
+type NodeSlot = (
+    crate::engine::topology::NodeId,
+    crate::engine::admin::shards::Slot,
+);
 
 /// Where the phase's faults are armed: its own proxy in front of a single engine, or the proxies
 /// a cluster's nodes announce.

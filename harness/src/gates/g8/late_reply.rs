@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::SESSION;
 use crate::connector::Verbs;
-use crate::faults::{Fault, Matcher, Rule};
+use crate::faults::Matcher;
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::protocol::grammar::key;
 
@@ -29,13 +29,9 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         return Ok(());
     };
     c.enqueue(SESSION, QUEUE, "before", 0)?;
-    let out_before = proxy.delays_out();
-    proxy.arm(Rule {
-        matcher: Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1),
-        skip: 0,
-        fault: Fault::Delay(HOLD),
-    });
-    let late = c.enqueue(SESSION, QUEUE, "late", 0);
+    // Judged once the held reply has gone out, on whatever connection it was sent.
+    let enqueue = Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1);
+    let late = proxy.with_late_reply(enqueue, HOLD, || c.enqueue(SESSION, QUEUE, "late", 0));
     out.figure(
         "late_reply_call",
         match &late {
@@ -43,9 +39,6 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             Err(e) => format!("error {}", e.kind),
         },
     );
-    // Judge once the held reply has gone out, on whatever connection it was sent: the proxy
-    // says when (a connector that waited for it returns after that); HOLD more is the bound.
-    proxy.wait_delays_out(out_before + 1, HOLD + Duration::from_millis(200));
     let next = c.pending_size(SESSION, QUEUE);
     let held: i64 = admin.query(&["ZCARD", &key(QUEUE, "pending")])?;
     let rule = "a reply that came after its call ended was never read as the reply to the next \

@@ -67,7 +67,7 @@ fn choose(
     engine: &crate::engine::Engine,
     admin: &Admin,
     seed: u64,
-) -> (String, String, u16, NodeId, NodeId) {
+) -> (String, String, shards::Slot, NodeId, NodeId) {
     let primaries = engine.primaries(admin);
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5107);
     let from = rng.random_range(0..primaries.len());
