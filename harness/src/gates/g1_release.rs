@@ -127,7 +127,7 @@ fn reconnect(
     }
     let settle = SETTLE_MIN.max(slowest * 10);
     out.figure("release_settle_ms", settle.as_millis() as u64);
-    let left = still_open(admin, db, harness, &first, settle)?;
+    let left = out.waiting(|| still_open(admin, db, harness, &first, settle))?;
     out.check(
         left.is_empty(),
         if left.is_empty() {
@@ -174,7 +174,7 @@ fn disconnect(
         out.fail(format!("disconnect of {SESSION} failed ({})", e.evidence()));
         return Ok(false);
     }
-    let left = still_open(admin, db, harness, &opened, settle)?;
+    let left = out.waiting(|| still_open(admin, db, harness, &opened, settle))?;
     out.figure("release_connections", opened.len() as u64);
     out.check(
         left.is_empty(),
@@ -222,7 +222,8 @@ fn after_a_timeout(
     }
     // Whatever the connector did, judged once the held reply has gone out.
     let enqueue = Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1);
-    let held = proxy.with_late_reply(enqueue, HOLD, || c.enqueue(SESSION, QUEUE, "held", 0));
+    let held = out
+        .waiting(|| proxy.with_late_reply(enqueue, HOLD, || c.enqueue(SESSION, QUEUE, "held", 0)));
     out.figure(
         "release_held_call",
         match &held {
@@ -241,7 +242,7 @@ fn after_a_timeout(
         ));
         return Ok(());
     }
-    let left = still_open(admin, db, &harness, &opened, settle)?;
+    let left = out.waiting(|| still_open(admin, db, &harness, &opened, settle))?;
     out.check(
         left.is_empty(),
         if left.is_empty() {

@@ -260,7 +260,8 @@ fn held(
         QUIET,
         1,
     );
-    let probe_ok = c.pipeline_probe("h", &probe, PROBE_N);
+    // Held until every INCR arrived or the window stayed quiet: a wait, not work.
+    let probe_ok = out.waiting(|| c.pipeline_probe("h", &probe, PROBE_N));
     let (seen, others) = proxy.take_hold();
     let seen = seen.unwrap_or(0);
     out.figure("held_probe_commands", seen);
@@ -297,7 +298,7 @@ fn held(
         QUIET,
         2,
     );
-    let done = c.batch("h", "g5h", 2 * DEPTH, DEPTH, "z");
+    let done = out.waiting(|| c.batch("h", "g5h", 2 * DEPTH, DEPTH, "z"));
     let (seen, others) = proxy.take_hold();
     let seen = seen.unwrap_or(0);
     out.figure("held_batch_commands", seen);

@@ -167,6 +167,10 @@ pub struct GateOutcome {
     /// already says so).
     #[serde(skip)]
     pub voided: bool,
+    /// Of `wall`, the time the check spent waiting on purpose (a held reply, a quiet window, a
+    /// settle, a failover's gossip) rather than working: what overlapping waits could save.
+    #[serde(skip)]
+    pub waited: Duration,
 }
 
 /// One case of a gate made of cases (G6): its id, verdict and, when it failed, the first line of why.
@@ -192,7 +196,17 @@ impl GateOutcome {
             cases: Vec::new(),
             wall: Duration::ZERO,
             voided: false,
+            waited: Duration::ZERO,
         }
+    }
+
+    /// Runs `wait` (a deliberate wait: a held reply, a window, a settle) and counts its time as
+    /// waiting in [`GateOutcome::waited`].
+    pub fn waiting<R>(&mut self, wait: impl FnOnce() -> R) -> R {
+        let t0 = Instant::now();
+        let r = wait();
+        self.waited += t0.elapsed();
+        r
     }
 
     /// A gate left out of this run: NOT RUN, saying why (`--gates`, `--fail-fast`).

@@ -216,7 +216,11 @@ fn figures(r: &Record) -> String {
         format!("{} ms", r.volatile.engine_boot_ms),
     )];
     for (id, ms) in &r.volatile.gate_wall_ms {
-        rows.push((format!("{id} wall"), format!("{ms} ms")));
+        let waiting = match r.volatile.gate_wait_ms.get(id) {
+            Some(w) => format!(" (working {} ms, waiting {w} ms)", ms.saturating_sub(*w)),
+            None => String::new(),
+        };
+        rows.push((format!("{id} wall"), format!("{ms} ms{waiting}")));
     }
     if let Some(s) = &r.volatile.connector_starts {
         rows.push(("connector processes started".into(), s.describe()));

@@ -89,6 +89,10 @@ pub struct Footer {
 pub struct Volatile {
     pub engine_boot_ms: u64,
     pub gate_wall_ms: BTreeMap<String, u64>,
+    /// Of each gate's wall time, how much it spent waiting on purpose (held replies, windows,
+    /// settles); the rest is work.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gate_wait_ms: BTreeMap<String, u64>,
     /// Per-case wall times of G6, by case id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub case_wall_ms: BTreeMap<String, u64>,
@@ -148,6 +152,9 @@ impl Record {
             volatile
                 .gate_wall_ms
                 .insert(o.id.to_string(), o.wall.as_millis() as u64);
+            volatile
+                .gate_wait_ms
+                .insert(o.id.to_string(), o.waited.as_millis() as u64);
             if !o.figures.is_empty() {
                 volatile.figures.insert(o.id.to_string(), o.figures.clone());
             }

@@ -31,7 +31,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     c.enqueue(SESSION, QUEUE, "before", 0)?;
     // Judged once the held reply has gone out, on whatever connection it was sent.
     let enqueue = Matcher::evalsha(&ctx.bundle.script("enqueue").entry.sha1);
-    let late = proxy.with_late_reply(enqueue, HOLD, || c.enqueue(SESSION, QUEUE, "late", 0));
+    let late = out
+        .waiting(|| proxy.with_late_reply(enqueue, HOLD, || c.enqueue(SESSION, QUEUE, "late", 0)));
     out.figure(
         "late_reply_call",
         match &late {

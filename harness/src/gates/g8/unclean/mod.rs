@@ -77,6 +77,8 @@ struct Timeline {
     take_over: TakeOver,
     /// `-READONLY` replies the zombie's proxy gave (stall).
     readonly: u64,
+    /// Spent waiting on the engine's promotion and its gossip (the crew works meanwhile).
+    waited: Duration,
 }
 
 /// The node the scenario kills or stops; started or woken again when dropped, whatever happened.
@@ -155,8 +157,9 @@ fn scenario(
     drop(node);
     let timeline = timeline?;
     healed?;
+    out.waited += timeline.waited;
     // The cluster as the scenario left it: the old primary a replica of the new one, in sync.
-    wait_for(
+    out.waited += wait_for(
         &format!("{tag}: the cluster settling after the rejoin"),
         || {
             ctx.engine
@@ -246,12 +249,12 @@ fn drive(
         .unwrap_or(1)
         .max(1);
     let fault_ms = inject(ctx, s, kind, node, replica)?;
-    wait_for("the replica's promotion", || {
+    let mut waited = wait_for("the replica's promotion", || {
         e.role(replica) == Some(NodeRole::Primary)
     })?;
     let promoted_ms = s.ms();
     let take_over = e.take_over(replica)?;
-    wait_for("the promotion agreed by every other node", || {
+    waited += wait_for("the promotion agreed by every other node", || {
         e.agreed(replica, primary, None, Some(primary))
     })?;
     if kind == Kind::Stall {
@@ -277,6 +280,7 @@ fn drive(
         bound_ms,
         take_over,
         readonly,
+        waited,
     })
 }
 
