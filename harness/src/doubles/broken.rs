@@ -9,6 +9,7 @@ use crate::connector::args::validate;
 use crate::connector::reference::Reference;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind};
+use crate::protocol::bundle::Manifest;
 use crate::protocol::grammar::{FENCE_KEY, key};
 
 /// R4.11/R4.12 broken: `pipeline_probe` and `batch` one command per round trip. The replies
@@ -340,6 +341,18 @@ pub struct FenceHset {
     pub digest: String,
 }
 
+impl FenceHset {
+    /// Over `inner`, installing the fence of `m`.
+    pub fn new(inner: Reference, m: &Manifest) -> Self {
+        Self {
+            inner,
+            protocol: m.protocol.to_string(),
+            bundle: m.bundle.clone(),
+            digest: m.digest.clone(),
+        }
+    }
+}
+
 impl Connector for FenceHset {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         let Some((session, target)) = request.as_connect() else {
@@ -387,6 +400,16 @@ impl Connector for FenceHset {
 pub struct FenceRefusesOtherDigest {
     pub inner: Reference,
     pub digest: String,
+}
+
+impl FenceRefusesOtherDigest {
+    /// Over `inner`, taking `m`'s digest for its own.
+    pub fn new(inner: Reference, m: &Manifest) -> Self {
+        Self {
+            inner,
+            digest: m.digest.clone(),
+        }
+    }
 }
 
 impl Connector for FenceRefusesOtherDigest {
