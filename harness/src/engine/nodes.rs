@@ -1,14 +1,79 @@
-//! A cluster node's process, for G8's unclean failover (SPEC R8.10): killed (SIGKILL), stopped
+//! A booted node ([`Node`]: its process and addresses) and what is done to it, for G8's unclean
+//! failover (SPEC R8.10) and a Sentinel engine's: killed (SIGKILL), stopped
 //! and woken (SIGSTOP, SIGCONT), restarted on its port and directory so that it rejoins as a
 //! replica; the cluster's failure detection tuned for a scenario and restored after; and a node's
 //! replication position, read on a side connection.
 
 use rustix::process::Signal;
 
+use crate::engine::Engine;
 pub use crate::engine::admin::side::{ReplPosition, SideReader, parse_position};
+use crate::engine::binary;
 use crate::engine::topology::NodeId;
-use crate::engine::{Engine, cluster};
 use crate::error::HarnessError;
+use crate::faults::Proxy;
+
+/// One booted node (a cluster's, a Sentinel engine's data node or Sentinel) and every address it
+/// has: the server's own port (replication and the cluster bus on a cluster; the harness's way
+/// in), its fault proxy (the port it announces to clients; on a TLS cluster, the proxy's TLS
+/// front), and on a TLS cluster the back the harness reaches it through in plaintext.
+pub struct Node {
+    pub server: binary::Running,
+    pub proxy: Proxy,
+    pub back: Option<crate::tls::relay::Back>,
+    /// The flags that make it announce its proxy again when restarted: what the boot set with
+    /// `CONFIG SET` does not outlive the process.
+    pub announce: Vec<String>,
+}
+
+impl Node {
+    /// `server` behind a fault proxy of its own (with `tls`, a TLS front and a plaintext back),
+    /// announcing nothing yet.
+    pub fn behind_proxy(
+        server: binary::Running,
+        tls: Option<&std::sync::Arc<crate::tls::RunTls>>,
+    ) -> Result<Self, HarnessError> {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+        let (proxy, back) = match tls {
+            Some(run) => {
+                let (front, back) = super::tls_boot::front_and_back(run, addr)?;
+                (front, Some(back))
+            }
+            None => (
+                Proxy::start(&addr.to_string()).map_err(|e| {
+                    HarnessError::io(format!("start the fault proxy of port {}", addr.port()), e)
+                })?,
+                None,
+            ),
+        };
+        Ok(Self {
+            server,
+            proxy,
+            back,
+            announce: Vec::new(),
+        })
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.server.port
+    }
+
+    /// The port the node announces to clients: its proxy's.
+    pub fn announced(&self) -> u16 {
+        self.proxy.port()
+    }
+
+    /// Where the harness reaches the node in plaintext: the server, or on a TLS cluster its back.
+    pub fn admin_port(&self) -> u16 {
+        self.back.as_ref().map_or(self.port(), |b| b.addr().port())
+    }
+
+    /// True when `port` is one of the node's addresses.
+    pub fn has_port(&self, port: u16) -> bool {
+        [self.port(), self.announced(), self.admin_port()].contains(&port)
+    }
+}
 
 /// What a promoted replica took over (`INFO replication` on the new primary): the old primary's
 /// history (`master_replid2`) up to `second_repl_offset - 1`, and its own new history.
@@ -32,24 +97,24 @@ fn field(
 impl Engine {
     /// SIGKILL to node `id`; it stays dead until [`Engine::restart_node`].
     pub fn kill_node(&self, id: NodeId) -> Result<(), HarnessError> {
-        self.cluster_node(id)?.server.kill();
+        self.booted_node(id)?.server.kill();
         Ok(())
     }
 
     /// SIGSTOP (`stop`) or SIGCONT to node `id`.
     pub fn pause_node(&self, id: NodeId, stop: bool) -> Result<(), HarnessError> {
         let signal = if stop { Signal::STOP } else { Signal::CONT };
-        self.cluster_node(id)?.server.signal(signal);
+        self.booted_node(id)?.server.signal(signal);
         Ok(())
     }
 
-    /// Starts node `id` again on its port and directory, announcing its proxy as before: its
-    /// `nodes.conf` makes it rejoin, and a peer's newer epoch for its slots makes it a replica.
+    /// Starts node `id` again on its port and directory, announcing its proxy as before. A
+    /// cluster's node rejoins by its `nodes.conf`, and a peer's newer epoch for its slots makes it
+    /// a replica; a Sentinel engine's comes back a primary of nothing, which its Sentinels turn
+    /// into a replica of the primary they know.
     pub fn restart_node(&self, id: NodeId) -> Result<(), HarnessError> {
-        let node = self.cluster_node(id)?;
-        let setting = cluster::announce_setting(self.tls().is_some());
-        node.server
-            .restart(&[format!("--{setting}"), node.announced().to_string()])
+        let node = self.booted_node(id)?;
+        node.server.restart(&node.announce)
     }
 
     /// `CONFIG SET name value` on every node that answers; the nodes that did not.
