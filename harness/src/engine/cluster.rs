@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::acl::Users;
 use crate::engine::binary::{self, free_port};
-pub use crate::engine::nodes::Node;
+pub use crate::engine::proxied::Node;
 use crate::engine::topology::view::Role;
 use crate::error::HarnessError;
 

@@ -11,6 +11,7 @@ pub mod health;
 pub mod migration;
 pub mod named;
 pub mod nodes;
+pub mod proxied;
 mod ready;
 pub mod sentinel;
 mod target;

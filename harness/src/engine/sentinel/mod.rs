@@ -27,7 +27,7 @@ use std::path::Path;
 use crate::engine::acl::{ADMIN_USER, Users, url_of};
 use crate::engine::admin::Admin;
 use crate::engine::binary;
-use crate::engine::nodes::Node;
+use crate::engine::proxied::Node;
 use crate::error::HarnessError;
 
 /// The name the Sentinels monitor the primary by (`SENTINEL get-master-addr-by-name emq`).

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::{PRIMARY_NAME, Running};
 use crate::engine::acl::url_of;
 use crate::engine::admin::Admin;
-use crate::engine::nodes::Node;
+use crate::engine::proxied::Node;
 use crate::engine::topology::view::{SentinelEntry, following_port, parse_sentinel_entry};
 use crate::engine::topology::{NodeId, Role, SentinelId, wait_until_ok};
 use crate::engine::{Engine, Handle};

@@ -2,7 +2,7 @@
 //! them, and the questions every gate asks of them (which node serves a key, a primary's replica,
 //! whether a replica has caught up, whether the nodes agree on a promotion). Gates speak
 //! [`NodeId`]; the ports a node has (its own, the one it announces, the harness's way in) stay
-//! here and in [`crate::engine::nodes::Node`]. The engine's words for roles (`master`, `slave`)
+//! here and in [`crate::engine::proxied::Node`]. The engine's words for roles (`master`, `slave`)
 //! are read here only.
 //!
 //! The parsing is pure and unit-tested ([`view`]); the queries here read the live engine.
@@ -16,7 +16,7 @@ pub use view::{NodeId, NodeView, Role, SentinelId, parse_nodes, port_of_addr};
 
 use crate::engine::admin::Admin;
 use crate::engine::health::{NodeHealth, node_snapshot};
-use crate::engine::nodes::Node;
+use crate::engine::proxied::Node;
 use crate::engine::{Engine, Handle};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
