@@ -10,27 +10,20 @@ use std::time::Instant;
 use emq::engine::EngineChoice;
 use emq::engine::topology::Role;
 
-/// The `valkey-server` processes this test process started (its children), by pid.
+/// The `valkey-server` processes this test process started (its children, not yet reaped).
 fn servers() -> Vec<u32> {
     let me = std::process::id();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
+    common::processes(|dir| {
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            return false;
         };
         // `pid (comm) S ppid ...`: after the last ')', the state, then the parent.
         let mut rest = stat.rsplit_once(')').map_or("", |r| r.1).split_whitespace();
         let (state, ppid) = (rest.next(), rest.next().and_then(|p| p.parse::<u32>().ok()));
-        let server = std::fs::read_link(entry.path().join("exe"))
-            .is_ok_and(|exe| exe.ends_with("valkey-server"));
-        if ppid == Some(me) && server && state != Some("Z") {
-            found.push(pid);
-        }
-    }
-    found
+        let server =
+            std::fs::read_link(dir.join("exe")).is_ok_and(|e| e.ends_with("valkey-server"));
+        ppid == Some(me) && server && state != Some("Z")
+    })
 }
 
 #[test]

@@ -1,17 +1,14 @@
 //! What is done to a booted node ([`crate::engine::proxied::Node`]), for G8's unclean failover
-//! (SPEC R8.10) and a Sentinel engine's: killed (SIGKILL), stopped
-//! and woken (SIGSTOP, SIGCONT), restarted on its port and directory so that it rejoins as a
-//! replica; the cluster's failure detection tuned for a scenario and restored after; and a node's
+//! (SPEC R8.10) and a Sentinel engine's: killed (SIGKILL), stopped and woken (SIGSTOP,
+//! SIGCONT), restarted on its port and directory so that it rejoins as a replica; the cluster's failure detection tuned for a scenario and restored after; and a node's
 //! replication position, read on a side connection.
 
 use rustix::process::Signal;
 
 use crate::engine::Engine;
 pub use crate::engine::admin::side::{ReplPosition, SideReader, parse_position};
-use crate::engine::binary;
 use crate::engine::topology::NodeId;
 use crate::error::HarnessError;
-use crate::faults::Proxy;
 
 /// What a promoted replica took over (`INFO replication` on the new primary): the old primary's
 /// history (`master_replid2`) up to `second_repl_offset - 1`, and its own new history.
