@@ -24,7 +24,23 @@ pub struct Running {
     program: PathBuf,
     users: Users,
     extra: Vec<String>,
+    mode: Mode,
 }
+
+/// What a process is started as.
+#[derive(Debug, Clone)]
+pub(crate) enum Mode {
+    /// A data node: the run's users and the rest of [`server_flags`] on its command line.
+    Server,
+    /// A Sentinel (`--sentinel`), from `sentinel.conf` in its directory, written from this text
+    /// before its first start only: Sentinel rewrites the file with what it learns (its primary,
+    /// its peers) and a restart reads that back. Its users are in the file, not on the command
+    /// line: the rewrite records them, and a user given twice stops a server at start.
+    Sentinel(String),
+}
+
+/// The file a Sentinel reads and rewrites, in its directory.
+const SENTINEL_CONF: &str = "sentinel.conf";
 
 /// The server process and what registered it.
 struct Process {
@@ -100,10 +116,29 @@ pub(crate) fn start_picking(
     extra: &dyn Fn() -> Result<Vec<String>, HarnessError>,
     tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
+    start_as(path, users, extra, tls, &Mode::Server)
+}
+
+/// A Sentinel from the config text `conf` ([`Mode::Sentinel`]), on a fresh port.
+pub(crate) fn start_sentinel(
+    path: &Path,
+    users: &Users,
+    conf: String,
+) -> Result<Running, HarnessError> {
+    start_as(path, users, &|| Ok(Vec::new()), None, &Mode::Sentinel(conf))
+}
+
+fn start_as(
+    path: &Path,
+    users: &Users,
+    extra: &dyn Fn() -> Result<Vec<String>, HarnessError>,
+    tls: Option<&crate::tls::RunTls>,
+    mode: &Mode,
+) -> Result<Running, HarnessError> {
     let mut tries = 0;
     loop {
         tries += 1;
-        match start_once_at(path, users, &extra()?, tls) {
+        match start_once_at(path, users, &extra()?, tls, mode) {
             Err(e) if is_port_clash(&e) && tries < PORT_TRIES => continue,
             other => return other,
         }
@@ -124,6 +159,7 @@ fn start_once_at(
     users: &Users,
     extra: &[String],
     tls: Option<&crate::tls::RunTls>,
+    mode: &Mode,
 ) -> Result<Running, HarnessError> {
     let dir = tempfile::Builder::new()
         .prefix("emq-valkey-")
@@ -136,7 +172,12 @@ fn start_once_at(
     if let Some(t) = tls {
         extra.extend(t.server_flags(port));
     }
-    let process = spawn(path, users, port, dir.path(), &extra)?;
+    if let Mode::Sentinel(conf) = mode {
+        let file = dir.path().join(SENTINEL_CONF);
+        std::fs::write(&file, conf)
+            .map_err(|e| HarnessError::io(format!("write {}", file.display()), e))?;
+    }
+    let process = spawn(path, users, port, dir.path(), &extra, mode)?;
     let running = Running {
         port,
         process: std::sync::Mutex::new(process),
@@ -144,6 +185,7 @@ fn start_once_at(
         program: path.to_path_buf(),
         users: users.clone(),
         extra,
+        mode: mode.clone(),
     };
     running.wait_listening()?;
     Ok(running)
@@ -155,10 +197,22 @@ fn spawn(
     port: u16,
     dir: &Path,
     extra: &[String],
+    mode: &Mode,
 ) -> Result<Process, HarnessError> {
-    let child = Command::new(path)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(server_flags(users))
+    let mut cmd = Command::new(path);
+    match mode {
+        // The config file must come first, before any flag.
+        Mode::Sentinel(_) => cmd.arg(dir.join(SENTINEL_CONF)).arg("--sentinel").args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ]),
+        Mode::Server => cmd
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(server_flags(users)),
+    };
+    let child = cmd
         .args([
             "--dir",
             &dir.display().to_string(),
@@ -255,6 +309,7 @@ impl Running {
             self.port,
             self._dir.path(),
             &flags,
+            &self.mode,
         )?;
         *self.lock() = process;
         self.wait_listening()

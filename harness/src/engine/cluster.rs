@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use crate::engine::acl::Users;
 use crate::engine::binary::{self, free_port};
+pub use crate::engine::proxied::Node;
 use crate::engine::topology::view::Role;
 use crate::error::HarnessError;
-use crate::faults::Proxy;
 
 /// Primaries and replicas the harness boots.
 pub const PRIMARIES: usize = 3;
@@ -38,37 +38,6 @@ pub struct Running {
     pub nodes: Vec<Node>,
     /// A TLS cluster's certificates (SPEC §10).
     pub tls: Option<std::sync::Arc<crate::tls::RunTls>>,
-}
-
-/// One node and every address it has: the server's own port (replication, the cluster bus), its
-/// fault proxy (the port it announces to clients; on a TLS cluster, the proxy's TLS front), and on
-/// a TLS cluster the back the harness reaches it through in plaintext.
-pub struct Node {
-    pub server: binary::Running,
-    pub proxy: Proxy,
-    pub back: Option<crate::tls::relay::Back>,
-}
-
-impl Node {
-    /// The port the server listens on.
-    pub fn port(&self) -> u16 {
-        self.server.port
-    }
-
-    /// The port the node announces to clients: its proxy's.
-    pub fn announced(&self) -> u16 {
-        self.proxy.port()
-    }
-
-    /// Where the harness reaches the node in plaintext: the server, or on a TLS cluster its back.
-    pub fn admin_port(&self) -> u16 {
-        self.back.as_ref().map_or(self.port(), |b| b.addr().port())
-    }
-
-    /// True when `port` is one of the node's addresses.
-    pub fn has_port(&self, port: u16) -> bool {
-        [self.port(), self.announced(), self.admin_port()].contains(&port)
-    }
 }
 
 /// The flags that make a TLS node gossip, replicate and announce itself over TLS, by the host
@@ -166,26 +135,12 @@ pub fn start(
     };
     for i in 0..PRIMARIES * (1 + REPLICAS_PER_PRIMARY) {
         let server = start_node(server, users, i, running.tls.as_deref())?;
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
-        let (proxy, back) = match &running.tls {
-            Some(run) => {
-                let (front, back) = super::tls_boot::front_and_back(run, addr)?;
-                (front, Some(back))
-            }
-            None => (
-                Proxy::start(&addr.to_string())
-                    .map_err(|e| HarnessError::io("start a node's fault proxy", e))?,
-                None,
-            ),
-        };
-        let node = Node {
-            server,
-            proxy,
-            back,
-        };
+        let mut node = Node::behind_proxy(server, running.tls.as_ref())?;
         // Set before the nodes meet, so the first gossip already carries the proxy's port.
         let setting = announce_setting(running.tls.is_some());
-        let set = ["CONFIG", "SET", setting, &node.announced().to_string()];
+        let port = node.announced().to_string();
+        node.announce = vec![format!("--{setting}"), port.clone()];
+        let set = ["CONFIG", "SET", setting, &port];
         if cli_query(&cli, users, node.admin_port(), &set).is_none_or(|r| !r.contains("OK")) {
             return Err(HarnessError::Engine(format!(
                 "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not)",

@@ -11,7 +11,9 @@ pub mod health;
 pub mod migration;
 pub mod named;
 pub mod nodes;
+pub mod proxied;
 mod ready;
+pub mod sentinel;
 mod target;
 mod tls_boot;
 pub mod topology;
@@ -76,6 +78,9 @@ pub enum EngineChoice {
     Url,
     /// A Valkey Cluster of binary nodes: three primaries, three replicas (SPEC §8).
     Cluster,
+    /// A primary and two replicas of binary nodes, watched by three Sentinels
+    /// ([`sentinel`]). No gate knows it yet: a run on it judges its primary as a single engine.
+    Sentinel,
 }
 
 /// Everything needed to pick and boot an engine.
@@ -115,12 +120,14 @@ pub enum EngineKind {
     Binary,
     Url,
     Cluster,
+    Sentinel,
 }
 
 enum Handle {
     Container(Box<container::Running>),
     Binary(binary::Running),
     Cluster(cluster::Running),
+    Sentinel(sentinel::Running),
     Url,
 }
 
@@ -204,6 +211,12 @@ impl Engine {
             }
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
             (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref(), opts.tls)?,
+            (EngineChoice::Sentinel, _) if opts.tls => {
+                return Err(HarnessError::BadInput(
+                    "a Sentinel engine over TLS is not booted yet: leave out --tls".into(),
+                ));
+            }
+            (EngineChoice::Sentinel, _) => Self::sentinel(opts.valkey_server.as_deref())?,
             (EngineChoice::Auto, None) => {
                 if docker {
                     Self::container(&opts.image)?
@@ -224,7 +237,7 @@ impl Engine {
         engine.product = product;
         engine.valkey_version = version;
         engine.provenance = match engine.kind {
-            EngineKind::Binary | EngineKind::Cluster => {
+            EngineKind::Binary | EngineKind::Cluster | EngineKind::Sentinel => {
                 named::binary_source(std::path::Path::new(&engine.source))
             }
             EngineKind::Container => named::image_source(&engine.source),
@@ -284,6 +297,26 @@ impl Engine {
             &users,
             Handle::Cluster(running),
         ))
+    }
+
+    /// A primary, its replicas and its Sentinels of `path`'s binary ([`sentinel`]), once the
+    /// replicas are in sync and the Sentinels agree. Its port is the primary's as booted: a
+    /// connector's url names it until a Target for Sentinel exists (provisional; SPEC has none).
+    fn sentinel(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+        let path = binary::locate(path)?;
+        let users = acl::Users::random(acl::redis_version_of_binary(&path));
+        let running = sentinel::start(&path, &users)?;
+        let port = running.nodes[0].port();
+        let engine = Self::booted(
+            EngineKind::Sentinel,
+            path.display().to_string(),
+            "127.0.0.1".into(),
+            port,
+            &users,
+            Handle::Sentinel(running),
+        );
+        engine.wait_sentinel_ready()?;
+        Ok(engine)
     }
 
     /// An engine the harness started: its own users, every database its to flush.
@@ -438,6 +471,16 @@ impl Engine {
     }
 
     pub fn describe(&self) -> String {
+        if self.kind == EngineKind::Sentinel {
+            return format!(
+                "sentinel (a primary, {} replicas, {} Sentinels) {} ({} {})",
+                sentinel::REPLICAS,
+                sentinel::SENTINELS,
+                self.source,
+                self.product,
+                self.valkey_version
+            );
+        }
         if self.is_cluster() {
             return format!(
                 "cluster ({} primaries, {} replicas) {} ({} {}{})",
@@ -470,6 +513,7 @@ impl Drop for Engine {
             Handle::Container(c) => c.stop(),
             Handle::Binary(b) => b.stop(),
             Handle::Cluster(c) => c.stop(),
+            Handle::Sentinel(s) => s.stop(),
             Handle::Url => {}
         }
     }

@@ -1,13 +1,13 @@
-//! A cluster node's process, for G8's unclean failover (SPEC R8.10): killed (SIGKILL), stopped
-//! and woken (SIGSTOP, SIGCONT), restarted on its port and directory so that it rejoins as a
-//! replica; the cluster's failure detection tuned for a scenario and restored after; and a node's
+//! What is done to a booted node ([`crate::engine::proxied::Node`]), for G8's unclean failover
+//! (SPEC R8.10) and a Sentinel engine's: killed (SIGKILL), stopped and woken (SIGSTOP,
+//! SIGCONT), restarted on its port and directory so that it rejoins as a replica; the cluster's failure detection tuned for a scenario and restored after; and a node's
 //! replication position, read on a side connection.
 
 use rustix::process::Signal;
 
+use crate::engine::Engine;
 pub use crate::engine::admin::side::{ReplPosition, SideReader, parse_position};
 use crate::engine::topology::NodeId;
-use crate::engine::{Engine, cluster};
 use crate::error::HarnessError;
 
 /// What a promoted replica took over (`INFO replication` on the new primary): the old primary's
@@ -32,24 +32,24 @@ fn field(
 impl Engine {
     /// SIGKILL to node `id`; it stays dead until [`Engine::restart_node`].
     pub fn kill_node(&self, id: NodeId) -> Result<(), HarnessError> {
-        self.cluster_node(id)?.server.kill();
+        self.booted_node(id)?.server.kill();
         Ok(())
     }
 
     /// SIGSTOP (`stop`) or SIGCONT to node `id`.
     pub fn pause_node(&self, id: NodeId, stop: bool) -> Result<(), HarnessError> {
         let signal = if stop { Signal::STOP } else { Signal::CONT };
-        self.cluster_node(id)?.server.signal(signal);
+        self.booted_node(id)?.server.signal(signal);
         Ok(())
     }
 
-    /// Starts node `id` again on its port and directory, announcing its proxy as before: its
-    /// `nodes.conf` makes it rejoin, and a peer's newer epoch for its slots makes it a replica.
+    /// Starts node `id` again on its port and directory, announcing its proxy as before. A
+    /// cluster's node rejoins by its `nodes.conf`, and a peer's newer epoch for its slots makes it
+    /// a replica; a Sentinel engine's comes back a primary of nothing, which its Sentinels turn
+    /// into a replica of the primary they know.
     pub fn restart_node(&self, id: NodeId) -> Result<(), HarnessError> {
-        let node = self.cluster_node(id)?;
-        let setting = cluster::announce_setting(self.tls().is_some());
-        node.server
-            .restart(&[format!("--{setting}"), node.announced().to_string()])
+        let node = self.booted_node(id)?;
+        node.server.restart(&node.announce)
     }
 
     /// `CONFIG SET name value` on every node that answers; the nodes that did not.

@@ -32,8 +32,14 @@ pub(super) fn up(
             break;
         }
         if let Some(action) = last {
+            let tunnel = matches!(action, Action::Tunnel);
             // Nothing after the faulted command goes up; the reply side closes both ends.
             let _ = tx.send(action);
+            if tunnel {
+                // Everything after goes up as it comes, until either side closes.
+                let _ = std::io::copy(&mut client, &mut upstream);
+                super::close(&client, &upstream);
+            }
             return;
         }
     }
@@ -59,6 +65,11 @@ fn route(
             Err(_) => return (out, Some(Action::Close)),
         };
         *index += 1;
+        if cmd.ends_commands() {
+            out.extend_from_slice(&cmd.raw);
+            out.extend(split.take_rest());
+            return (out, Some(Action::Tunnel));
+        }
         if readonly(shared, conn, &cmd) {
             let _ = tx.send(Action::Inject(READONLY));
             continue;

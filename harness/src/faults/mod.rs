@@ -19,6 +19,11 @@
 //! `until` of them have arrived (or none arrived for a quiet period), so G5 judges pipelining by
 //! what a connector sends before it has any reply, never by how fast the engine reads.
 //!
+//! A connection that stops being one reply per command (a replica's `PSYNC`, a subscription,
+//! `MONITOR`: [`resp::Command::ends_commands`]) is relayed byte for byte from that command on,
+//! unfaulted: a Sentinel's replicas replicate, and its Sentinels hear each other, through the
+//! proxies they announce (`engine::sentinel`).
+//!
 //! Everything before the faulted command keeps its order and its reply, and nothing after it is
 //! forwarded, so when the caller's call returns, the engine's state is settled: a rule fires on the
 //! same command on every run, whatever the timing.
@@ -102,6 +107,8 @@ enum Action {
     Held(u32),
     /// Answer these bytes instead of an engine reply (the command was not forwarded).
     Inject(&'static [u8]),
+    /// From here on relay the engine's bytes as they come ([`resp::Command::ends_commands`]).
+    Tunnel,
 }
 
 impl Proxy {

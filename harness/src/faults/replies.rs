@@ -38,6 +38,10 @@ pub(super) fn relay(
         if let Action::Close = action {
             break;
         }
+        if let Action::Tunnel = action {
+            tunnel(&mut upstream, &mut client, &buf);
+            break;
+        }
         if let Action::Inject(bytes) = action {
             if client.write_all(bytes).is_err() {
                 break;
@@ -54,6 +58,16 @@ pub(super) fn relay(
     }
     let _ = client.flush();
     close(&client, &upstream);
+}
+
+/// After a command that ends the pairing of commands and replies (`PSYNC`, `SUBSCRIBE`): the
+/// bytes already read, then the engine's bytes as they come, until either side closes.
+fn tunnel(upstream: &mut TcpStream, client: &mut TcpStream, read: &[u8]) {
+    if client.write_all(read).is_err() {
+        return;
+    }
+    let _ = upstream.set_read_timeout(None);
+    let _ = std::io::copy(upstream, client);
 }
 
 fn waiting(e: &std::io::Error) -> bool {
@@ -124,5 +138,6 @@ fn deliver(client: &mut TcpStream, shared: &Shared, action: Action, reply: &[u8]
         }
         Action::Lose | Action::Close => false,
         Action::Inject(bytes) => client.write_all(bytes).is_ok(),
+        Action::Tunnel => false,
     }
 }

@@ -103,6 +103,18 @@ impl Command {
             .unwrap_or_default()
     }
 
+    /// True when the connection stops being one reply per command after it: a replica's
+    /// `PSYNC`/`SYNC` (a replication stream follows, and the replica's acknowledgements, which
+    /// get no reply), a subscription (messages arrive unasked: a Sentinel's hello channel on a
+    /// data node, a client's `+switch-master`), `MONITOR`. The proxy relays such a connection's
+    /// bytes as they are from then on (it can no longer pair a command with its reply).
+    pub fn ends_commands(&self) -> bool {
+        matches!(
+            self.name().as_str(),
+            "PSYNC" | "SYNC" | "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE" | "MONITOR"
+        )
+    }
+
     /// The first argument, if any, lower-case (a script's SHA for `EVALSHA`).
     pub fn arg1(&self) -> Option<String> {
         self.args
@@ -136,6 +148,12 @@ impl Splitter {
     /// Bytes held that do not yet make a whole command.
     pub fn buffered(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Every byte held, taken out: what follows a command after which the stream is no longer
+    /// commands ([`Command::ends_commands`]).
+    pub fn take_rest(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// The next whole command, `Ok(None)` until one is complete. Commands are arrays of bulk
@@ -212,6 +230,26 @@ mod tests {
         }
         assert_eq!(s.buffered(), 0);
         out
+    }
+
+    #[test]
+    fn replication_and_subscriptions_end_the_commands_and_keep_what_follows() {
+        let mut s = Splitter::default();
+        s.feed(&cmd(&["REPLCONF", "capa", "eof"]));
+        s.feed(&cmd(&["psync", "?", "-1"]));
+        s.feed(b"*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK");
+        let first = s.next_command().unwrap().unwrap();
+        assert!(!first.ends_commands());
+        let psync = s.next_command().unwrap().unwrap();
+        assert!(psync.ends_commands());
+        assert_eq!(s.take_rest(), b"*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK");
+        assert_eq!(s.buffered(), 0);
+        for name in ["SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "MONITOR", "SYNC"] {
+            s.feed(&cmd(&[name, "x"]));
+            assert!(s.next_command().unwrap().unwrap().ends_commands(), "{name}");
+        }
+        s.feed(&cmd(&["EVALSHA", "x"]));
+        assert!(!s.next_command().unwrap().unwrap().ends_commands());
     }
 
     #[test]

@@ -139,15 +139,20 @@ pub fn python_connector() -> Option<PathBuf> {
 /// finds what is left running.
 pub fn marked(var: &str, marker: &str) -> Vec<u32> {
     let needle = format!("{var}={marker}");
+    processes(|dir| {
+        std::fs::read(dir.join("environ"))
+            .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
+    })
+}
+
+/// Pids of the running processes whose `/proc/<pid>` folder `pick` picks.
+pub fn processes(pick: impl Fn(&std::path::Path) -> bool) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
             continue;
         };
-        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+        if pick(&entry.path()) {
             found.push(pid);
         }
     }

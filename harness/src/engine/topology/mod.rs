@@ -2,7 +2,7 @@
 //! them, and the questions every gate asks of them (which node serves a key, a primary's replica,
 //! whether a replica has caught up, whether the nodes agree on a promotion). Gates speak
 //! [`NodeId`]; the ports a node has (its own, the one it announces, the harness's way in) stay
-//! here and in [`crate::engine::cluster::Node`]. The engine's words for roles (`master`, `slave`)
+//! here and in [`crate::engine::proxied::Node`]. The engine's words for roles (`master`, `slave`)
 //! are read here only.
 //!
 //! The parsing is pure and unit-tested ([`view`]); the queries here read the live engine.
@@ -12,10 +12,11 @@ pub mod view;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-pub use view::{NodeId, NodeView, Role, parse_nodes, port_of_addr};
+pub use view::{NodeId, NodeView, Role, SentinelId, parse_nodes, port_of_addr};
 
 use crate::engine::admin::Admin;
 use crate::engine::health::{NodeHealth, node_snapshot};
+use crate::engine::proxied::Node;
 use crate::engine::{Engine, Handle};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
@@ -50,34 +51,54 @@ pub fn try_wait_until(
     }
 }
 
+/// [`wait_until`] on a check that says what is still missing (`Err`): the error of a wait that
+/// ran out ends with the last thing missing, so it names the node that held it up.
+pub fn wait_until_ok(
+    what: &str,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Result<Duration, HarnessError> {
+    let mut missing = String::new();
+    wait_until(what, || match check() {
+        Ok(()) => true,
+        Err(e) => {
+            missing = e;
+            false
+        }
+    })
+    .map_err(|e| match e {
+        HarnessError::Engine(m) => HarnessError::Engine(format!("{m}: {missing}")),
+        other => other,
+    })
+}
+
 impl Engine {
-    fn cluster_nodes(&self) -> &[crate::engine::cluster::Node] {
+    /// The nodes the harness booted one by one (a cluster's, a Sentinel engine's data nodes).
+    fn booted_nodes(&self) -> &[Node] {
         match &self.handle {
             Handle::Cluster(c) => &c.nodes,
+            Handle::Sentinel(s) => &s.nodes,
             _ => &[],
         }
     }
 
-    /// A cluster's node `id`: only a cluster's nodes have a process, a proxy and a back of
-    /// their own to kill, stop, restart or cut off.
-    pub(super) fn cluster_node(
-        &self,
-        id: NodeId,
-    ) -> Result<&crate::engine::cluster::Node, HarnessError> {
+    /// Node `id` of a cluster or a Sentinel engine: only their nodes have a process, a proxy and
+    /// a back of their own to kill, stop, restart or cut off.
+    pub(super) fn booted_node(&self, id: NodeId) -> Result<&Node, HarnessError> {
         match &self.handle {
-            Handle::Cluster(c) => c
-                .nodes
+            Handle::Cluster(_) | Handle::Sentinel(_) => self
+                .booted_nodes()
                 .get(id.index())
-                .ok_or_else(|| HarnessError::Engine(format!("no cluster {id}"))),
+                .ok_or_else(|| HarnessError::Engine(format!("no {id} in this engine"))),
             _ => Err(HarnessError::Engine(format!(
-                "{id} is a cluster's node: this engine is not a cluster"
+                "{id} is a node of a cluster or a Sentinel engine: this engine is a single server"
             ))),
         }
     }
 
-    /// Every node: a cluster's in boot order, or the one engine.
+    /// Every node: a cluster's or a Sentinel engine's data nodes in boot order, or the one
+    /// engine.
     pub fn nodes(&self) -> Vec<NodeId> {
-        (0..self.cluster_nodes().len().max(1))
+        (0..self.booted_nodes().len().max(1))
             .map(NodeId::new)
             .collect()
     }
@@ -87,6 +108,7 @@ impl Engine {
     pub fn node_at(&self, port: u16) -> Option<NodeId> {
         match &self.handle {
             Handle::Cluster(c) => c.node_at(port).map(NodeId::new),
+            Handle::Sentinel(s) => s.node_at(port).map(NodeId::new),
             _ => (port == self.port).then_some(NodeId::new(0)),
         }
     }
@@ -98,18 +120,18 @@ impl Engine {
 
     /// The port `id` listens on, for evidence (a cluster's node's own; the engine's).
     pub fn port_of(&self, id: NodeId) -> u16 {
-        self.cluster_node(id).map_or(self.port, |n| n.port())
+        self.booted_node(id).map_or(self.port, |n| n.port())
     }
 
     /// The port `id` announces to clients (its proxy's), for evidence a connector would recognise.
     pub fn announced_port(&self, id: NodeId) -> u16 {
-        self.cluster_node(id).map_or(self.port, |n| n.announced())
+        self.booted_node(id).map_or(self.port, |n| n.announced())
     }
 
     /// The harness's url of `id` (database 0, the admin user): never through a proxy, so
     /// `MONITOR`, `CLIENT KILL` and the admin see the node itself.
     pub fn node_url(&self, id: NodeId) -> String {
-        let port = self.cluster_node(id).map_or(self.port, |n| n.admin_port());
+        let port = self.booted_node(id).map_or(self.port, |n| n.admin_port());
         super::url_of(&self.host, port, &self.admin_auth, 0)
     }
 
@@ -118,9 +140,9 @@ impl Engine {
         Admin::connect(&self.node_url(id))
     }
 
-    /// The fault proxy in front of a cluster's node `id`.
+    /// The fault proxy in front of node `id` (a cluster's or a Sentinel engine's).
     pub fn proxy_of(&self, id: NodeId) -> Result<&Proxy, HarnessError> {
-        Ok(&self.cluster_node(id)?.proxy)
+        Ok(&self.booted_node(id)?.proxy)
     }
 
     /// The primaries `admin` last read (`CLUSTER SLOTS`), in its shard order.
@@ -153,9 +175,18 @@ impl Engine {
     }
 
     /// The replica of primary `primary` (`CLUSTER REPLICAS`: `CLUSTER SLOTS` leaves out a
-    /// replica that has had no data yet).
+    /// replica that has had no data yet); on a Sentinel engine the first its `INFO replication`
+    /// lists.
     pub fn replica_of(&self, primary: NodeId) -> Result<NodeId, HarnessError> {
         let mut p = self.node_admin(primary)?;
+        if let Handle::Sentinel(_) = &self.handle {
+            return view::replica_ports(&p.info("replication")?)
+                .into_iter()
+                .find_map(|port| self.node_at(port))
+                .ok_or_else(|| {
+                    HarnessError::Engine(format!("the primary {primary} has no replica"))
+                });
+        }
         let id: String = p.query(&["CLUSTER", "MYID"])?;
         let lines: Vec<String> = p.query(&["CLUSTER", "REPLICAS", &id])?;
         lines

@@ -1,6 +1,7 @@
 //! What the engine says of its nodes, parsed: a node's id, its role, one line of
-//! `CLUSTER NODES`. Pure, so that the cluster's boot, the health baseline and the topology's
-//! queries read the engine's words (`master`, `slave`) in one place.
+//! `CLUSTER NODES`, one entry of a Sentinel's `SENTINEL replicas` / `SENTINEL sentinels`. Pure,
+//! so that the boots, the health baseline and the topology's queries read the engine's words
+//! (`master`, `slave`) in one place.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,6 +25,85 @@ impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "node {}", self.0)
     }
+}
+
+/// A Sentinel of a Sentinel engine, by its place in boot order: not a data node, so never a
+/// [`NodeId`] (a gate that kills "node 0" means a server that holds keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SentinelId(usize);
+
+impl SentinelId {
+    pub(crate) fn new(index: usize) -> Self {
+        Self(index)
+    }
+
+    /// The Sentinel's place in boot order.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl fmt::Display for SentinelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sentinel {}", self.0)
+    }
+}
+
+/// One entry of `SENTINEL replicas <name>` or `SENTINEL sentinels <name>` (a map of fields), as
+/// far as the harness cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelEntry {
+    /// The port it is known at (the one it announces).
+    pub port: Option<u16>,
+    /// The role its flags give (`slave`, `master`); `None` for a Sentinel.
+    pub role: Option<Role>,
+    /// Flagged down or unreachable: `s_down`, `o_down` or `disconnected`.
+    pub down: bool,
+    /// A replica's primary, as it reports it (`master-port`).
+    pub primary_port: Option<u16>,
+}
+
+/// Parses one entry of `SENTINEL replicas` / `SENTINEL sentinels`.
+pub fn parse_sentinel_entry(fields: &BTreeMap<String, String>) -> SentinelEntry {
+    let flags: Vec<&str> = fields
+        .get("flags")
+        .map_or(Vec::new(), |f| f.split(',').collect());
+    let port = |k: &str| fields.get(k).and_then(|p| p.parse().ok());
+    SentinelEntry {
+        port: port("port"),
+        role: flags.iter().find_map(|f| match *f {
+            "master" => Some(Role::Primary),
+            "slave" => Some(Role::Replica),
+            _ => None,
+        }),
+        down: flags
+            .iter()
+            .any(|f| matches!(*f, "s_down" | "o_down" | "disconnected")),
+        primary_port: port("master-port"),
+    }
+}
+
+/// The ports of the replicas a primary's `INFO replication` lists (`slave0:ip=…,port=…,…`), in
+/// its order: the ports they announce.
+pub fn replica_ports(info: &BTreeMap<String, String>) -> Vec<u16> {
+    (0..)
+        .map_while(|i| info.get(&format!("slave{i}")))
+        .filter_map(|v| {
+            v.split(',')
+                .find_map(|kv| kv.strip_prefix("port="))
+                .and_then(|p| p.parse().ok())
+        })
+        .collect()
+}
+
+/// The port of the primary a replica's `INFO replication` follows with its link up
+/// (`master_port`, the port it was told: a proxy's on a Sentinel engine); `None` on a primary,
+/// or with the link down.
+pub fn following_port(info: &BTreeMap<String, String>) -> Option<u16> {
+    let up = info.get("master_link_status").map(String::as_str) == Some("up");
+    (Role::from_info(info) == Some(Role::Replica) && up)
+        .then(|| info.get("master_port")?.parse().ok())
+        .flatten()
 }
 
 /// What a node is to its shard.
@@ -133,5 +213,61 @@ mod tests {
         assert_eq!(Role::from_info(&info("slave")), Some(Role::Replica));
         assert_eq!(Role::from_info(&info("sentinel")), None);
         assert_eq!(Role::Replica.to_string(), "replica");
+    }
+
+    #[test]
+    fn sentinel_entries_give_port_role_down_and_primary() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let replica = map(&[
+            ("name", "127.0.0.1:7001"),
+            ("port", "7001"),
+            ("flags", "slave"),
+            ("master-port", "7000"),
+        ]);
+        let e = parse_sentinel_entry(&replica);
+        assert_eq!(
+            e,
+            SentinelEntry {
+                port: Some(7001),
+                role: Some(Role::Replica),
+                down: false,
+                primary_port: Some(7000),
+            }
+        );
+        let gone = map(&[("port", "7000"), ("flags", "s_down,slave,disconnected")]);
+        assert!(parse_sentinel_entry(&gone).down);
+        let peer = map(&[("port", "26379"), ("flags", "sentinel")]);
+        let p = parse_sentinel_entry(&peer);
+        assert_eq!((p.port, p.role, p.down), (Some(26379), None, false));
+        assert_eq!(parse_sentinel_entry(&map(&[])).port, None);
+        assert_eq!(SentinelId::new(2).to_string(), "sentinel 2");
+        let info = map(&[
+            ("role", "master"),
+            (
+                "slave0",
+                "ip=127.0.0.1,port=7001,state=online,offset=42,lag=0",
+            ),
+            (
+                "slave1",
+                "ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0",
+            ),
+        ]);
+        assert_eq!(replica_ports(&info), [7001, 7002]);
+        assert!(replica_ports(&map(&[("role", "slave")])).is_empty());
+        let replica = |link: &str| {
+            map(&[
+                ("role", "slave"),
+                ("master_port", "7000"),
+                ("master_link_status", link),
+            ])
+        };
+        assert_eq!(following_port(&replica("up")), Some(7000));
+        assert_eq!(following_port(&replica("down")), None);
+        assert_eq!(following_port(&info), None);
     }
 }

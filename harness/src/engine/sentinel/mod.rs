@@ -1,0 +1,219 @@
+//! The Sentinel engine: a primary and [`REPLICAS`] replicas of binary `valkey-server`s on
+//! loopback, watched by [`SENTINELS`] Sentinels (`valkey-server sentinel.conf --sentinel`) that
+//! fail the primary over when it stops answering, as a managed Valkey with Sentinel does.
+//!
+//! **Every address Sentinel hands out is a fault proxy's**, as on the cluster: each data node and
+//! each Sentinel is a [`Node`] behind its own [`crate::faults::Proxy`]. The Sentinels monitor the
+//! primary at its proxy, a replica announces its proxy (`replica-announce-ip/port`, which the
+//! primary's `INFO replication` and so the Sentinels report) and a Sentinel announces its proxy
+//! to its peers (`announce-ip/port`). So `SENTINEL get-master-addr-by-name` names a proxy, and a
+//! failover's `REPLICAOF` too: unlike the cluster's, replication and the Sentinels' hello
+//! channel run through the proxies, which relay a connection byte for byte once it is a
+//! replication stream or a subscription (`crate::faults`). The harness's own connections go to
+//! the real ports ([`Node::admin_port`]).
+//!
+//! The users are the run's on every data node (a replica authenticates to its primary as the
+//! admin, and any node may become a replica); the Sentinels authenticate to the data nodes and to
+//! each other as the admin too, and have only that user and `default` off. A connector's user on
+//! a Sentinel (only what a client asks a Sentinel: `SENTINEL get-master-addr-by-name`,
+//! `SENTINEL replicas`, a `+switch-master` subscription) is for the layer that certifies
+//! connectors on it. TLS is for later too: a TLS Sentinel engine needs `tls-replication` and
+//! Sentinel's own `tls-port`.
+
+mod queries;
+
+use std::path::Path;
+
+use crate::engine::acl::{ADMIN_USER, Users, url_of};
+use crate::engine::admin::Admin;
+use crate::engine::binary;
+use crate::engine::proxied::Node;
+use crate::error::HarnessError;
+
+/// The name the Sentinels monitor the primary by (`SENTINEL get-master-addr-by-name emq`).
+pub const PRIMARY_NAME: &str = "emq";
+/// Replicas of the primary.
+pub const REPLICAS: usize = 2;
+/// Sentinels watching it.
+pub const SENTINELS: usize = 3;
+/// Sentinels that must find the primary down before one fails it over (a majority of three).
+pub const QUORUM: usize = 2;
+/// How long the primary may not answer before a Sentinel finds it down: short, so a test's
+/// failover takes seconds; not shorter, so a primary starved of CPU for a moment on a shared
+/// machine is not failed over unasked (a gate would meet that as an engine event).
+pub const DOWN_AFTER_MS: u32 = 2_000;
+/// How long a failover may take before a Sentinel tries again (twice this), and the bound on
+/// reconfiguring the replicas: short, so a split vote is retried within seconds.
+pub const FAILOVER_TIMEOUT_MS: u32 = 6_000;
+
+/// A running Sentinel engine; every process is killed on drop (and on Ctrl-C, and by a later
+/// run's sweep if this one is SIGKILLed: each is a binary engine with its owner file).
+pub struct Running {
+    /// The data nodes in boot order ([`crate::engine::topology::NodeId`]): the first booted as
+    /// the primary, the others as its replicas.
+    pub nodes: Vec<Node>,
+    /// The Sentinels in boot order ([`crate::engine::topology::SentinelId`]).
+    pub sentinels: Vec<Node>,
+}
+
+impl Running {
+    /// The data node one of whose addresses is `port`.
+    pub fn node_at(&self, port: u16) -> Option<usize> {
+        self.nodes.iter().position(|n| n.has_port(port))
+    }
+
+    /// The Sentinel one of whose addresses is `port`.
+    pub fn sentinel_at(&self, port: u16) -> Option<usize> {
+        self.sentinels.iter().position(|n| n.has_port(port))
+    }
+
+    /// Kills every process: the Sentinels first, so none fails over a primary killed before them.
+    pub fn stop(&mut self) {
+        for n in self.sentinels.iter_mut().chain(self.nodes.iter_mut()) {
+            n.server.stop();
+        }
+    }
+}
+
+/// A boot that fails half-way leaves nothing running either.
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Boots the data nodes (the replicas told to follow the primary's proxy) and the Sentinels
+/// (monitoring it). Waiting until they agree is the engine's ([`queries`]): it asks by
+/// [`crate::engine::topology::NodeId`]. A process that fails to start stops the others (drop).
+pub fn start(server: &Path, users: &Users) -> Result<Running, HarnessError> {
+    let mut running = Running {
+        nodes: Vec::new(),
+        sentinels: Vec::new(),
+    };
+    for i in 0..=REPLICAS {
+        let node = data_node(server, users)?;
+        if i > 0 {
+            let primary = running.nodes[0].announced().to_string();
+            admin_of(&node, users)?.query::<()>(&["REPLICAOF", "127.0.0.1", &primary])?;
+        }
+        running.nodes.push(node);
+    }
+    let primary = running.nodes[0].announced();
+    for _ in 0..SENTINELS {
+        let sentinel = sentinel(server, users, primary)?;
+        running.sentinels.push(sentinel);
+    }
+    Ok(running)
+}
+
+/// The harness's connection to `node` (its real port, as the admin).
+fn admin_of(node: &Node, users: &Users) -> Result<Admin, HarnessError> {
+    Admin::connect(&url_of("127.0.0.1", node.admin_port(), &users.admin(), 0))
+}
+
+/// `CONFIG SET` (or `SENTINEL CONFIG SET`: `command` says which) of `pairs` on `node`, an error
+/// naming the node's port and the setting it refused.
+fn set_all(
+    node: &Node,
+    users: &Users,
+    command: &[&str],
+    pairs: &[(&str, String)],
+) -> Result<(), HarnessError> {
+    let mut admin = admin_of(node, users)?;
+    for (name, value) in pairs {
+        let args: Vec<&str> = command.iter().copied().chain([*name, value]).collect();
+        admin.query::<()>(&args).map_err(|e| {
+            HarnessError::Engine(format!(
+                "the node at port {} refused {}: {e}",
+                node.port(),
+                args[..args.len() - 1].join(" ")
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// A data node behind its proxy, announcing it. Every node may become a replica (a failover
+/// makes one of any), so every node authenticates to a primary as the admin; a diskless sync
+/// starts at once (no delay to gather replicas: a restarted node rejoins in a moment).
+fn data_node(server: &Path, users: &Users) -> Result<Node, HarnessError> {
+    let mut flags = users.replication_flags();
+    flags.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
+    let mut node = Node::behind_proxy(binary::start_with(server, users, &flags)?, None)?;
+    let announce = [
+        ("replica-announce-ip", "127.0.0.1".to_string()),
+        ("replica-announce-port", node.announced().to_string()),
+    ];
+    set_all(&node, users, &["CONFIG", "SET"], &announce)?;
+    node.announce = announce
+        .iter()
+        .flat_map(|(k, v)| [format!("--{k}"), v.clone()])
+        .collect();
+    Ok(node)
+}
+
+/// The text of a Sentinel's `sentinel.conf`: its one user and how it authenticates to its peers;
+/// the primary it monitors at `primary` (its proxy), how it authenticates there, and how soon it
+/// fails it over. All in the file, so the Sentinel's first connection already authenticates
+/// (one made before a `SENTINEL SET auth-pass` would be refused until it is made again).
+pub fn sentinel_conf(users: &Users, primary: u16) -> String {
+    let pw = &users.admin_password;
+    let set = |k: &str, v: &dyn std::fmt::Display| format!("sentinel {k} {PRIMARY_NAME} {v}\n");
+    format!(
+        "user default off\n\
+         user {ADMIN_USER} on >{pw} ~* &* +@all\n\
+         sentinel sentinel-user {ADMIN_USER}\n\
+         sentinel sentinel-pass {pw}\n\
+         sentinel resolve-hostnames no\n\
+         sentinel announce-hostnames no\n\
+         sentinel monitor {PRIMARY_NAME} 127.0.0.1 {primary} {QUORUM}\n"
+    ) + &[
+        set("auth-user", &ADMIN_USER),
+        set("auth-pass", pw),
+        set("down-after-milliseconds", &DOWN_AFTER_MS),
+        set("failover-timeout", &FAILOVER_TIMEOUT_MS),
+        set("parallel-syncs", &REPLICAS),
+    ]
+    .concat()
+}
+
+/// A Sentinel behind its proxy, announcing it, monitoring the primary at `primary` (its proxy).
+/// Its proxy is known once it runs: a hello it sent before naming its own port is corrected by
+/// the next (its peers switch a Sentinel's address by its run id).
+fn sentinel(server: &Path, users: &Users, primary: u16) -> Result<Node, HarnessError> {
+    let running = binary::start_sentinel(server, users, sentinel_conf(users, primary))?;
+    let node = Node::behind_proxy(running, None)?;
+    let announce = [
+        ("announce-ip", "127.0.0.1".to_string()),
+        ("announce-port", node.announced().to_string()),
+    ];
+    set_all(&node, users, &["SENTINEL", "CONFIG", "SET"], &announce)?;
+    Ok(node)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_sentinel_has_the_admin_only_and_says_who_it_is_to_its_peers() {
+        let users = crate::engine::acl::Users {
+            admin_password: "a1".into(),
+            connector_password: "c2".into(),
+            redis: None,
+        };
+        let conf = super::sentinel_conf(&users, 7000);
+        let lines: Vec<&str> = conf.lines().collect();
+        assert_eq!(lines[0], "user default off");
+        assert_eq!(lines[1], "user emq-admin on >a1 ~* &* +@all");
+        for line in [
+            "sentinel sentinel-user emq-admin",
+            "sentinel sentinel-pass a1",
+            "sentinel monitor emq 127.0.0.1 7000 2",
+            "sentinel auth-user emq emq-admin",
+            "sentinel auth-pass emq a1",
+            "sentinel down-after-milliseconds emq 2000",
+        ] {
+            assert!(lines.contains(&line), "{line:?} in {conf}");
+        }
+        assert!(!conf.contains("c2"), "no connector user yet: {conf}");
+    }
+}
