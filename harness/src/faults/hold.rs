@@ -12,6 +12,8 @@ use super::{Matcher, Proxy, Shared};
 pub(super) struct Hold {
     matcher: Matcher,
     until: u64,
+    /// A window that held this many ends the hold: no window after it could judge more.
+    enough: u64,
     quiet: Duration,
     /// The open window (from 0), and how many may still open after it.
     window: u32,
@@ -33,11 +35,13 @@ impl Proxy {
     /// none arrived for `quiet`; then every reply flows. A connector that waits for a reply
     /// before its next command sends one and stalls until `quiet` lets it go.
     /// With `windows` above 1, a new window opens after each one closes (a connector may send a
-    /// lone first call, then its pipelines).
-    pub fn hold(&self, matcher: Matcher, until: u64, quiet: Duration, windows: u32) {
+    /// lone first call, then its pipelines), unless the one that closed held `enough`: the caller
+    /// knows no later window can show more (so a correct connector pays one quiet wait, not two).
+    pub fn hold(&self, matcher: Matcher, until: u64, quiet: Duration, windows: u32, enough: u64) {
         self.shared.lock().hold = Some(Hold {
             matcher,
             until,
+            enough,
             quiet,
             window: 0,
             windows_left: windows.max(1),
@@ -107,7 +111,7 @@ pub(super) fn wait_for_release(shared: &Shared, window: u32) {
         if h.seen >= h.until || quiet_for >= h.quiet {
             let got = h.seen.min(h.until);
             h.best = Some(h.best.map_or(got, |b| b.max(got)));
-            if h.windows_left > 1 {
+            if h.windows_left > 1 && got < h.enough {
                 h.windows_left -= 1;
                 h.window += 1;
                 h.seen = 0;

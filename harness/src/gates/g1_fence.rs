@@ -82,6 +82,23 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
 
 /// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    // The held reply of R5.13 waits 3.5 s: it runs beside the rest, on a database of its own.
+    crate::gates::beside::with_part(
+        ctx,
+        crate::gates::GateId::G1,
+        out,
+        super::g1_release::after_a_timeout,
+        |out, beside| parts(ctx, out, beside),
+    )
+}
+
+/// G1's parts in order; the held reply ([`super::g1_release::after_a_timeout`]) stands where
+/// `beside` is reached.
+fn parts(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    beside: &mut crate::gates::beside::Beside<'_, '_>,
+) -> Result<(), GateError> {
     let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G1)?;
     // Two connectors side by side below: their start-ups overlap (issue #24).
     ctx.factory
@@ -123,13 +140,13 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     if ctx.engine.is_cluster() {
         judge_order_on_cluster(&obs, out);
         cluster_urls(ctx, out, &url)?;
-        super::g1_release::check(ctx, out, &mut admin, db, &url)?;
+        super::g1_release::check(ctx, out, &mut admin, db, &url, beside)?;
         super::g1_tls::check(ctx, out, &url)?;
         super::g1_stop::check(ctx, out, &url)?;
         return refusal(ctx, out, &mut admin, db, &url);
     }
     judge_first_actions(&obs, ctx.bundle, out);
-    super::g1_release::check(ctx, out, &mut admin, db, &url)?;
+    super::g1_release::check(ctx, out, &mut admin, db, &url, beside)?;
     super::g1_tls::check(ctx, out, &url)?;
     super::g1_stop::check(ctx, out, &url)?;
 

@@ -70,6 +70,7 @@ pub fn check(
     admin: &mut Admin,
     db: u32,
     url: &crate::engine::Target,
+    beside: &mut crate::gates::beside::Beside<'_, '_>,
 ) -> Result<(), GateError> {
     (ctx.progress)("G1: the connections a session opened are closed when it is replaced or ends");
     let harness = admin.own_addrs()?;
@@ -85,7 +86,7 @@ pub fn check(
         // The proxy fronts one node; a cluster session's other node connections bypass it.
         return Ok(());
     }
-    after_a_timeout(ctx, out, admin, db, url, settle)
+    beside.here(out)
 }
 
 /// Connect, then connect the connected session again: the connections the first connect opened
@@ -197,22 +198,24 @@ fn disconnect(
 /// the session opened, the one a connector gave up on included, must leave the engine's list. A
 /// connector whose read timeout fires abandons that connection; one that opens another and
 /// leaves the first open leaks a socket per timeout in production (R5.13). A connector that
-/// waits for the reply passes the same way.
-fn after_a_timeout(
+/// waits for the reply passes the same way. It mostly waits, so it runs beside G1's other parts
+/// on database `db` (`gates/beside.rs`); a closed socket is given ten times its own connect to
+/// leave, [`SETTLE_MIN`] at least.
+pub fn after_a_timeout(
     ctx: &GateContext<'_>,
     out: &mut GateOutcome,
-    admin: &mut Admin,
     db: u32,
-    url: &crate::engine::Target,
-    settle: Duration,
 ) -> Result<(), GateError> {
+    let url = ctx.engine.target(db);
+    let admin = &mut ctx.engine.admin(db)?;
     let harness = admin.own_addrs()?;
     let before = clients(admin, db, &harness)?;
-    let (proxy, through) = ctx.proxied(url)?;
+    let (proxy, through) = ctx.proxied(&url)?;
     let mut c = ctx.factory.make()?;
-    let ready = c
-        .connect(SESSION, &through)
-        .and_then(|()| c.enqueue(SESSION, QUEUE, "before", 0).map(drop));
+    let t0 = Instant::now();
+    let ready = c.connect(SESSION, &through);
+    let settle = SETTLE_MIN.max(t0.elapsed() * 10);
+    let ready = ready.and_then(|()| c.enqueue(SESSION, QUEUE, "before", 0).map(drop));
     if let Err(e) = ready {
         out.fail(format!(
             "connect and enqueue of {SESSION} through a proxy failed ({})",

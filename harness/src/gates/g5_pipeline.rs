@@ -259,6 +259,7 @@ fn held(
         PROBE_N as u64,
         QUIET,
         1,
+        PROBE_N as u64,
     );
     // Held until every INCR arrived or the window stayed quiet: a wait, not work.
     let probe_ok = out.waiting(|| c.pipeline_probe("h", &probe, PROBE_N));
@@ -282,6 +283,8 @@ fn held(
     // Two windows: a connector may send one enqueue alone first (to load the script), then its
     // pipelines; its best window must hold a whole pipeline, and no more: the hold waits for one
     // enqueue past `depth`, which only a connector whose pipelines are deeper than asked sends.
+    // A first window that held a whole pipeline is the last: of the batch's 2 × depth enqueues
+    // one pipeline is left, which cannot hold more than depth (one quiet wait, not two).
     let mut own = None;
     let (proxy, _) = if ctx.engine.is_cluster() {
         proxy_for(ctx, admin, url, "g5h", &mut own)?
@@ -297,6 +300,7 @@ fn held(
         DEPTH as u64 + 1,
         QUIET,
         2,
+        DEPTH as u64,
     );
     let done = out.waiting(|| c.batch("h", "g5h", 2 * DEPTH, DEPTH, "z"));
     let (seen, others) = proxy.take_hold();

@@ -44,6 +44,12 @@ impl GateId {
     pub fn db(self) -> u32 {
         900 + self.number()
     }
+
+    /// The second database the gate owns on a single engine (`950 + n`): where a part of the
+    /// gate that only waits runs beside its other parts, unseen by them (`gates/beside.rs`).
+    pub fn side_db(self) -> u32 {
+        950 + self.number()
+    }
 }
 
 impl fmt::Display for GateId {
@@ -116,6 +122,7 @@ mod tests {
         for g in GateId::ALL {
             assert_eq!(g.as_str().parse::<GateId>(), Ok(g));
             assert_eq!(g.db(), 900 + g.number());
+            assert!(GateId::ALL.iter().all(|o| o.db() != g.side_db()));
         }
         assert_eq!("g3".parse::<GateId>(), Ok(GateId::G3));
         assert_eq!(GateId::G8.db(), 908);

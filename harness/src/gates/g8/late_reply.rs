@@ -10,16 +10,18 @@ use std::time::Duration;
 use super::SESSION;
 use crate::connector::Verbs;
 use crate::faults::Matcher;
-use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
+use crate::gates::{GateContext, GateError, GateOutcome};
 use crate::protocol::grammar::key;
 
 /// How long the proxy holds the reply: past a short connector timeout, well within the harness's.
 const HOLD: Duration = Duration::from_millis(1500);
 const QUEUE: &str = "g8late";
 
-/// The check; on a cluster it does not run (the proxy fronts one node).
-pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
+/// The check, on database `db`, flushed; on a cluster it does not run (the proxy fronts one
+/// node). It mostly waits, so it runs beside G8's other phases (`gates/beside.rs`).
+pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome, db: u32) -> Result<(), GateError> {
+    let url = ctx.engine.target(db);
+    let mut admin = ctx.engine.prepare_db(db)?;
     for s in &ctx.bundle.scripts {
         admin.script_load(&s.source)?;
     }

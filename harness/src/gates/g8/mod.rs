@@ -59,6 +59,18 @@ pub fn crash_connectors(seed: u64) -> usize {
 
 /// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
+    // The late reply (one engine) waits 1.5 s: it runs beside the phases, on a database of its own.
+    crate::gates::beside::with_part(ctx, GateId::G8, out, late_reply::run, |out, beside| {
+        phases(ctx, out, beside)
+    })
+}
+
+/// G8's phases in order; the late reply stands where `beside` is reached.
+fn phases(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    beside: &mut crate::gates::beside::Beside<'_, '_>,
+) -> Result<(), GateError> {
     // The crash phase's replacements start now, all at once, while the first phases run
     // (issue #24); idle processes (G7's) count among them.
     if ctx.factory.killable() {
@@ -74,7 +86,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
         unclean::run(ctx, out)?;
         migration::run(ctx, out)?;
     } else {
-        late_reply::run(ctx, out)?;
+        beside.here(out)?;
     }
     crashes(ctx, out)
 }
