@@ -182,8 +182,8 @@ fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, Harn
     // the node's real one (the harness talks to nodes directly).
     map.iter()
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
-        .and_then(|(port, _, _)| running.node_at(*port))
-        .map(|i| running.nodes[i].port())
+        .and_then(|(port, _, _)| running.nodes.iter().find(|n| n.has_port(*port)))
+        .map(|n| n.port())
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
 }
 
