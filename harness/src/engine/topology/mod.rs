@@ -51,26 +51,6 @@ pub fn try_wait_until(
     }
 }
 
-/// [`wait_until`] on a check that says what is still missing (`Err`): the error of a wait that
-/// ran out ends with the last thing missing, so it names the node that held it up.
-pub fn wait_until_ok(
-    what: &str,
-    mut check: impl FnMut() -> Result<(), String>,
-) -> Result<Duration, HarnessError> {
-    let mut missing = String::new();
-    wait_until(what, || match check() {
-        Ok(()) => true,
-        Err(e) => {
-            missing = e;
-            false
-        }
-    })
-    .map_err(|e| match e {
-        HarnessError::Engine(m) => HarnessError::Engine(format!("{m}: {missing}")),
-        other => other,
-    })
-}
-
 impl Engine {
     /// The nodes the harness booted one by one (a cluster's, a Sentinel engine's data nodes).
     fn booted_nodes(&self) -> &[Node] {
