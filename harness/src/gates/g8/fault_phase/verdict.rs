@@ -72,3 +72,40 @@ pub(super) fn verdict(seed: u64, cluster: bool, calls: usize, tally: Tally, out:
         "",
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::{GateId, Severity, Verdict};
+
+    fn judged(tally: Tally) -> crate::gates::GateOutcome {
+        let mut out = crate::gates::GateOutcome::new(GateId::G8, "G8");
+        verdict(7, false, 56, tally, &mut out);
+        out
+    }
+
+    #[test]
+    fn no_breach_passes_and_a_call_that_ran_twice_is_named_first() {
+        assert_eq!(judged(Tally::default()).verdict, Verdict::Pass);
+        let out = judged(Tally {
+            breaches: vec![
+                "claim (fault trial 1 of 56, lost reply): lost j1".into(),
+                format!("enqueue (fault trial 2 of 56, cut reply) {RAN_TWICE}: it answered 2"),
+            ],
+            ..Tally::default()
+        });
+        assert_eq!(out.verdict, Verdict::Fail);
+        let fails: Vec<&str> = out
+            .evidence
+            .iter()
+            .filter(|e| e.severity == Severity::Fail)
+            .map(|e| e.text.as_str())
+            .collect();
+        assert!(
+            fails[0].starts_with("1 faulted calls ran twice"),
+            "{fails:#?}"
+        );
+        assert!(fails[1].ends_with("; 2 breaches"), "{fails:#?}");
+        assert!(fails[2].contains(RAN_TWICE), "{fails:#?}");
+    }
+}
