@@ -294,11 +294,6 @@ fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), Harnes
 }
 
 impl Running {
-    /// The node one of whose addresses is `port`.
-    pub fn node_at(&self, port: u16) -> Option<usize> {
-        self.nodes.iter().position(|n| n.has_port(port))
-    }
-
     /// Kills every node.
     pub fn stop(&mut self) {
         for n in &mut self.nodes {

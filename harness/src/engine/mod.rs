@@ -182,8 +182,8 @@ fn seed_port(running: &cluster::Running, users: &acl::Users) -> Result<u16, Harn
     // the node's real one (the harness talks to nodes directly).
     map.iter()
         .find(|(_, ranges, _)| !admin::shards::holds(ranges, fence))
-        .and_then(|(port, _, _)| running.node_at(*port))
-        .map(|i| running.nodes[i].port())
+        .and_then(|(port, _, _)| running.nodes.iter().find(|n| n.has_port(*port)))
+        .map(|n| n.port())
         .ok_or_else(|| HarnessError::Engine("every primary owns the fence's slot".into()))
 }
 
@@ -267,59 +267,57 @@ impl Engine {
     }
 
     fn binary(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
-        let path = binary::locate(path)?;
-        let users = acl::Users::random(acl::redis_version_of_binary(&path));
-        let running = binary::start(&path, &users)?;
-        let port = running.port;
-        Ok(Self::booted(
-            EngineKind::Binary,
-            path.display().to_string(),
-            "127.0.0.1".into(),
-            port,
-            &users,
-            Handle::Binary(running),
-        ))
+        Self::from_binary(EngineKind::Binary, path, |path, users| {
+            let running = binary::start(path, users)?;
+            Ok((running.port, Handle::Binary(running)))
+        })
     }
 
     /// A cluster of `path`'s binary; with `tls`, over TLS only (SPEC §10).
     fn cluster(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
-        let path = binary::locate(path)?;
-        let users = acl::Users::random(acl::redis_version_of_binary(&path));
-        let run = if tls {
-            Some(crate::tls::RunTls::new()?)
-        } else {
-            None
-        };
-        let running = cluster::start(&path, &users, run)?;
-        let port = seed_port(&running, &users)?;
-        Ok(Self::booted(
-            EngineKind::Cluster,
-            path.display().to_string(),
-            "127.0.0.1".into(),
-            port,
-            &users,
-            Handle::Cluster(running),
-        ))
+        Self::from_binary(EngineKind::Cluster, path, |path, users| {
+            let run = if tls {
+                Some(crate::tls::RunTls::new()?)
+            } else {
+                None
+            };
+            let running = cluster::start(path, users, run)?;
+            let port = seed_port(&running, users)?;
+            Ok((port, Handle::Cluster(running)))
+        })
     }
 
     /// A primary, its replicas and its Sentinels of `path`'s binary ([`sentinel`]), once the
     /// replicas are in sync and the Sentinels agree. Its port is the primary's as booted: a
     /// connector's url names it until a Target for Sentinel exists (provisional; SPEC has none).
     fn sentinel(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+        let engine = Self::from_binary(EngineKind::Sentinel, path, |path, users| {
+            let running = sentinel::start(path, users)?;
+            Ok((running.nodes[0].port(), Handle::Sentinel(running)))
+        })?;
+        engine.wait_sentinel_ready()?;
+        Ok(engine)
+    }
+
+    /// An engine of `path`'s binary (found by [`binary::locate`]) with users for its version:
+    /// `start` boots what `kind` runs and says its port and handle. One way from a binary to a
+    /// booted engine, so the three kinds cannot drift apart in how they find and name it.
+    fn from_binary(
+        kind: EngineKind,
+        path: Option<&std::path::Path>,
+        start: impl FnOnce(&std::path::Path, &acl::Users) -> Result<(u16, Handle), HarnessError>,
+    ) -> Result<Self, HarnessError> {
         let path = binary::locate(path)?;
         let users = acl::Users::random(acl::redis_version_of_binary(&path));
-        let running = sentinel::start(&path, &users)?;
-        let port = running.nodes[0].port();
-        let engine = Self::booted(
-            EngineKind::Sentinel,
+        let (port, handle) = start(&path, &users)?;
+        Ok(Self::booted(
+            kind,
             path.display().to_string(),
             "127.0.0.1".into(),
             port,
             &users,
-            Handle::Sentinel(running),
-        );
-        engine.wait_sentinel_ready()?;
-        Ok(engine)
+            handle,
+        ))
     }
 
     /// An engine the harness started: its own users, every database its to flush.

@@ -17,9 +17,10 @@ impl Engine {
     pub(super) fn url_as(&self, auth: &Auth, db: u32) -> String {
         let (port, db) = match (&self.handle, self.kind) {
             (_, EngineKind::Url) => (self.port, self.base_db),
-            (Handle::Cluster(c), _) => (
-                c.node_at(self.port)
-                    .map_or(self.port, |i| c.nodes[i].admin_port()),
+            (Handle::Cluster(_), _) => (
+                self.node_at(self.port)
+                    .and_then(|id| self.booted_node(id).ok())
+                    .map_or(self.port, |n| n.admin_port()),
                 0,
             ),
             _ => (self.port, db),

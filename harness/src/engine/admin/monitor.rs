@@ -48,7 +48,7 @@ impl Monitor {
             .arg("INFO")
             .query(&mut con)
             .map_err(err)?;
-        let addr = super::parse_client(info.trim()).addr;
+        let addr = super::clients::parse_client(info.trim()).addr;
         let packed = redis::cmd("MONITOR").get_packed_command();
         con.send_packed_command(&packed).map_err(err)?;
         con.set_read_timeout(Some(MONITOR_SILENCE)).map_err(err)?;

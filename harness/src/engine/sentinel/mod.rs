@@ -57,11 +57,6 @@ pub struct Running {
 }
 
 impl Running {
-    /// The data node one of whose addresses is `port`.
-    pub fn node_at(&self, port: u16) -> Option<usize> {
-        self.nodes.iter().position(|n| n.has_port(port))
-    }
-
     /// The Sentinel one of whose addresses is `port`.
     pub fn sentinel_at(&self, port: u16) -> Option<usize> {
         self.sentinels.iter().position(|n| n.has_port(port))

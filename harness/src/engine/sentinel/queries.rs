@@ -1,7 +1,7 @@
 //! What the harness asks of a Sentinel engine, by [`NodeId`] for its data nodes and by
 //! [`SentinelId`] for its Sentinels: the Sentinels and their proxies, the primary each names, and
-//! the waits of its boot and of a failover. Every wait is bounded ([`wait_until_ok`]) and its
-//! error names the node or Sentinel that held it up, with its port.
+//! the waits of its boot and of a failover. Every wait is bounded ([`try_wait_until`]) and its
+//! error names the node or Sentinel that held it up, with its port ([`held_up`]).
 
 use std::collections::BTreeSet;
 
@@ -10,7 +10,7 @@ use crate::engine::acl::url_of;
 use crate::engine::admin::Admin;
 use crate::engine::proxied::Node;
 use crate::engine::topology::view::{SentinelEntry, following_port, parse_sentinel_entry};
-use crate::engine::topology::{NodeId, Role, SentinelId, wait_until_ok};
+use crate::engine::topology::{NodeId, Role, SentinelId, try_wait_until};
 use crate::engine::{Engine, Handle};
 use crate::error::HarnessError;
 use crate::faults::Proxy;
@@ -178,11 +178,15 @@ impl Engine {
             "the Sentinels agreeing on the primary {primary} (port {}), its replicas and each other",
             self.port_of(primary)
         );
-        wait_until_ok(&what, || {
-            self.sentinels()
+        let mut missing = String::new();
+        try_wait_until(&what, || {
+            let settled = self
+                .sentinels()
                 .into_iter()
-                .try_for_each(|id| self.sentinel_settled(id, primary))
+                .try_for_each(|id| self.sentinel_settled(id, primary));
+            Ok(noting(&mut missing, settled))
         })
+        .map_err(|e| held_up(e, &missing))
         .map(drop)
     }
 
@@ -194,7 +198,7 @@ impl Engine {
             self.port_of(old)
         );
         let mut new = None;
-        wait_until_ok(&what, || {
+        let mut check = || {
             let named = self.agreed_primary()?;
             if named == old {
                 return Err(format!("every Sentinel still names {old}"));
@@ -207,7 +211,10 @@ impl Engine {
             }
             new = Some(named);
             Ok(())
-        })?;
+        };
+        let mut missing = String::new();
+        try_wait_until(&what, || Ok(noting(&mut missing, check())))
+            .map_err(|e| held_up(e, &missing))?;
         new.ok_or_else(|| HarnessError::Engine(format!("{what}: no primary")))
     }
 
@@ -218,7 +225,7 @@ impl Engine {
             self.port_of(replica),
             self.port_of(primary)
         );
-        wait_until_ok(&what, || {
+        let check = || {
             let info = self
                 .node_admin(replica)
                 .and_then(|mut a| a.info("replication"))
@@ -228,8 +235,27 @@ impl Engine {
                 Some(p) => Err(format!("it follows port {p}")),
                 None => Err("it follows no primary with its link up".into()),
             }
-        })
-        .map(drop)
+        };
+        let mut missing = String::new();
+        try_wait_until(&what, || Ok(noting(&mut missing, check())))
+            .map_err(|e| held_up(e, &missing))
+            .map(drop)
+    }
+}
+
+/// A wait's check that says what is still missing (`Err`), as [`try_wait_until`] asks it: not
+/// yet (never an error, so a Sentinel that does not answer is polled again), the text kept in
+/// `missing` for [`held_up`].
+fn noting(missing: &mut String, check: Result<(), String>) -> bool {
+    check.map_err(|m| *missing = m).is_ok()
+}
+
+/// The error of a wait that ran out, ending with the last thing `missing`: it names the node or
+/// Sentinel that held it up.
+fn held_up(e: HarnessError, missing: &str) -> HarnessError {
+    match e {
+        HarnessError::Engine(m) => HarnessError::Engine(format!("{m}: {missing}")),
+        other => other,
     }
 }
 

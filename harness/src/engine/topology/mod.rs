@@ -51,26 +51,6 @@ pub fn try_wait_until(
     }
 }
 
-/// [`wait_until`] on a check that says what is still missing (`Err`): the error of a wait that
-/// ran out ends with the last thing missing, so it names the node that held it up.
-pub fn wait_until_ok(
-    what: &str,
-    mut check: impl FnMut() -> Result<(), String>,
-) -> Result<Duration, HarnessError> {
-    let mut missing = String::new();
-    wait_until(what, || match check() {
-        Ok(()) => true,
-        Err(e) => {
-            missing = e;
-            false
-        }
-    })
-    .map_err(|e| match e {
-        HarnessError::Engine(m) => HarnessError::Engine(format!("{m}: {missing}")),
-        other => other,
-    })
-}
-
 impl Engine {
     /// The nodes the harness booted one by one (a cluster's, a Sentinel engine's data nodes).
     fn booted_nodes(&self) -> &[Node] {
@@ -84,15 +64,15 @@ impl Engine {
     /// Node `id` of a cluster or a Sentinel engine: only their nodes have a process, a proxy and
     /// a back of their own to kill, stop, restart or cut off.
     pub(super) fn booted_node(&self, id: NodeId) -> Result<&Node, HarnessError> {
-        match &self.handle {
-            Handle::Cluster(_) | Handle::Sentinel(_) => self
-                .booted_nodes()
-                .get(id.index())
-                .ok_or_else(|| HarnessError::Engine(format!("no {id} in this engine"))),
-            _ => Err(HarnessError::Engine(format!(
+        let nodes = self.booted_nodes();
+        if nodes.is_empty() {
+            return Err(HarnessError::Engine(format!(
                 "{id} is a node of a cluster or a Sentinel engine: this engine is a single server"
-            ))),
+            )));
         }
+        nodes
+            .get(id.index())
+            .ok_or_else(|| HarnessError::Engine(format!("no {id} in this engine")))
     }
 
     /// Every node: a cluster's or a Sentinel engine's data nodes in boot order, or the one
@@ -106,11 +86,11 @@ impl Engine {
     /// The node one of whose ports is `port` (its own, announced, or the harness's way in), as a
     /// reply names it (`CLUSTER SLOTS`, `MOVED`, `CLUSTER REPLICAS`).
     pub fn node_at(&self, port: u16) -> Option<NodeId> {
-        match &self.handle {
-            Handle::Cluster(c) => c.node_at(port).map(NodeId::new),
-            Handle::Sentinel(s) => s.node_at(port).map(NodeId::new),
-            _ => (port == self.port).then_some(NodeId::new(0)),
+        let nodes = self.booted_nodes();
+        if nodes.is_empty() {
+            return (port == self.port).then_some(NodeId::new(0));
         }
+        nodes.iter().position(|n| n.has_port(port)).map(NodeId::new)
     }
 
     /// The node a cluster url names (its seed), or the one engine.

@@ -176,13 +176,13 @@ fn killer(
     }
 }
 
-/// What the crash loop did, for the figures.
+/// What the crash loop did, for the figures (its failed calls are the ledger's:
+/// [`Ledger::errors`]).
 #[derive(Default)]
 struct Counts {
     conn_kills: u32,
     proc_kills: u32,
     steps: u64,
-    errors: u64,
 }
 
 pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
@@ -218,7 +218,7 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
     out.figure("crash_steps", n.steps);
     out.figure("crash_connection_kills", n.conn_kills);
     out.figure("crash_process_kills", n.proc_kills);
-    out.figure("crash_caller_errors", n.errors);
+    out.figure("crash_caller_errors", ledger.errors());
     out.pass(format!(
         "{CRASHES} crashes injected: connector connections killed on the engine (CLIENT KILL) before calls and \
          while in flight, in a seeded worker loop (seed {}){}",
@@ -285,7 +285,7 @@ fn recover(
     ctx: &GateContext<'_>,
     url: &crate::engine::Target,
     mut c: Box<dyn Connector + Send>,
-    errors: u64,
+    errors: u32,
     marker: &mut Marker,
 ) -> Result<Box<dyn Connector + Send>, GateError> {
     if errors % 3 == 1 {
@@ -403,9 +403,8 @@ fn crash_loop(
             }
             pace.slowest = pace.slowest.max(step_t0.elapsed());
             if let Err(e) = r {
-                n.errors += 1;
                 ledger.failed(&e);
-                c = recover(ctx, url, c, n.errors, marker)?;
+                c = recover(ctx, url, c, ledger.errors(), marker)?;
             }
         }
         drop(tx);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::accounting::{Job, Outcome, RAN_TWICE, Record, Snapshot, account};
+use super::accounting::{Job, Outcome, Record, Snapshot, account};
 use super::{MAX_ATTEMPTS, SESSION, fresh};
 use crate::connector::{Cmd, Connector, Request, Verbs};
 use crate::engine::Admin;
@@ -24,6 +24,12 @@ use crate::faults::{Fault, Matcher, Proxy, Rule};
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::stable;
 use crate::protocol::grammar::Set;
+
+mod proxies;
+mod verdict;
+
+use proxies::Proxies;
+use verdict::{Tally, verdict};
 
 /// How many times each (verb, fault) pair is hit.
 pub const ROUNDS: usize = 2;
@@ -43,8 +49,6 @@ pub const FAULTS: [Fault; 4] = [
     Fault::CutReply,
     Fault::Delay(DELAY),
 ];
-/// Breaches shown in evidence; the rest are counted.
-const SHOWN: usize = 12;
 
 /// One trial: a verb and the fault its call meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,83 +189,6 @@ fn fault_name(f: Fault) -> String {
     }
 }
 
-/// A cluster node and a slot it owns, for evidence.
-type NodeSlot = (
-    crate::engine::topology::NodeId,
-    crate::engine::admin::shards::Slot,
-);
-
-/// Where the phase's faults are armed: its own proxy in front of a single engine, or the proxies
-/// a cluster's nodes announce.
-enum Proxies<'a> {
-    Single(Proxy),
-    Cluster(&'a crate::engine::Engine),
-}
-
-impl Proxies<'_> {
-    /// The proxy that carries queue `q`'s calls, and on a cluster the node and slot, for
-    /// evidence.
-    fn of(&self, admin: &Admin, q: &str) -> Result<(&Proxy, Option<NodeSlot>), GateError> {
-        match self {
-            Self::Single(p) => Ok((p, None)),
-            Self::Cluster(engine) => {
-                let node = engine.primary_of(admin, q)?;
-                let slot = crate::engine::admin::shards::slot(q.as_bytes());
-                let p = engine.proxy_of(node)?;
-                Ok((p, Some((node, slot))))
-            }
-        }
-    }
-
-    /// The proxy a `connect` opens its first connection through (the seed's, on a cluster).
-    fn seed(&self) -> Option<&Proxy> {
-        match self {
-            Self::Single(p) => Some(p),
-            Self::Cluster(engine) => engine.proxy_of(engine.seed()).ok(),
-        }
-    }
-
-    /// Disarms every proxy and forgets what fired; true when a rule was left unfired.
-    fn disarm(&self, admin: &Admin) -> bool {
-        let mut unfired = false;
-        let mut each = |p: &Proxy| {
-            unfired |= !p.disarm().is_empty();
-            p.take_fired();
-        };
-        match self {
-            Self::Single(p) => each(p),
-            Self::Cluster(engine) => engine
-                .primaries(admin)
-                .into_iter()
-                .filter_map(|node| engine.proxy_of(node).ok())
-                .for_each(each),
-        }
-        unfired
-    }
-
-    /// Connections accepted and commands seen, over every proxy.
-    fn counts(&self, admin: &Admin) -> (u64, u64) {
-        match self {
-            Self::Single(p) => p.counts(),
-            Self::Cluster(engine) => engine
-                .primaries(admin)
-                .into_iter()
-                .filter_map(|node| engine.proxy_of(node).ok())
-                .map(Proxy::counts)
-                .fold((0, 0), |(a, b), (c, d)| (a + c, b + d)),
-        }
-    }
-}
-
-/// What the trials add up to: the breaches in the order seen, the §3 violations, how calls ended.
-#[derive(Default)]
-struct Tally {
-    breaches: Vec<String>,
-    violations: std::collections::BTreeSet<String>,
-    failed: u64,
-    answered: u64,
-}
-
 /// The phase's instruments: the gate's database, the proxies its faults are armed on, and the
 /// seeded draws (setup depth, faulted enqueue of a batch).
 struct Phase<'a> {
@@ -306,7 +233,13 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     out.figure("fault_calls_answered", phase.tally.answered);
     out.figure("fault_proxy_connections", conns);
     out.figure("fault_proxy_commands", commands);
-    verdict(ctx, trials.len(), phase.tally, out);
+    verdict(
+        ctx.seed,
+        ctx.engine.is_cluster(),
+        trials.len(),
+        phase.tally,
+        out,
+    );
     Ok(())
 }
 
@@ -447,62 +380,6 @@ impl<'a> Phase<'a> {
 /// The script a mutating verb runs.
 fn script(verb: Cmd) -> &'static str {
     verb.script().expect("a mutating verb runs a script")
-}
-
-/// The phase's verdict lines: what ran, the accounting (breaches shown up to [`SHOWN`]), §3.
-fn verdict(ctx: &GateContext<'_>, calls: usize, tally: Tally, out: &mut GateOutcome) {
-    let through = if ctx.engine.is_cluster() {
-        "the proxy of the node that owns its queue's slot (every node's clients go through one)"
-    } else {
-        "the harness's proxy"
-    };
-    out.pass(format!(
-        "fault phase (seed {}): {calls} calls through {through}, each meeting one fault on its own \
-         EVALSHA: every mutating verb ({}) × {{{}}}, {ROUNDS} times each; and a reset on connect",
-        ctx.seed,
-        verbs()
-            .iter()
-            .map(|v| v.name())
-            .collect::<Vec<_>>()
-            .join(", "),
-        FAULTS.map(fault_name).join(", "),
-    ));
-    let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
-                succeeded ran exactly once and answered what the scripts answer; no job duplicated, lost or made by no call";
-    let mut breaches = tally.breaches;
-    if breaches.is_empty() {
-        out.pass(rule);
-    } else {
-        // The cause before its effects: a call that ran twice (a re-send) first, the trial order
-        // kept within each group.
-        breaches.sort_by_key(|b| !b.contains(RAN_TWICE));
-        let twice: std::collections::BTreeSet<&str> = breaches
-            .iter()
-            .filter_map(|b| b.split_once(RAN_TWICE))
-            .map(|(call, _)| call.trim_start_matches("duplicate: ").trim())
-            .collect();
-        let twice = twice.len();
-        if twice > 0 {
-            out.fail(format!(
-                "{twice} faulted calls ran twice: the connector re-sent a script call whose reply was lost (R4.17 forbids it); first: {}",
-                breaches[0]
-            ));
-        }
-        out.fail(format!("{rule}; {} breaches", breaches.len()));
-        let more = breaches.len().saturating_sub(SHOWN);
-        for b in breaches.into_iter().take(SHOWN) {
-            out.fail(b);
-        }
-        if more > 0 {
-            out.fail(format!("… and {more} more breaches"));
-        }
-    }
-    let violations: Vec<String> = tally.violations.into_iter().take(5).collect();
-    out.none_of(
-        &violations,
-        "keyspace before and after every faulted call: no violation of §3",
-        "",
-    );
 }
 
 /// Connect while the proxy closes the connection it is opening: kind engine (or a success of

@@ -1,0 +1,111 @@
+//! The fault phase's verdict, pure: what the trials added up to ([`Tally`]) judged into the
+//! gate's lines, apart from the I/O that ran them.
+
+use super::{FAULTS, ROUNDS, fault_name, verbs};
+use crate::gates::GateOutcome;
+use crate::gates::g8::accounting::RAN_TWICE;
+
+/// Breaches shown in evidence; the rest are counted.
+const SHOWN: usize = 12;
+
+/// What the trials add up to: the breaches in the order seen, the §3 violations, how calls ended.
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) breaches: Vec<String>,
+    pub(super) violations: std::collections::BTreeSet<String>,
+    pub(super) failed: u64,
+    pub(super) answered: u64,
+}
+
+/// The phase's verdict lines: what ran, the accounting (breaches shown up to [`SHOWN`]), §3.
+pub(super) fn verdict(seed: u64, cluster: bool, calls: usize, tally: Tally, out: &mut GateOutcome) {
+    let through = if cluster {
+        "the proxy of the node that owns its queue's slot (every node's clients go through one)"
+    } else {
+        "the harness's proxy"
+    };
+    out.pass(format!(
+        "fault phase (seed {}): {calls} calls through {through}, each meeting one fault on its own \
+         EVALSHA: every mutating verb ({}) × {{{}}}, {ROUNDS} times each; and a reset on connect",
+        seed,
+        verbs()
+            .iter()
+            .map(|v| v.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        FAULTS.map(fault_name).join(", "),
+    ));
+    let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
+                succeeded ran exactly once and answered what the scripts answer; no job duplicated, lost or made by no call";
+    let mut breaches = tally.breaches;
+    if breaches.is_empty() {
+        out.pass(rule);
+    } else {
+        // The cause before its effects: a call that ran twice (a re-send) first, the trial order
+        // kept within each group.
+        breaches.sort_by_key(|b| !b.contains(RAN_TWICE));
+        let twice: std::collections::BTreeSet<&str> = breaches
+            .iter()
+            .filter_map(|b| b.split_once(RAN_TWICE))
+            .map(|(call, _)| call.trim_start_matches("duplicate: ").trim())
+            .collect();
+        let twice = twice.len();
+        if twice > 0 {
+            out.fail(format!(
+                "{twice} faulted calls ran twice: the connector re-sent a script call whose reply was lost (R4.17 forbids it); first: {}",
+                breaches[0]
+            ));
+        }
+        out.fail(format!("{rule}; {} breaches", breaches.len()));
+        let more = breaches.len().saturating_sub(SHOWN);
+        for b in breaches.into_iter().take(SHOWN) {
+            out.fail(b);
+        }
+        if more > 0 {
+            out.fail(format!("… and {more} more breaches"));
+        }
+    }
+    let violations: Vec<String> = tally.violations.into_iter().take(5).collect();
+    out.none_of(
+        &violations,
+        "keyspace before and after every faulted call: no violation of §3",
+        "",
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::{GateId, Severity, Verdict};
+
+    fn judged(tally: Tally) -> crate::gates::GateOutcome {
+        let mut out = crate::gates::GateOutcome::new(GateId::G8, "G8");
+        verdict(7, false, 56, tally, &mut out);
+        out
+    }
+
+    #[test]
+    fn no_breach_passes_and_a_call_that_ran_twice_is_named_first() {
+        assert_eq!(judged(Tally::default()).verdict, Verdict::Pass);
+        let out = judged(Tally {
+            breaches: vec![
+                "claim (fault trial 1 of 56, lost reply): lost j1".into(),
+                format!("enqueue (fault trial 2 of 56, cut reply) {RAN_TWICE}: it answered 2"),
+            ],
+            ..Tally::default()
+        });
+        assert_eq!(out.verdict, Verdict::Fail);
+        let fails: Vec<&str> = out
+            .evidence
+            .iter()
+            .filter(|e| e.severity == Severity::Fail)
+            .map(|e| e.text.as_str())
+            .collect();
+        assert!(
+            fails[0].starts_with("1 faulted calls ran twice"),
+            "{fails:#?}"
+        );
+        assert!(fails[1].ends_with("; 2 breaches"), "{fails:#?}");
+        assert!(fails[2].contains(RAN_TWICE), "{fails:#?}");
+    }
+}
