@@ -82,7 +82,8 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
 
 /// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    // The held reply of R5.13 waits 3.5 s: it runs beside the rest, on a database of its own.
+    // The held reply of R5.13 waits 3.5 s: it runs beside the parts after the connects under
+    // MONITOR, on a database of its own.
     crate::gates::beside::with_part(
         ctx,
         crate::gates::GateId::G1,
@@ -97,7 +98,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
 fn parts(
     ctx: &GateContext<'_>,
     out: &mut GateOutcome,
-    beside: &mut crate::gates::beside::Beside<'_, '_>,
+    beside: &mut crate::gates::beside::Beside<'_, '_, '_>,
 ) -> Result<(), GateError> {
     let GateDb { db, url, mut admin } = ctx.database(crate::gates::GateId::G1)?;
     // Two connectors side by side below: their start-ups overlap (issue #24).
@@ -146,6 +147,8 @@ fn parts(
         return refusal(ctx, out, &mut admin, db, &url);
     }
     judge_first_actions(&obs, ctx.bundle, out);
+    // The connects under MONITOR met an empty script cache; the held reply may load it now.
+    beside.start();
     super::g1_release::check(ctx, out, &mut admin, db, &url, beside)?;
     super::g1_tls::check(ctx, out, &url)?;
     super::g1_stop::check(ctx, out, &url)?;

@@ -70,7 +70,7 @@ pub fn check(
     admin: &mut Admin,
     db: u32,
     url: &crate::engine::Target,
-    beside: &mut crate::gates::beside::Beside<'_, '_>,
+    beside: &mut crate::gates::beside::Beside<'_, '_, '_>,
 ) -> Result<(), GateError> {
     (ctx.progress)("G1: the connections a session opened are closed when it is replaced or ends");
     let harness = admin.own_addrs()?;

@@ -278,6 +278,22 @@ fn held(
             held_probe_words(seen, PROBE_N as u64, &others, &probe)
         ),
     );
+    // On a cluster the batch's queue is on its own node, behind that node's proxy.
+    if ctx.engine.is_cluster() {
+        let mut own = None;
+        let (p, _) = proxy_for(ctx, admin, url, "g5h", &mut own)?;
+        return held_batch(out, c.as_mut(), p);
+    }
+    held_batch(out, c.as_mut(), proxy)
+}
+
+/// The batch of part 4, through `proxy` (the one that carries queue `g5h`).
+fn held_batch(
+    out: &mut GateOutcome,
+    c: &mut (dyn Connector + Send),
+    proxy: &crate::faults::Proxy,
+) -> Result<(), GateError> {
+    use crate::faults::Matcher;
     // Any EVALSHA: the batch is all this session sends (a connector that sends foreign scripts
     // is G2's to judge, not this check's).
     // Two windows: a connector may send one enqueue alone first (to load the script), then its
@@ -285,12 +301,6 @@ fn held(
     // enqueue past `depth`, which only a connector whose pipelines are deeper than asked sends.
     // A first window that held a whole pipeline is the last: of the batch's 2 × depth enqueues
     // one pipeline is left, which cannot hold more than depth (one quiet wait, not two).
-    let mut own = None;
-    let (proxy, _) = if ctx.engine.is_cluster() {
-        proxy_for(ctx, admin, url, "g5h", &mut own)?
-    } else {
-        (proxy, through.clone())
-    };
     proxy.hold(
         Matcher {
             name: Some("EVALSHA".into()),

@@ -59,7 +59,8 @@ pub fn crash_connectors(seed: u64) -> usize {
 
 /// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    // The late reply (one engine) waits 1.5 s: it runs beside the phases, on a database of its own.
+    // The late reply (one engine) waits 1.5 s: it runs beside the phases after the discipline, on
+    // a database of its own.
     crate::gates::beside::with_part(ctx, GateId::G8, out, late_reply::run, |out, beside| {
         phases(ctx, out, beside)
     })
@@ -69,7 +70,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
 fn phases(
     ctx: &GateContext<'_>,
     out: &mut GateOutcome,
-    beside: &mut crate::gates::beside::Beside<'_, '_>,
+    beside: &mut crate::gates::beside::Beside<'_, '_, '_>,
 ) -> Result<(), GateError> {
     // The crash phase's replacements start now, all at once, while the first phases run
     // (issue #24); idle processes (G7's) count among them.
@@ -78,6 +79,8 @@ fn phases(
             .warm(crash_connectors(ctx.seed), StartReason::Killed);
     }
     discipline(ctx, out)?;
+    // The discipline's first calls met an empty script cache; the late reply may load it now.
+    beside.start();
     // The fault phase runs on every engine (on a cluster through the proxy of each node); a
     // cluster adds its failover (R8.4).
     fault_phase::run(ctx, out)?;
