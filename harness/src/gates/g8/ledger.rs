@@ -1,7 +1,9 @@
-//! One ledger of jobs for G8's phases that keep their own books (the crash loop and its drain, the
-//! graceful failover, the slot migration): what each call told the caller about a job, and the
+//! One ledger of jobs and calls for G8's phases (the fault phase, the crash loop and its drain,
+//! the graceful failover, the slot migration): what each call told the caller about a job, and the
 //! one accounting that judges it (SPEC §3, R8.4). A job is named `queue/id` everywhere, so a phase
-//! over one queue and one over a queue per shard are judged alike.
+//! over one queue and one over a queue per shard are judged alike. A phase that judges each call
+//! on its own against the engine's state (the fault phase) records its calls' outcomes here too,
+//! with the breaches found in each, in the order found.
 //!
 //! The rules are the Jepsen-style ones of [`super::accounting`], for whole jobs: an acknowledged
 //! enqueue must end completed exactly once; a complete whose reply was lost is indeterminate, so
@@ -34,6 +36,10 @@ pub(super) struct Ledger {
     /// connection or a failover shows to the caller as `engine` only, R5.4).
     errors: u32,
     odd: BTreeSet<&'static str>,
+    /// Calls answered, where a phase counts them ([`Ledger::told`]).
+    answered: u32,
+    /// What the calls judged one by one broke, call by call, in the order found.
+    breaches: Vec<String>,
 }
 
 impl Ledger {
@@ -95,6 +101,34 @@ impl Ledger {
         if e.kind != ErrorKind::Engine {
             self.odd.insert(e.kind.as_str());
         }
+    }
+
+    /// What call `label` told the caller, counted; a failure of a kind other than engine is a
+    /// breach of the call's own (R5.4), named with it.
+    pub(super) fn told<T>(&mut self, label: &str, r: &Result<T, ConnectorError>) {
+        match r {
+            Ok(_) => self.answered += 1,
+            Err(e) => {
+                self.failed(e);
+                if e.kind != ErrorKind::Engine {
+                    self.breach(format!("{label}: failed with kind {}, not engine", e.kind));
+                }
+            }
+        }
+    }
+
+    /// A breach found in the call judged last.
+    pub(super) fn breach(&mut self, b: impl Into<String>) {
+        self.breaches.push(b.into());
+    }
+
+    /// Every breach found, in the order found.
+    pub(super) fn breaches(&self) -> &[String] {
+        &self.breaches
+    }
+
+    pub(super) fn answered(&self) -> u32 {
+        self.answered
     }
 
     /// `queue/id` was parked on purpose: it is not owed a complete.
@@ -228,6 +262,29 @@ mod tests {
         assert_eq!(
             l.odd_kinds().iter().copied().collect::<Vec<_>>(),
             ["internal"]
+        );
+    }
+
+    #[test]
+    fn a_call_told_is_counted_and_an_odd_kind_is_its_breach() {
+        let mut l = Ledger::default();
+        l.told("claim (trial 1)", &Ok::<_, ConnectorError>(()));
+        l.told::<()>(
+            "claim (trial 2)",
+            &Err(ConnectorError::new(ErrorKind::Engine, "cut")),
+        );
+        l.told::<()>(
+            "claim (trial 3)",
+            &Err(ConnectorError::new(ErrorKind::Internal, "?")),
+        );
+        l.breach("claim (trial 3): the fault never fired");
+        assert_eq!((l.answered(), l.errors()), (1, 2));
+        assert_eq!(
+            l.breaches(),
+            [
+                "claim (trial 3): failed with kind internal, not engine",
+                "claim (trial 3): the fault never fired"
+            ]
         );
     }
 
