@@ -3,7 +3,9 @@
 //! one accounting that judges it (SPEC §3, R8.4). A job is named `queue/id` everywhere, so a phase
 //! over one queue and one over a queue per shard are judged alike. A phase that judges each call
 //! on its own against the engine's state (the fault phase) records its calls' outcomes here too,
-//! with the breaches found in each, in the order found.
+//! with the breaches found in each, in the order found; one whose calls are judged together
+//! afterwards (the unclean failovers' crew, [`super::unclean::attribution`]) records each [`Call`]
+//! in full.
 //!
 //! The rules are the Jepsen-style ones of [`super::accounting`], for whole jobs: an acknowledged
 //! enqueue must end completed exactly once; a complete whose reply was lost is indeterminate, so
@@ -12,13 +14,69 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::connector::{Connector, Verbs};
+use crate::connector::{Cmd, Connector, Verbs};
+use crate::engine::nodes::ReplPosition;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::gates::GateOutcome;
 
 /// A job's name in the ledger: `queue/id`.
 pub(super) fn job(queue: &str, id: &str) -> String {
     format!("{queue}/{id}")
+}
+
+/// One call, and what came of it, in full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// Who made it: `producer`, `worker-1`, `reaper`.
+    pub member: String,
+    pub verb: Cmd,
+    pub queue: String,
+    /// The queue lives on the shard that failed over.
+    pub victim: bool,
+    /// The job's payload: sent (enqueue), returned (claim), or the claimed job's (complete).
+    pub payload: Option<String>,
+    /// The job id: returned (enqueue, claim) or sent (complete).
+    pub id: Option<String>,
+    /// The reply in words, or the error (shown `kind: message`).
+    pub reply: Result<String, ConnectorError>,
+    /// For a complete, whether the engine said it completed the job.
+    pub done: bool,
+    /// Milliseconds since the phase began.
+    pub start_ms: u64,
+    pub end_ms: u64,
+    /// The old primary's position read right after the acknowledgement (victim queues only).
+    pub pos: Option<ReplPosition>,
+}
+
+impl Call {
+    /// One line of evidence.
+    pub fn describe(&self) -> String {
+        let what = match (&self.payload, &self.id) {
+            (Some(p), Some(id)) => format!("{p} {id}"),
+            (Some(p), None) => p.clone(),
+            (None, Some(id)) => id.clone(),
+            (None, None) => String::new(),
+        };
+        let reply = match &self.reply {
+            Ok(r) => format!("→ {r}"),
+            Err(e) => format!("→ error {e}"),
+        };
+        let pos = self.pos.as_ref().map_or(String::new(), |p| {
+            format!(
+                " (old primary at {}:{})",
+                p.replid.get(..8).unwrap_or(&p.replid),
+                p.offset
+            )
+        });
+        format!(
+            "{} {}({}, {what}) {reply} at {}–{} ms{pos}",
+            self.member,
+            self.verb.name(),
+            self.queue,
+            self.start_ms,
+            self.end_ms
+        )
+    }
 }
 
 /// What a phase's calls told the caller about its jobs.
@@ -40,6 +98,8 @@ pub(super) struct Ledger {
     answered: u32,
     /// What the calls judged one by one broke, call by call, in the order found.
     breaches: Vec<String>,
+    /// The calls recorded in full, in the order made.
+    calls: Vec<Call>,
 }
 
 impl Ledger {
@@ -129,6 +189,16 @@ impl Ledger {
 
     pub(super) fn answered(&self) -> u32 {
         self.answered
+    }
+
+    /// A call made, in full.
+    pub(super) fn call(&mut self, c: Call) {
+        self.calls.push(c);
+    }
+
+    /// Every call recorded in full, in the order made.
+    pub(super) fn calls(&self) -> &[Call] {
+        &self.calls
     }
 
     /// `queue/id` was parked on purpose: it is not owed a complete.
@@ -285,6 +355,39 @@ mod tests {
                 "claim (trial 3): failed with kind internal, not engine",
                 "claim (trial 3): the fault never fired"
             ]
+        );
+    }
+
+    #[test]
+    fn a_call_is_described_in_one_line() {
+        let mut c = Call {
+            member: "worker-1".into(),
+            verb: Cmd::Complete,
+            queue: "q".into(),
+            victim: true,
+            payload: Some("a".into()),
+            id: Some("j1".into()),
+            reply: Ok("true".into()),
+            done: true,
+            start_ms: 300,
+            end_ms: 301,
+            pos: Some(ReplPosition {
+                replid: "0123456789abcdef".into(),
+                offset: 999,
+            }),
+        };
+        assert_eq!(
+            c.describe(),
+            "worker-1 complete(q, a j1) → true at 300–301 ms (old primary at 01234567:999)"
+        );
+        (c.reply, c.pos, c.id) = (
+            Err(ConnectorError::new(ErrorKind::Engine, "cut")),
+            None,
+            None,
+        );
+        assert_eq!(
+            c.describe(),
+            "worker-1 complete(q, a) → error engine: cut at 300–301 ms"
         );
     }
 
