@@ -24,7 +24,8 @@ pub(super) fn job(queue: &str, id: &str) -> String {
     format!("{queue}/{id}")
 }
 
-/// One call, and what came of it, in full.
+/// One call, and what came of it, in full: what the unclean failovers' attribution reads of its
+/// crew's calls (who, which job, the reply, when, and where the old primary stood).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     /// Who made it: `producer`, `worker-1`, `reaper`.
