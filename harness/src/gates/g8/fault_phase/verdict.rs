@@ -77,6 +77,7 @@ pub(super) fn verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{ConnectorError, ErrorKind};
     use crate::gates::{GateId, Severity, Verdict};
 
     fn judged(ledger: &Ledger) -> crate::gates::GateOutcome {
@@ -93,6 +94,9 @@ mod tests {
         ledger.breach(format!(
             "enqueue (fault trial 2 of 56, cut reply) {RAN_TWICE}: it answered 2"
         ));
+        // A call that failed with a kind other than engine: the ledger names it.
+        let internal = ConnectorError::new(ErrorKind::Internal, "garbage");
+        ledger.told::<()>("reap (fault trial 3 of 56, cut reply)", &Err(internal));
         let out = judged(&ledger);
         assert_eq!(out.verdict, Verdict::Fail);
         let fails: Vec<&str> = out
@@ -105,7 +109,11 @@ mod tests {
             fails[0].starts_with("1 faulted calls ran twice"),
             "{fails:#?}"
         );
-        assert!(fails[1].ends_with("; 2 breaches"), "{fails:#?}");
+        assert!(fails[1].ends_with("; 3 breaches"), "{fails:#?}");
         assert!(fails[2].contains(RAN_TWICE), "{fails:#?}");
+        assert_eq!(
+            fails[4],
+            "reap (fault trial 3 of 56, cut reply): failed with kind internal, not engine"
+        );
     }
 }
