@@ -1,5 +1,6 @@
 //! G8's fault phase: every mutating verb, under every fault of the harness's proxy, judged by the
-//! accounting of indeterminate calls ([`super::accounting`]).
+//! accounting of indeterminate calls ([`super::accounting`]). Each call's outcome and the breaches
+//! found in it go into the phase's [`Ledger`].
 //!
 //! The connector is handed the url of a [`Proxy`] in front of the engine. Each trial has a queue
 //! of its own: a setup through the proxy with no fault armed (a few jobs enqueued, claimed,
@@ -10,12 +11,14 @@
 //! on connect. Nothing depends on timing: the proxy acts on one exact command and the engine's state
 //! is settled when the call returns, so a breakage fails on every run and with every seed.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::accounting::{Job, Outcome, Record, Snapshot, account};
+use super::ledger::Ledger;
 use super::{MAX_ATTEMPTS, SESSION, fresh};
 use crate::connector::{Cmd, Connector, Request, Verbs};
 use crate::engine::Admin;
@@ -29,7 +32,7 @@ mod proxies;
 mod verdict;
 
 use proxies::Proxies;
-use verdict::{Tally, verdict};
+use verdict::verdict;
 
 /// How many times each (verb, fault) pair is hit.
 pub const ROUNDS: usize = 2;
@@ -190,14 +193,16 @@ fn fault_name(f: Fault) -> String {
 }
 
 /// The phase's instruments: the gate's database, the proxies its faults are armed on, and the
-/// seeded draws (setup depth, faulted enqueue of a batch).
+/// seeded draws (setup depth, faulted enqueue of a batch); its books: the ledger of its calls, and
+/// the §3 violations the keyspace showed around them.
 struct Phase<'a> {
     ctx: &'a GateContext<'a>,
     admin: Admin,
     proxies: Proxies<'a>,
     purl: crate::engine::Target,
     rng: StdRng,
-    tally: Tally,
+    ledger: Ledger,
+    violations: BTreeSet<String>,
 }
 
 /// The phase: runs the schedule and records one verdict line (and the breaches, if any).
@@ -229,15 +234,16 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     let (conns, commands) = (conns - conns0, commands - commands0);
     out.figure("fault_phase_ms", t0.elapsed().as_millis() as u64);
     out.figure("fault_calls", trials.len() as u64);
-    out.figure("fault_calls_failed", phase.tally.failed);
-    out.figure("fault_calls_answered", phase.tally.answered);
+    out.figure("fault_calls_failed", phase.ledger.errors());
+    out.figure("fault_calls_answered", phase.ledger.answered());
     out.figure("fault_proxy_connections", conns);
     out.figure("fault_proxy_commands", commands);
     verdict(
         ctx.seed,
         ctx.engine.is_cluster(),
         trials.len(),
-        phase.tally,
+        &phase.ledger,
+        phase.violations,
         out,
     );
     Ok(())
@@ -266,7 +272,8 @@ impl<'a> Phase<'a> {
             proxies,
             purl,
             rng: StdRng::seed_from_u64(ctx.seed),
-            tally: Tally::default(),
+            ledger: Ledger::default(),
+            violations: BTreeSet::new(),
         })
     }
 
@@ -276,7 +283,7 @@ impl<'a> Phase<'a> {
             .proxies
             .seed()
             .ok_or_else(|| GateError::Instrument("no fault proxy at the seed node".into()))?;
-        reset_on_connect(seed, c, &self.purl, &mut self.tally.breaches);
+        reset_on_connect(seed, c, &self.purl, &mut self.ledger);
         self.proxies.disarm(&self.admin);
         Ok(())
     }
@@ -322,7 +329,7 @@ impl<'a> Phase<'a> {
             }
         };
         let (pre, v) = snapshot(&mut self.admin, &q)?;
-        self.tally.violations.extend(v.iter().map(|v| stable(v)));
+        self.violations.extend(v.iter().map(|v| stable(v)));
         let skip = if t.verb == Cmd::Batch {
             self.rng.random_range(0..BATCH_N as u32)
         } else {
@@ -336,10 +343,14 @@ impl<'a> Phase<'a> {
         let result = c.call(&call);
         let unfired = self.proxies.disarm(&self.admin);
         let (post, v) = snapshot(&mut self.admin, &q)?;
-        self.tally.violations.extend(v.iter().map(|v| stable(v)));
-        let outcome = self.outcome(&label, result);
+        self.violations.extend(v.iter().map(|v| stable(v)));
+        self.ledger.told(&label, &result);
+        let outcome = match result {
+            Ok(reply) => Outcome::Ok(reply),
+            Err(e) => Outcome::Failed(e.kind.as_str().to_string()),
+        };
         if unfired {
-            self.tally.breaches.push(format!(
+            self.ledger.breach(format!(
                 "{label}: the call sent no EVALSHA of the {} script, so the fault never fired",
                 script(t.verb)
             ));
@@ -349,31 +360,10 @@ impl<'a> Phase<'a> {
             call,
             outcome,
         };
-        self.tally.breaches.extend(account(&pre, &[record], &post));
-        Ok(true)
-    }
-
-    /// The call's outcome, counted; a failure of a kind other than engine is a breach.
-    fn outcome(
-        &mut self,
-        label: &str,
-        result: Result<crate::connector::Reply, ConnectorError>,
-    ) -> Outcome {
-        match result {
-            Ok(reply) => {
-                self.tally.answered += 1;
-                Outcome::Ok(reply)
-            }
-            Err(e) => {
-                self.tally.failed += 1;
-                if e.kind != ErrorKind::Engine {
-                    self.tally
-                        .breaches
-                        .push(format!("{label}: failed with kind {}, not engine", e.kind));
-                }
-                Outcome::Failed(e.kind.as_str().to_string())
-            }
+        for b in account(&pre, &[record], &post) {
+            self.ledger.breach(b);
         }
+        Ok(true)
     }
 }
 
@@ -383,12 +373,13 @@ fn script(verb: Cmd) -> &'static str {
 }
 
 /// Connect while the proxy closes the connection it is opening: kind engine (or a success of
-/// the connector's own retry), then a plain connect works.
+/// the connector's own retry), then a plain connect works. Not one of the counted calls: only
+/// its breaches go into `ledger`.
 fn reset_on_connect(
     proxy: &Proxy,
     c: &mut (dyn Connector + Send),
     url: &crate::engine::Target,
-    breaches: &mut Vec<String>,
+    ledger: &mut Ledger,
 ) {
     let _ = c.disconnect(SESSION);
     proxy.arm(Rule {
@@ -400,19 +391,19 @@ fn reset_on_connect(
     let unfired = proxy.disarm();
     proxy.take_fired();
     if !unfired.is_empty() {
-        breaches.push("connect (reset on connect): the connect opened no connection".into());
+        ledger.breach("connect (reset on connect): the connect opened no connection");
     }
     match r {
         Ok(()) => {}
         Err(e) if e.kind == ErrorKind::Engine => {
             if let Err(e) = c.connect(SESSION, url) {
-                breaches.push(format!(
+                ledger.breach(format!(
                     "connect (reset on connect): the next connect, with no fault, failed ({})",
                     e.evidence()
                 ));
             }
         }
-        Err(e) => breaches.push(format!(
+        Err(e) => ledger.breach(format!(
             "connect (reset on connect): failed with kind {}, not engine",
             e.kind
         )),

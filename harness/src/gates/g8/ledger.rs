@@ -1,7 +1,11 @@
-//! One ledger of jobs for G8's phases that keep their own books (the crash loop and its drain, the
-//! graceful failover, the slot migration): what each call told the caller about a job, and the
+//! One ledger of jobs and calls for G8's phases (the fault phase, the crash loop and its drain,
+//! the graceful failover, the slot migration): what each call told the caller about a job, and the
 //! one accounting that judges it (SPEC §3, R8.4). A job is named `queue/id` everywhere, so a phase
-//! over one queue and one over a queue per shard are judged alike.
+//! over one queue and one over a queue per shard are judged alike. A phase that judges each call
+//! on its own against the engine's state (the fault phase) records its calls' outcomes here too,
+//! with the breaches found in each, in the order found; one whose calls are judged together
+//! afterwards (the unclean failovers' crew, [`super::unclean::attribution`]) records each [`Call`]
+//! in full.
 //!
 //! The rules are the Jepsen-style ones of [`super::accounting`], for whole jobs: an acknowledged
 //! enqueue must end completed exactly once; a complete whose reply was lost is indeterminate, so
@@ -10,13 +14,70 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::connector::{Connector, Verbs};
+use crate::connector::{Cmd, Connector, Verbs};
+use crate::engine::nodes::ReplPosition;
 use crate::error::{ConnectorError, ErrorKind};
 use crate::gates::GateOutcome;
 
 /// A job's name in the ledger: `queue/id`.
 pub(super) fn job(queue: &str, id: &str) -> String {
     format!("{queue}/{id}")
+}
+
+/// One call, and what came of it, in full: what the unclean failovers' attribution reads of its
+/// crew's calls (who, which job, the reply, when, and where the old primary stood).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// Who made it: `producer`, `worker-1`, `reaper`.
+    pub member: String,
+    pub verb: Cmd,
+    pub queue: String,
+    /// The queue lives on the shard that failed over.
+    pub victim: bool,
+    /// The job's payload: sent (enqueue), returned (claim), or the claimed job's (complete).
+    pub payload: Option<String>,
+    /// The job id: returned (enqueue, claim) or sent (complete).
+    pub id: Option<String>,
+    /// The reply in words, or the error (shown `kind: message`).
+    pub reply: Result<String, ConnectorError>,
+    /// For a complete, whether the engine said it completed the job.
+    pub done: bool,
+    /// Milliseconds since the phase began.
+    pub start_ms: u64,
+    pub end_ms: u64,
+    /// The old primary's position read right after the acknowledgement (victim queues only).
+    pub pos: Option<ReplPosition>,
+}
+
+impl Call {
+    /// One line of evidence.
+    pub fn describe(&self) -> String {
+        let what = match (&self.payload, &self.id) {
+            (Some(p), Some(id)) => format!("{p} {id}"),
+            (Some(p), None) => p.clone(),
+            (None, Some(id)) => id.clone(),
+            (None, None) => String::new(),
+        };
+        let reply = match &self.reply {
+            Ok(r) => format!("→ {r}"),
+            Err(e) => format!("→ error {e}"),
+        };
+        let pos = self.pos.as_ref().map_or(String::new(), |p| {
+            format!(
+                " (old primary at {}:{})",
+                p.replid.get(..8).unwrap_or(&p.replid),
+                p.offset
+            )
+        });
+        format!(
+            "{} {}({}, {what}) {reply} at {}–{} ms{pos}",
+            self.member,
+            self.verb.name(),
+            self.queue,
+            self.start_ms,
+            self.end_ms
+        )
+    }
 }
 
 /// What a phase's calls told the caller about its jobs.
@@ -34,6 +95,12 @@ pub(super) struct Ledger {
     /// connection or a failover shows to the caller as `engine` only, R5.4).
     errors: u32,
     odd: BTreeSet<&'static str>,
+    /// Calls answered, where a phase counts them ([`Ledger::told`]).
+    answered: u32,
+    /// What the calls judged one by one broke, call by call, in the order found.
+    breaches: Vec<String>,
+    /// The calls recorded in full, in the order made.
+    calls: Vec<Call>,
 }
 
 impl Ledger {
@@ -95,6 +162,44 @@ impl Ledger {
         if e.kind != ErrorKind::Engine {
             self.odd.insert(e.kind.as_str());
         }
+    }
+
+    /// What call `label` told the caller, counted; a failure of a kind other than engine is a
+    /// breach of the call's own (R5.4), named with it.
+    pub(super) fn told<T>(&mut self, label: &str, r: &Result<T, ConnectorError>) {
+        match r {
+            Ok(_) => self.answered += 1,
+            Err(e) => {
+                self.failed(e);
+                if e.kind != ErrorKind::Engine {
+                    self.breach(format!("{label}: failed with kind {}, not engine", e.kind));
+                }
+            }
+        }
+    }
+
+    /// A breach found in the call judged last.
+    pub(super) fn breach(&mut self, b: impl Into<String>) {
+        self.breaches.push(b.into());
+    }
+
+    /// Every breach found, in the order found.
+    pub(super) fn breaches(&self) -> &[String] {
+        &self.breaches
+    }
+
+    pub(super) fn answered(&self) -> u32 {
+        self.answered
+    }
+
+    /// A call made, in full.
+    pub(super) fn call(&mut self, c: Call) {
+        self.calls.push(c);
+    }
+
+    /// Every call recorded in full, in the order made.
+    pub(super) fn calls(&self) -> &[Call] {
+        &self.calls
     }
 
     /// `queue/id` was parked on purpose: it is not owed a complete.
@@ -228,6 +333,62 @@ mod tests {
         assert_eq!(
             l.odd_kinds().iter().copied().collect::<Vec<_>>(),
             ["internal"]
+        );
+    }
+
+    #[test]
+    fn a_call_told_is_counted_and_an_odd_kind_is_its_breach() {
+        let mut l = Ledger::default();
+        l.told("claim (trial 1)", &Ok::<_, ConnectorError>(()));
+        l.told::<()>(
+            "claim (trial 2)",
+            &Err(ConnectorError::new(ErrorKind::Engine, "cut")),
+        );
+        l.told::<()>(
+            "claim (trial 3)",
+            &Err(ConnectorError::new(ErrorKind::Internal, "?")),
+        );
+        l.breach("claim (trial 3): the fault never fired");
+        assert_eq!((l.answered(), l.errors()), (1, 2));
+        assert_eq!(
+            l.breaches(),
+            [
+                "claim (trial 3): failed with kind internal, not engine",
+                "claim (trial 3): the fault never fired"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_is_described_in_one_line() {
+        let mut c = Call {
+            member: "worker-1".into(),
+            verb: Cmd::Complete,
+            queue: "q".into(),
+            victim: true,
+            payload: Some("a".into()),
+            id: Some("j1".into()),
+            reply: Ok("true".into()),
+            done: true,
+            start_ms: 300,
+            end_ms: 301,
+            pos: Some(ReplPosition {
+                replid: "0123456789abcdef".into(),
+                offset: 999,
+            }),
+        };
+        assert_eq!(
+            c.describe(),
+            "worker-1 complete(q, a j1) → true at 300–301 ms (old primary at 01234567:999)"
+        );
+        (c.reply, c.pos, c.id) = (
+            Err(ConnectorError::new(ErrorKind::Engine, "cut")),
+            None,
+            None,
+        );
+        assert_eq!(
+            c.describe(),
+            "worker-1 complete(q, a) → error engine: cut at 300–301 ms"
         );
     }
 

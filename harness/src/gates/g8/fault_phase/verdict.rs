@@ -1,24 +1,25 @@
-//! The fault phase's verdict, pure: what the trials added up to ([`Tally`]) judged into the
-//! gate's lines, apart from the I/O that ran them.
+//! The fault phase's verdict, pure: what the trials added up to (the breaches in its [`Ledger`],
+//! the §3 violations) judged into the gate's lines, apart from the I/O that ran them.
+
+use std::collections::BTreeSet;
 
 use super::{FAULTS, ROUNDS, fault_name, verbs};
 use crate::gates::GateOutcome;
 use crate::gates::g8::accounting::RAN_TWICE;
+use crate::gates::g8::ledger::Ledger;
 
 /// Breaches shown in evidence; the rest are counted.
 const SHOWN: usize = 12;
 
-/// What the trials add up to: the breaches in the order seen, the §3 violations, how calls ended.
-#[derive(Default)]
-pub(super) struct Tally {
-    pub(super) breaches: Vec<String>,
-    pub(super) violations: std::collections::BTreeSet<String>,
-    pub(super) failed: u64,
-    pub(super) answered: u64,
-}
-
 /// The phase's verdict lines: what ran, the accounting (breaches shown up to [`SHOWN`]), §3.
-pub(super) fn verdict(seed: u64, cluster: bool, calls: usize, tally: Tally, out: &mut GateOutcome) {
+pub(super) fn verdict(
+    seed: u64,
+    cluster: bool,
+    calls: usize,
+    ledger: &Ledger,
+    violations: BTreeSet<String>,
+    out: &mut GateOutcome,
+) {
     let through = if cluster {
         "the proxy of the node that owns its queue's slot (every node's clients go through one)"
     } else {
@@ -37,14 +38,14 @@ pub(super) fn verdict(seed: u64, cluster: bool, calls: usize, tally: Tally, out:
     ));
     let rule = "every faulted call accounted: a call that failed ran at most once (kind engine), a call that \
                 succeeded ran exactly once and answered what the scripts answer; no job duplicated, lost or made by no call";
-    let mut breaches = tally.breaches;
+    let mut breaches = ledger.breaches().to_vec();
     if breaches.is_empty() {
         out.pass(rule);
     } else {
         // The cause before its effects: a call that ran twice (a re-send) first, the trial order
         // kept within each group.
         breaches.sort_by_key(|b| !b.contains(RAN_TWICE));
-        let twice: std::collections::BTreeSet<&str> = breaches
+        let twice: BTreeSet<&str> = breaches
             .iter()
             .filter_map(|b| b.split_once(RAN_TWICE))
             .map(|(call, _)| call.trim_start_matches("duplicate: ").trim())
@@ -65,7 +66,7 @@ pub(super) fn verdict(seed: u64, cluster: bool, calls: usize, tally: Tally, out:
             out.fail(format!("… and {more} more breaches"));
         }
     }
-    let violations: Vec<String> = tally.violations.into_iter().take(5).collect();
+    let violations: Vec<String> = violations.into_iter().take(5).collect();
     out.none_of(
         &violations,
         "keyspace before and after every faulted call: no violation of §3",
@@ -76,24 +77,27 @@ pub(super) fn verdict(seed: u64, cluster: bool, calls: usize, tally: Tally, out:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{ConnectorError, ErrorKind};
     use crate::gates::{GateId, Severity, Verdict};
 
-    fn judged(tally: Tally) -> crate::gates::GateOutcome {
+    fn judged(ledger: &Ledger) -> crate::gates::GateOutcome {
         let mut out = crate::gates::GateOutcome::new(GateId::G8, "G8");
-        verdict(7, false, 56, tally, &mut out);
+        verdict(7, false, 56, ledger, BTreeSet::new(), &mut out);
         out
     }
 
     #[test]
     fn no_breach_passes_and_a_call_that_ran_twice_is_named_first() {
-        assert_eq!(judged(Tally::default()).verdict, Verdict::Pass);
-        let out = judged(Tally {
-            breaches: vec![
-                "claim (fault trial 1 of 56, lost reply): lost j1".into(),
-                format!("enqueue (fault trial 2 of 56, cut reply) {RAN_TWICE}: it answered 2"),
-            ],
-            ..Tally::default()
-        });
+        let mut ledger = Ledger::default();
+        assert_eq!(judged(&ledger).verdict, Verdict::Pass);
+        ledger.breach("claim (fault trial 1 of 56, lost reply): lost j1");
+        ledger.breach(format!(
+            "enqueue (fault trial 2 of 56, cut reply) {RAN_TWICE}: it answered 2"
+        ));
+        // A call that failed with a kind other than engine: the ledger names it.
+        let internal = ConnectorError::new(ErrorKind::Internal, "garbage");
+        ledger.told::<()>("reap (fault trial 3 of 56, cut reply)", &Err(internal));
+        let out = judged(&ledger);
         assert_eq!(out.verdict, Verdict::Fail);
         let fails: Vec<&str> = out
             .evidence
@@ -105,7 +109,11 @@ mod tests {
             fails[0].starts_with("1 faulted calls ran twice"),
             "{fails:#?}"
         );
-        assert!(fails[1].ends_with("; 2 breaches"), "{fails:#?}");
+        assert!(fails[1].ends_with("; 3 breaches"), "{fails:#?}");
         assert!(fails[2].contains(RAN_TWICE), "{fails:#?}");
+        assert_eq!(
+            fails[4],
+            "reap (fault trial 3 of 56, cut reply): failed with kind internal, not engine"
+        );
     }
 }

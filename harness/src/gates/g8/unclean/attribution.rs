@@ -1,7 +1,8 @@
 //! Who lost what across an unclean failover (SPEC R8.10): every acknowledged job of the crew
 //! sorted into Jepsen's categories, each anomaly attributed to the engine (the asynchronous
-//! replication window) or to the connector. Pure: the calls, what the drain found and what the
-//! promoted replica took over go in, a [`Verdict`] comes out; the unit tests need no engine.
+//! replication window) or to the connector. Pure: the crew's calls (the ledger's [`Call`]s), what
+//! the drain found and what the promoted replica took over go in, a [`Verdict`] comes out; the
+//! unit tests need no engine.
 //!
 //! A job is its payload: every enqueue call sends a payload of its own, so a job id the engine
 //! hands out twice (a lost enqueue rolls the queue's counter back) never joins two jobs.
@@ -25,68 +26,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::connector::Cmd;
 use crate::engine::nodes::{ReplPosition, TakeOver};
-
-/// A crew call's verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Enqueue,
-    Claim,
-    Complete,
-    Reap,
-}
-
-/// One call a crew member made, and what came of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Call {
-    /// `producer`, `worker-1`, `reaper`.
-    pub member: String,
-    pub verb: Verb,
-    pub queue: String,
-    /// The queue lives on the shard that failed over.
-    pub victim: bool,
-    /// The job's payload: sent (enqueue), returned (claim), or the claimed job's (complete).
-    pub payload: Option<String>,
-    /// The job id: returned (enqueue, claim) or sent (complete).
-    pub id: Option<String>,
-    /// `Ok(reply)` in words, or `Err("kind: message")`.
-    pub reply: Result<String, String>,
-    /// For a complete, whether the engine said it completed the job.
-    pub done: bool,
-    /// Milliseconds since the scenario began.
-    pub start_ms: u64,
-    pub end_ms: u64,
-    /// The old primary's position read right after the acknowledgement (victim queues only).
-    pub pos: Option<ReplPosition>,
-}
-
-impl Call {
-    /// One line of evidence.
-    pub fn describe(&self) -> String {
-        let verb = format!("{:?}", self.verb).to_lowercase();
-        let what = match (&self.payload, &self.id) {
-            (Some(p), Some(id)) => format!("{p} {id}"),
-            (Some(p), None) => p.clone(),
-            (None, Some(id)) => id.clone(),
-            (None, None) => String::new(),
-        };
-        let reply = match &self.reply {
-            Ok(r) => format!("→ {r}"),
-            Err(e) => format!("→ error {e}"),
-        };
-        let pos = self.pos.as_ref().map_or(String::new(), |p| {
-            format!(
-                " (old primary at {}:{})",
-                p.replid.get(..8).unwrap_or(&p.replid),
-                p.offset
-            )
-        });
-        format!(
-            "{} {verb}({}, {what}) {reply} at {}–{} ms{pos}",
-            self.member, self.queue, self.start_ms, self.end_ms
-        )
-    }
-}
+use crate::gates::g8::ledger::Call;
 
 /// What the run knows besides the calls.
 #[derive(Debug, Clone, Default)]
@@ -198,15 +140,15 @@ impl<'a> Seen<'a> {
                 continue;
             };
             match c.verb {
-                Verb::Enqueue => {
+                Cmd::Enqueue => {
                     s.sent.insert(p);
                 }
-                Verb::Claim if ok => {
+                Cmd::Claim if ok => {
                     if let Some(id) = &c.id {
                         s.ids.entry(p).or_default().insert(id);
                     }
                 }
-                Verb::Complete if ok && c.done => s.completes.entry(p).or_default().push(c),
+                Cmd::Complete if ok && c.done => s.completes.entry(p).or_default().push(c),
                 _ => {}
             }
         }
@@ -246,7 +188,7 @@ struct Window {
 fn enqueues(calls: &[Call], f: &Facts, seen: &Seen<'_>, v: &mut Verdict) -> Window {
     let t = f.take_over.as_ref();
     let mut w = Window::default();
-    for c in calls.iter().filter(|c| c.verb == Verb::Enqueue) {
+    for c in calls.iter().filter(|c| c.verb == Cmd::Enqueue) {
         let p = c.payload.as_deref().unwrap_or_default();
         if let (Some(pos), Some(t)) = (&c.pos, t)
             && pos.replid == t.replid2
@@ -263,9 +205,10 @@ fn enqueues(calls: &[Call], f: &Facts, seen: &Seen<'_>, v: &mut Verdict) -> Wind
             continue;
         }
         // A complete that failed may have run (its reply was lost): the job may be gone rightly.
-        if calls.iter().any(|o| {
-            o.verb == Verb::Complete && o.reply.is_err() && o.payload.as_deref() == Some(p)
-        }) {
+        if calls
+            .iter()
+            .any(|o| o.verb == Cmd::Complete && o.reply.is_err() && o.payload.as_deref() == Some(p))
+        {
             v.completed_unacknowledged += 1;
             continue;
         }
@@ -277,7 +220,7 @@ fn enqueues(calls: &[Call], f: &Facts, seen: &Seen<'_>, v: &mut Verdict) -> Wind
         // A lost enqueue rolls the queue's counter back, so the engine may hand this job's id to
         // another job as well; a worker that claimed that other job then completes this one.
         let reused = calls.iter().any(|o| {
-            o.verb == Verb::Complete
+            o.verb == Cmd::Complete
                 && o.done
                 && o.queue == c.queue
                 && o.id == c.id
@@ -344,7 +287,7 @@ fn identities(calls: &[Call], seen: &Seen<'_>, v: &mut Verdict) {
 /// Every worker claims on the failed-over queue again within the bound after the announcement.
 fn progress(calls: &[Call], f: &Facts, v: &mut Verdict) {
     let again = |c: &&Call| {
-        c.verb == Verb::Claim && c.victim && c.reply.is_ok() && c.start_ms >= f.announced_ms
+        c.verb == Cmd::Claim && c.victim && c.reply.is_ok() && c.start_ms >= f.announced_ms
     };
     v.first_claim_ms = calls
         .iter()

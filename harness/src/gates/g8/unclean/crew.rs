@@ -2,16 +2,18 @@
 //! session of its own connector (the connector under test), each on a thread of its own. A
 //! member never reconnects: after an error it goes on with its next call on the same session,
 //! as a long-running worker does, so the connector alone must heal (SPEC R8.10, R8.11). Every
-//! call goes into the ledger with its reply, and every acknowledged enqueue or complete on the
-//! failed-over shard with the old primary's replication position read right after it.
+//! call goes into the ledger ([`Ledger::call`]) with its reply, and every acknowledged enqueue or
+//! complete on the failed-over shard with the old primary's replication position read right
+//! after it.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::attribution::{Call, Verb};
-use crate::connector::{Connector, Verbs};
+use crate::connector::{Cmd, Connector, Verbs};
 use crate::engine::nodes::SideReader;
+use crate::error::ConnectorError;
+use crate::gates::g8::ledger::{Call, Ledger};
 
 /// A member's part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +52,8 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Bumped when the old primary answers again (a stopped one woken): side readers reopen.
     pub side_generation: AtomicU64,
-    pub calls: Mutex<Vec<Call>>,
+    /// Every call of the crew.
+    ledger: Mutex<Ledger>,
     /// Acknowledged enqueues minus acknowledged completes: the producer waits above a cap.
     backlog: AtomicI64,
     /// Enqueues acknowledged on the failed-over queue, for the scenario's pacing.
@@ -70,7 +73,7 @@ impl Shared {
             t0: Instant::now(),
             stop: AtomicBool::new(false),
             side_generation: AtomicU64::new(0),
-            calls: Mutex::new(Vec::new()),
+            ledger: Mutex::default(),
             backlog: AtomicI64::new(0),
             victim_acks: AtomicU64::new(0),
             tag: tag.to_string(),
@@ -84,13 +87,31 @@ impl Shared {
         self.t0.elapsed().as_millis() as u64
     }
 
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A call made: its arguments (its end among them) read before the lock is taken.
     fn push(&self, c: Call) {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+        self.ledger().call(c);
     }
 
     /// Every call so far.
-    pub fn ledger(&self) -> Vec<Call> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    pub fn calls(&self) -> Vec<Call> {
+        self.ledger().calls().to_vec()
+    }
+
+    /// How many workers claimed on the failed-over shard in a call begun at or after `since_ms`.
+    pub fn claimed_since(&self, since_ms: u64) -> usize {
+        let ledger = self.ledger();
+        let who: std::collections::BTreeSet<&str> = ledger
+            .calls()
+            .iter()
+            .filter(|c| c.verb == Cmd::Claim && c.victim && c.reply.is_ok())
+            .filter(|c| c.start_ms >= since_ms)
+            .map(|c| c.member.as_str())
+            .collect();
+        who.len()
     }
 }
 
@@ -123,7 +144,7 @@ pub fn run(role: Role, mut c: Box<dyn Connector + Send>, session: &str, s: &Shar
             }
             Role::Worker(_) => work(&mut *c, session, s, &mut side, q, victim),
             Role::Reaper => {
-                let ok = step(s, &role, Verb::Reap, q, victim, None, None, || {
+                let ok = step(s, &role, Cmd::Reap, q, victim, None, None, || {
                     c.reap(session, q, MAX_ATTEMPTS, 100)
                         .map(|k| (format!("{k} reaped"), None, None, false))
                 });
@@ -167,12 +188,12 @@ fn produce(
     }
     s.push(Call {
         member: Role::Producer.name(),
-        verb: Verb::Enqueue,
+        verb: Cmd::Enqueue,
         queue: q.to_string(),
         victim,
         payload: Some(payload),
         id: r.as_ref().ok().cloned(),
-        reply: r.map_err(|e| format!("{}: {}", e.kind, e.message)),
+        reply: r,
         done: false,
         start_ms: start,
         end_ms: s.ms(),
@@ -191,7 +212,7 @@ fn work(
 ) -> bool {
     let role = Role::Worker(session_index(session));
     let mut job = None;
-    let claimed = step(s, &role, Verb::Claim, q, victim, None, None, || {
+    let claimed = step(s, &role, Cmd::Claim, q, victim, None, None, || {
         c.claim(session, q, LEASE_MS).map(|j| {
             job = j.clone();
             match j {
@@ -220,15 +241,13 @@ fn work(
     }
     s.push(Call {
         member: role.name(),
-        verb: Verb::Complete,
+        verb: Cmd::Complete,
         queue: q.to_string(),
         victim,
         payload: Some(j.payload),
         id: Some(j.id),
         done: r.as_ref().is_ok_and(|d| *d),
-        reply: r
-            .map(|d| d.to_string())
-            .map_err(|e| format!("{}: {}", e.kind, e.message)),
+        reply: r.map(|d| d.to_string()),
         start_ms: start,
         end_ms: s.ms(),
         pos,
@@ -252,24 +271,19 @@ type Said = (String, Option<String>, Option<String>, bool);
 fn step(
     s: &Shared,
     role: &Role,
-    verb: Verb,
+    verb: Cmd,
     q: &str,
     victim: bool,
     payload: Option<String>,
     id: Option<String>,
-    call: impl FnOnce() -> Result<Said, crate::error::ConnectorError>,
+    call: impl FnOnce() -> Result<Said, ConnectorError>,
 ) -> bool {
     let start = s.ms();
     let r = call();
     let ok = r.is_ok();
     let (reply, payload, id, done) = match r {
         Ok((said, p, i, d)) => (Ok(said), p.or(payload), i.or(id), d),
-        Err(e) => (
-            Err(format!("{}: {}", e.kind, e.message)),
-            payload,
-            id,
-            false,
-        ),
+        Err(e) => (Err(e), payload, id, false),
     };
     s.push(Call {
         member: role.name(),

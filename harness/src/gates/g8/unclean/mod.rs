@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use self::attribution::{Facts, Verb};
+use self::attribution::Facts;
 use self::crew::{ROLES, Role, Shared};
 use self::tuning::{Tuning, wait_for};
 use crate::connector::Verbs;
@@ -238,10 +238,10 @@ fn drive(
     let (e, primary) = (ctx.engine, node.node);
     // Warm-up: the crew works on the shard before the fault.
     wait_for("the crew's first jobs on the failed-over shard", || {
-        s.victim_acks.load(Ordering::SeqCst) >= 20 && claimed_since(s, 0) == WORKERS
+        s.victim_acks.load(Ordering::SeqCst) >= 20 && s.claimed_since(0) == WORKERS
     })?;
     let slowest = s
-        .ledger()
+        .calls()
         .iter()
         .filter(|c| c.reply.is_ok())
         .map(|c| c.end_ms - c.start_ms)
@@ -265,13 +265,13 @@ fn drive(
     // twice the failover itself, and twenty of the crew's slowest calls before it.
     let bound_ms = 2 * (announced_ms - fault_ms) + 20 * slowest;
     let _ = wait_for("progress", || {
-        claimed_since(s, announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
+        s.claimed_since(announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
     });
     let readonly = rejoin(ctx, kind, node, replica)?;
     // A few more rounds on the healed cluster (bounded as the progress was).
     let healed_ms = s.ms();
     let _ = wait_for("work after the rejoin", || {
-        claimed_since(s, healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
+        s.claimed_since(healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
     });
     Ok(Timeline {
         fault_ms,
@@ -360,18 +360,6 @@ fn rejoin(
     Ok(0)
 }
 
-/// How many workers claimed on the failed-over shard in a call begun at or after `since_ms`.
-fn claimed_since(s: &Shared, since_ms: u64) -> usize {
-    let calls = s.calls.lock().unwrap_or_else(|e| e.into_inner());
-    let mut who = std::collections::BTreeSet::new();
-    for c in calls.iter() {
-        if c.verb == Verb::Claim && c.victim && c.reply.is_ok() && c.start_ms >= since_ms {
-            who.insert(c.member.as_str());
-        }
-    }
-    who.len()
-}
-
 /// Reaps, claims and completes everything left, with the connector under test: each job's
 /// payload and the id it was claimed under.
 fn drain(
@@ -424,7 +412,7 @@ fn judge(
     queues: &[String],
 ) -> Result<(), GateError> {
     let tag = kind.tag();
-    let calls = s.ledger();
+    let calls = s.calls();
     let facts = Facts {
         drained,
         take_over: Some(t.take_over.clone()),
@@ -466,7 +454,9 @@ fn judge(
     let mut seen = std::collections::BTreeMap::<String, u64>::new();
     for c in &calls {
         if let Err(e) = &c.reply {
-            *seen.entry(e.chars().take(60).collect()).or_default() += 1;
+            *seen
+                .entry(e.to_string().chars().take(60).collect())
+                .or_default() += 1;
         }
     }
     out.figure(

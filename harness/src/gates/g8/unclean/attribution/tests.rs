@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::{ConnectorError, ErrorKind};
 
 const OLD: &str = "old0000000000000000000000000000000000000";
 const NEW: &str = "new0000000000000000000000000000000000000";
@@ -27,10 +28,10 @@ fn facts() -> Facts {
     }
 }
 
-fn call(verb: Verb, payload: &str, id: &str, at: u64) -> Call {
+fn call(verb: Cmd, payload: &str, id: &str, at: u64) -> Call {
     Call {
         member: match verb {
-            Verb::Enqueue => "producer",
+            Cmd::Enqueue => "producer",
             _ => "worker-1",
         }
         .into(),
@@ -40,7 +41,7 @@ fn call(verb: Verb, payload: &str, id: &str, at: u64) -> Call {
         payload: Some(payload.into()),
         id: Some(id.into()),
         reply: Ok(id.into()),
-        done: verb == Verb::Complete,
+        done: verb == Cmd::Complete,
         start_ms: at,
         end_ms: at + 1,
         pos: None,
@@ -50,7 +51,7 @@ fn call(verb: Verb, payload: &str, id: &str, at: u64) -> Call {
 fn enqueue(payload: &str, id: &str, at: u64, offset: Option<u64>) -> Call {
     Call {
         pos: offset.and_then(pos),
-        ..call(Verb::Enqueue, payload, id, at)
+        ..call(Cmd::Enqueue, payload, id, at)
     }
 }
 
@@ -60,8 +61,13 @@ fn progressed() -> Call {
         payload: None,
         id: None,
         reply: Ok("none".into()),
-        ..call(Verb::Claim, "later", "j0000000000000099", 2100)
+        ..call(Cmd::Claim, "later", "j0000000000000099", 2100)
     }
+}
+
+/// A reply that failed with kind engine.
+fn engine(message: &str) -> Result<String, ConnectorError> {
+    Err(ConnectorError::new(ErrorKind::Engine, message))
 }
 
 fn kinds(a: &[Anomaly]) -> Vec<(&str, &str)> {
@@ -72,15 +78,15 @@ fn kinds(a: &[Anomaly]) -> Vec<(&str, &str)> {
 fn a_lost_job_beyond_the_replicas_offset_is_the_engines() {
     let calls = vec![
         enqueue("a", "j0000000000000001", 100, Some(900)),
-        call(Verb::Claim, "a", "j0000000000000001", 150),
-        call(Verb::Complete, "a", "j0000000000000001", 160),
+        call(Cmd::Claim, "a", "j0000000000000001", 150),
+        call(Cmd::Complete, "a", "j0000000000000001", 160),
         enqueue("b", "j0000000000000002", 400, Some(1200)),
         Call {
             payload: Some("later".into()),
             ..enqueue("later", "j0000000000000002", 2050, None)
         },
         progressed(),
-        call(Verb::Complete, "later", "j0000000000000002", 2101),
+        call(Cmd::Complete, "later", "j0000000000000002", 2101),
     ];
     let v = attribute(&calls, &facts());
     assert_eq!(kinds(&v.engine), [("lost", "b")]);
@@ -128,7 +134,7 @@ fn a_job_on_another_shard_is_never_the_engines() {
 fn completed_twice_is_the_engines_only_when_the_first_complete_was_beyond_the_replica() {
     let first = |offset| Call {
         pos: pos(offset),
-        ..call(Verb::Complete, "a", "j0000000000000001", 300)
+        ..call(Cmd::Complete, "a", "j0000000000000001", 300)
     };
     let mut f = facts();
     f.drained = vec![("a".into(), "j0000000000000001".into())];
@@ -136,7 +142,7 @@ fn completed_twice_is_the_engines_only_when_the_first_complete_was_beyond_the_re
         attribute(
             &[
                 enqueue("a", "j0000000000000001", 100, Some(10)),
-                call(Verb::Claim, "a", "j0000000000000001", 200),
+                call(Cmd::Claim, "a", "j0000000000000001", 200),
                 c,
                 progressed(),
             ],
@@ -154,10 +160,10 @@ fn completed_twice_is_the_engines_only_when_the_first_complete_was_beyond_the_re
 fn one_payload_under_two_ids_is_a_duplicate_and_one_never_sent_is_unexpected() {
     let calls = vec![
         enqueue("a", "j0000000000000001", 100, Some(10)),
-        call(Verb::Claim, "a", "j0000000000000001", 200),
-        call(Verb::Complete, "a", "j0000000000000001", 210),
-        call(Verb::Claim, "a", "j0000000000000002", 300),
-        call(Verb::Claim, "ghost", "j0000000000000003", 400),
+        call(Cmd::Claim, "a", "j0000000000000001", 200),
+        call(Cmd::Complete, "a", "j0000000000000001", 210),
+        call(Cmd::Claim, "a", "j0000000000000002", 300),
+        call(Cmd::Claim, "ghost", "j0000000000000003", 400),
         progressed(),
     ];
     let v = attribute(&calls, &facts());
@@ -170,7 +176,7 @@ fn one_payload_under_two_ids_is_a_duplicate_and_one_never_sent_is_unexpected() {
 #[test]
 fn a_failed_enqueue_whose_job_exists_is_recovered() {
     let mut e = enqueue("a", "j0000000000000001", 100, None);
-    e.reply = Err("engine: connection reset".into());
+    e.reply = engine("connection reset");
     let mut f = facts();
     f.drained = vec![("a".into(), "j0000000000000001".into())];
     let v = attribute(&[e, progressed()], &f);
@@ -182,10 +188,10 @@ fn a_failed_enqueue_whose_job_exists_is_recovered() {
 fn a_worker_that_never_claims_again_within_the_bound_made_no_progress() {
     let mut f = facts();
     f.workers.push("worker-2".into());
-    let mut stuck = call(Verb::Claim, "x", "j0000000000000005", 2200);
+    let mut stuck = call(Cmd::Claim, "x", "j0000000000000005", 2200);
     stuck.member = "worker-2".into();
     stuck.payload = None;
-    stuck.reply = Err("engine: READONLY".into());
+    stuck.reply = engine("READONLY");
     let mut late = progressed();
     late.member = "worker-2".into();
     late.start_ms = 3500;
@@ -204,7 +210,7 @@ fn a_lost_job_whose_id_was_handed_out_again_and_completed_is_the_engines() {
         enqueue("a", "j0000000000000007", 2100, None),
         Call {
             payload: Some("b".into()),
-            ..call(Verb::Complete, "b", "j0000000000000007", 2300)
+            ..call(Cmd::Complete, "b", "j0000000000000007", 2300)
         },
         progressed(),
     ];
@@ -216,12 +222,12 @@ fn a_lost_job_whose_id_was_handed_out_again_and_completed_is_the_engines() {
 
 #[test]
 fn a_job_gone_after_a_complete_that_failed_is_not_lost() {
-    let mut failed = call(Verb::Complete, "a", "j0000000000000001", 300);
-    failed.reply = Err("engine: connection closed".into());
+    let mut failed = call(Cmd::Complete, "a", "j0000000000000001", 300);
+    failed.reply = engine("connection closed");
     failed.done = false;
     let calls = vec![
         enqueue("a", "j0000000000000001", 100, Some(10)),
-        call(Verb::Claim, "a", "j0000000000000001", 200),
+        call(Cmd::Claim, "a", "j0000000000000001", 200),
         failed,
         progressed(),
     ];
