@@ -20,6 +20,7 @@ fn fail(e: &HarnessError) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    emq::engine::cleanup::quiet_child_exits();
     let code = dispatch();
     // After a Ctrl-C the handler is still removing engines; it ends the process itself.
     while emq::engine::cleanup::interrupted() {

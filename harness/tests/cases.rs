@@ -13,6 +13,8 @@ use emq::suites::cases::format::default_dir;
 use emq::suites::cases::harness::{Setup, Subject, run, take_bless};
 
 fn main() -> ExitCode {
+    // Before any thread starts, so they all inherit it.
+    emq::engine::cleanup::quiet_child_exits();
     let mut argv: Vec<String> = std::env::args().collect();
     let bless = take_bless(&mut argv) || emq::settings::bless();
     let mut subjects = vec![Subject {

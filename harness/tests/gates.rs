@@ -202,6 +202,8 @@ fn the_acl_log_names_the_refused_command_the_failed_auth_and_the_user() -> Resul
 }
 
 fn main() -> ExitCode {
+    // Before libtest-mimic starts its threads, so they all inherit it.
+    emq::engine::cleanup::quiet_child_exits();
     let mut args = Arguments::from_args();
     // Six trials at a time unless told (`--test-threads`): a trial mostly waits on an engine, a
     // fault or a failover, not on the CPU. On two cores the binary took 324 s at 2 threads, 210 s

@@ -148,6 +148,8 @@ fn permission_doubles_take_their_paths() -> Result<(), Failed> {
 }
 
 fn main() -> ExitCode {
+    // Before libtest-mimic starts its threads, so they all inherit it.
+    emq::engine::cleanup::quiet_child_exits();
     let mut args = Arguments::from_args();
     // As in `tests/gates.rs`: a trial mostly waits on an engine, not on the CPU.
     args.test_threads.get_or_insert(6);

@@ -110,6 +110,23 @@ pub fn remove_all() -> usize {
     n
 }
 
+/// Blocks SIGCHLD in this thread and every thread it starts from now on: call it first in
+/// `main`. Why: the in-process connector reads its sockets with a timeout (`SO_RCVTIMEO`), and
+/// Linux ends such a read with `EINTR` whenever a signal wakes the thread, even one whose action is
+/// to be ignored (a socket read with a timeout is never restarted). The harness starts and reaps
+/// engines and connector processes all the time, in parallel trials too, and each exit sends
+/// SIGCHLD; a connector read that meets it failed with kind engine ("Interrupted system call"),
+/// a false FAIL of the reference (seen in G5's held batch, a few trials in a hundred). Blocked,
+/// SIGCHLD stays pending and wakes no one; `wait` does not need it, and a child starts with an
+/// empty mask (std resets it at spawn).
+pub fn quiet_child_exits() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    // Only fails for an invalid `how`: nothing to handle.
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+}
+
 fn install_handler() {
     HANDLER.call_once(|| {
         // If another handler is installed (an embedding program's), leave theirs in place.
