@@ -14,17 +14,16 @@
 //!
 //! The users are the run's on every data node (a replica authenticates to its primary as the
 //! admin, and any node may become a replica); the Sentinels authenticate to the data nodes and to
-//! each other as the admin too, and have only that user and `default` off. A connector's user on
-//! a Sentinel (only what a client asks a Sentinel: `SENTINEL get-master-addr-by-name`,
-//! `SENTINEL replicas`, a `+switch-master` subscription) is for the layer that certifies
-//! connectors on it. TLS is for later too: a TLS Sentinel engine needs `tls-replication` and
-//! Sentinel's own `tls-port`.
+//! each other as the admin too. A Sentinel has the admin, `default` off, and the connector's user
+//! with the run's connector password, holding only what a client asks a Sentinel
+//! ([`Users::sentinel_connector_rules`]: find the primary, refresh the Sentinel list, hear of a
+//! failover on `+switch-master`), so a connector cannot steer the Sentinels.
 
 mod queries;
 
 use std::path::Path;
 
-use crate::engine::acl::{ADMIN_USER, Users, url_of};
+use crate::engine::acl::{ADMIN_USER, CONNECTOR_USER, Users, url_of};
 use crate::engine::admin::Admin;
 use crate::engine::binary;
 use crate::engine::proxied::Node;
@@ -147,16 +146,22 @@ fn data_node(server: &Path, users: &Users) -> Result<Node, HarnessError> {
     Ok(node)
 }
 
-/// The text of a Sentinel's `sentinel.conf`: its one user and how it authenticates to its peers;
+/// The text of a Sentinel's `sentinel.conf`: its users and how it authenticates to its peers;
 /// the primary it monitors at `primary` (its proxy), how it authenticates there, and how soon it
 /// fails it over. All in the file, so the Sentinel's first connection already authenticates
 /// (one made before a `SENTINEL SET auth-pass` would be refused until it is made again).
 pub fn sentinel_conf(users: &Users, primary: u16) -> String {
     let pw = &users.admin_password;
     let set = |k: &str, v: &dyn std::fmt::Display| format!("sentinel {k} {PRIMARY_NAME} {v}\n");
+    let connector = format!(
+        "{CONNECTOR_USER} on >{} {}",
+        users.connector_password,
+        users.sentinel_connector_rules().join(" ")
+    );
     format!(
         "user default off\n\
          user {ADMIN_USER} on >{pw} ~* &* +@all\n\
+         user {connector}\n\
          sentinel sentinel-user {ADMIN_USER}\n\
          sentinel sentinel-pass {pw}\n\
          sentinel resolve-hostnames no\n\
@@ -189,7 +194,7 @@ fn sentinel(server: &Path, users: &Users, primary: u16) -> Result<Node, HarnessE
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_sentinel_has_the_admin_only_and_says_who_it_is_to_its_peers() {
+    fn a_sentinel_has_the_admin_and_a_least_connector_and_says_who_it_is_to_its_peers() {
         let users = crate::engine::acl::Users {
             admin_password: "a1".into(),
             connector_password: "c2".into(),
@@ -209,6 +214,36 @@ mod tests {
         ] {
             assert!(lines.contains(&line), "{line:?} in {conf}");
         }
-        assert!(!conf.contains("c2"), "no connector user yet: {conf}");
+        let connector = lines[2].split(' ').collect::<Vec<_>>();
+        assert_eq!(connector[..4], ["user", "emq", "on", ">c2"], "{conf}");
+        assert_eq!(
+            connector[4..8],
+            ["resetkeys", "resetchannels", "&+switch-master", "-@all"]
+        );
+        let granted: Vec<&str> = connector[8..].to_vec();
+        assert_eq!(
+            granted,
+            [
+                "+auth",
+                "+hello",
+                "+ping",
+                "+client|setinfo",
+                "+client|setname",
+                "+sentinel|get-master-addr-by-name",
+                "+sentinel|get-primary-addr-by-name",
+                "+sentinel|sentinels",
+                "+subscribe",
+                "+unsubscribe",
+                "+psubscribe",
+                "+punsubscribe",
+            ],
+            "nothing that steers a Sentinel, no SELECT (a Sentinel does not know it)"
+        );
+        // A Redis before 7.2 has no CLIENT SETINFO: the rule would stop its Sentinel at start.
+        let redis70 = crate::engine::acl::Users {
+            redis: Some((7, 0)),
+            ..users
+        };
+        assert!(!super::sentinel_conf(&redis70, 7000).contains("setinfo"));
     }
 }
