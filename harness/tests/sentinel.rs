@@ -3,14 +3,18 @@
 //! more; a write reaches the replicas; a SIGKILLed primary is failed over to a replica that the
 //! other follows, announced on `+switch-master` to the connector's subscription; the old
 //! primary, restarted, comes back as a replica of the new one; and nothing the engine started
-//! outlives it.
+//! outlives it. The same over TLS (SPEC §10): every server on a TLS port only, every address
+//! a Sentinel hands out naming `localhost`, the one name the certificates give.
 
 mod common;
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use emq::engine::admin::Subscription;
-use emq::engine::topology::{Role, SentinelId};
+use emq::engine::named::EngineName;
+use emq::engine::sentinel::announced_host;
+use emq::engine::topology::{NodeId, Role, SentinelId};
 use emq::engine::{Admin, Engine, EngineChoice};
 use redis::Value;
 
@@ -30,11 +34,34 @@ fn servers() -> Vec<u32> {
     })
 }
 
+/// The two engines boot one at a time: each counts the servers it started among this test
+/// process's children, and twelve servers on a shared machine would starve each other's
+/// Sentinels into failovers nobody asked for.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
 fn sentinels_agree_fail_the_primary_over_and_take_it_back_as_a_replica() {
+    boot_fail_over_and_take_back(|| common::engine(EngineChoice::Sentinel));
+}
+
+#[test]
+fn over_tls_sentinels_agree_fail_the_primary_over_and_take_it_back_as_a_replica() {
+    boot_fail_over_and_take_back(|| {
+        let name = EngineName::resolve("valkey-9.1-tls")
+            .unwrap_or_else(|e| panic!("{e} (run ci/provision --engines valkey-9.1-tls)"));
+        let opts = emq::cmd::matrix::engine_options(&name, EngineChoice::Sentinel);
+        assert!(opts.tls);
+        Engine::start(&opts).unwrap_or_else(|e| panic!("TLS Sentinel engine: {e}"))
+    });
+}
+
+/// The whole life of a Sentinel engine that `boot` boots: it agrees, answers the connector's
+/// user as it should, fails over, takes the old primary back, and leaves nothing running.
+fn boot_fail_over_and_take_back(boot: fn() -> Engine) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
     let before = servers();
-    let engine = common::engine(EngineChoice::Sentinel);
+    let engine = boot();
     let started: Vec<u32> = servers()
         .into_iter()
         .filter(|p| !before.contains(p))
@@ -42,78 +69,16 @@ fn sentinels_agree_fail_the_primary_over_and_take_it_back_as_a_replica() {
     assert_eq!(started.len(), 6, "three data nodes, three Sentinels");
     eprintln!("booted in {:?}: {}", t0.elapsed(), engine.describe());
 
-    let nodes = engine.nodes();
-    let (primary, replicas) = (nodes[0], nodes[1..].to_vec());
-    assert_eq!((nodes.len(), engine.sentinels().len()), (3, 3));
-    assert_eq!(engine.agreed_primary(), Ok(primary));
-    // What every Sentinel hands out is the primary's proxy.
-    let announced = engine.announced_port(primary);
-    assert_eq!(engine.proxy_of(primary).unwrap().port(), announced);
-    assert_ne!(announced, engine.port_of(primary));
-    for s in engine.sentinels() {
-        let addr: (String, String) = engine
-            .sentinel_admin(s)
-            .unwrap()
-            .query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "emq"])
-            .unwrap();
-        assert_eq!(
-            addr,
-            ("127.0.0.1".to_string(), announced.to_string()),
-            "{s}"
-        );
-        let proxy = engine.sentinel_proxy(s).unwrap().port();
-        assert_eq!(engine.sentinel_at(proxy), Some(s));
-    }
-    assert_eq!(engine.role(primary), Some(Role::Primary));
+    the_sentinels_hand_out_the_primarys_proxy(&engine);
+    plaintext_is_answered_only_without_tls(&engine);
     the_connector_asks_a_sentinel_only_what_a_client_asks(&engine);
     // The connector's subscription to `+switch-master`, before the failover it announces.
     let url = engine
         .sentinel_connector_url(engine.sentinels()[0])
         .unwrap();
     let mut switch = Subscription::channel(&url, "+switch-master").unwrap();
-
-    // A write through the primary reaches both replicas.
-    let key = "emq:sentinel-test";
-    engine
-        .node_admin(primary)
-        .unwrap()
-        .query::<()>(&["SET", key, "before"])
-        .unwrap();
-    for r in &replicas {
-        assert_eq!(engine.role(*r), Some(Role::Replica), "{r}");
-        engine.wait_in_sync(primary, *r).unwrap();
-        let got = engine.node_admin(*r).unwrap().get(key).unwrap();
-        assert_eq!(got.as_deref(), Some("before"), "{r}");
-    }
-
-    // SIGKILL: the Sentinels promote a replica, and the other follows it.
-    let t1 = Instant::now();
-    engine.kill_node(primary).unwrap();
-    let new = engine.wait_for_new_primary(primary).unwrap();
-    assert!(replicas.contains(&new), "{new} is one of the replicas");
-    assert_eq!(engine.role(new), Some(Role::Primary));
-    let other = *replicas.iter().find(|r| **r != new).unwrap();
-    engine.wait_following(other, new).unwrap();
-    eprintln!("failed over to {new} in {:?}", t1.elapsed());
-    let (from, to) = switched(&mut switch);
-    let announced = |n| engine.announced_port(n).to_string();
-    assert_eq!(
-        (from, to),
-        (announced(primary), announced(new)),
-        "+switch-master"
-    );
-    let kept = engine.node_admin(new).unwrap().get(key).unwrap();
-    assert_eq!(kept.as_deref(), Some("before"), "the write survived");
-
-    // The old primary, restarted, is made a replica of the new one.
-    let t2 = Instant::now();
-    engine.restart_node(primary).unwrap();
-    engine.wait_following(primary, new).unwrap();
-    engine.wait_in_sync(new, primary).unwrap();
-    assert_eq!(engine.role(primary), Some(Role::Replica));
-    let back = engine.node_admin(primary).unwrap().get(key).unwrap();
-    assert_eq!(back.as_deref(), Some("before"));
-    eprintln!("{primary} back as a replica in {:?}", t2.elapsed());
+    let new = a_write_survives_a_failover(&engine, &mut switch);
+    the_old_primary_comes_back_as_a_replica(&engine, new);
 
     drop(switch);
     drop(engine);
@@ -124,6 +89,99 @@ fn sentinels_agree_fail_the_primary_over_and_take_it_back_as_a_replica() {
     assert!(left.is_empty(), "valkey-servers left running: {left:?}");
     eprintln!("the whole test: {:?}", t0.elapsed());
 }
+
+/// Every Sentinel names node 0 at its proxy, by the host the engine announces (the
+/// certificates' name over TLS), and each Sentinel is found by its proxy's port.
+fn the_sentinels_hand_out_the_primarys_proxy(engine: &Engine) {
+    let nodes = engine.nodes();
+    let primary = nodes[0];
+    assert_eq!((nodes.len(), engine.sentinels().len()), (3, 3));
+    assert_eq!(engine.agreed_primary(), Ok(primary));
+    let announced = engine.announced_port(primary);
+    assert_eq!(engine.proxy_of(primary).unwrap().port(), announced);
+    assert_ne!(announced, engine.port_of(primary));
+    let host = announced_host(engine.tls().is_some());
+    for s in engine.sentinels() {
+        let addr: (String, String) = engine
+            .sentinel_admin(s)
+            .unwrap()
+            .query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "emq"])
+            .unwrap();
+        assert_eq!(addr, (host.to_string(), announced.to_string()), "{s}");
+        let proxy = engine.sentinel_proxy(s).unwrap().port();
+        assert_eq!(engine.sentinel_at(proxy), Some(s));
+    }
+    assert_eq!(engine.role(primary), Some(Role::Primary));
+}
+
+/// Each server's own port answers the admin in plaintext on a plain engine and not at all on a
+/// TLS one (TLS only, SPEC §10): there, replication and the Sentinels' links that work are TLS.
+fn plaintext_is_answered_only_without_tls(engine: &Engine) {
+    let tls = engine.tls().is_some();
+    let nodes = engine.nodes().into_iter().map(|n| engine.port_of(n));
+    let sentinels = engine
+        .sentinels()
+        .into_iter()
+        .map(|s| engine.sentinel_port(s).unwrap());
+    let (user, pw) = (engine.admin_user().unwrap(), engine.password().unwrap());
+    for port in nodes.chain(sentinels) {
+        let plain = Admin::connect(&format!("redis://{user}:{pw}@127.0.0.1:{port}/0"));
+        assert_eq!(plain.is_ok(), !tls, "port {port}, TLS {tls}");
+    }
+}
+
+/// A write through the primary reaches both replicas; SIGKILLed, the primary is failed over to
+/// one of them, which the other follows, `+switch-master` says so, and the write is kept. The
+/// new primary.
+fn a_write_survives_a_failover(engine: &Engine, switch: &mut Subscription) -> NodeId {
+    let nodes = engine.nodes();
+    let (primary, replicas) = (nodes[0], nodes[1..].to_vec());
+    engine
+        .node_admin(primary)
+        .unwrap()
+        .query::<()>(&["SET", KEY, "before"])
+        .unwrap();
+    for r in &replicas {
+        assert_eq!(engine.role(*r), Some(Role::Replica), "{r}");
+        engine.wait_in_sync(primary, *r).unwrap();
+        let got = engine.node_admin(*r).unwrap().get(KEY).unwrap();
+        assert_eq!(got.as_deref(), Some("before"), "{r}");
+    }
+
+    let t1 = Instant::now();
+    engine.kill_node(primary).unwrap();
+    let new = engine.wait_for_new_primary(primary).unwrap();
+    assert!(replicas.contains(&new), "{new} is one of the replicas");
+    assert_eq!(engine.role(new), Some(Role::Primary));
+    let other = *replicas.iter().find(|r| **r != new).unwrap();
+    engine.wait_following(other, new).unwrap();
+    eprintln!("failed over to {new} in {:?}", t1.elapsed());
+    let announced = |n| engine.announced_port(n).to_string();
+    assert_eq!(
+        switched(switch),
+        (announced(primary), announced(new)),
+        "+switch-master"
+    );
+    let kept = engine.node_admin(new).unwrap().get(KEY).unwrap();
+    assert_eq!(kept.as_deref(), Some("before"), "the write survived");
+    new
+}
+
+/// The old primary (node 0), restarted, is made a replica of `new` and holds the write.
+fn the_old_primary_comes_back_as_a_replica(engine: &Engine, new: NodeId) {
+    let primary = engine.nodes()[0];
+    let t2 = Instant::now();
+    engine.restart_node(primary).unwrap();
+    engine.wait_following(primary, new).unwrap();
+    engine.wait_in_sync(new, primary).unwrap();
+    assert_eq!(engine.role(primary), Some(Role::Replica));
+    let back = engine.node_admin(primary).unwrap().get(KEY).unwrap();
+    assert_eq!(back.as_deref(), Some("before"));
+    eprintln!("{primary} back as a replica in {:?}", t2.elapsed());
+}
+
+/// The key the failover must keep.
+const KEY: &str = "emq:sentinel-test";
 
 /// A connection to Sentinel `id` as the connector's user.
 fn as_connector(engine: &Engine, id: SentinelId) -> Admin {
