@@ -134,8 +134,9 @@ impl Users {
     /// - the connection set-up it has on a data node ([`SENTINEL_CONNECTION`], as
     ///   `crate::protocol::commands` grants them for this engine), less `SELECT`, which a
     ///   Sentinel does not know (a rule naming it stops the Sentinel at start);
-    /// - `SENTINEL get-master-addr-by-name` (the guide's step 2) and its Valkey spelling
-    ///   `get-primary-addr-by-name`, one command by two names;
+    /// - `SENTINEL get-master-addr-by-name` (the guide's step 2) and, on Valkey, its spelling
+    ///   `get-primary-addr-by-name`, one command by two names (Redis does not know the second:
+    ///   the rule would stop its Sentinel at start);
     /// - `SENTINEL sentinels` (the guide's refresh of the Sentinel list);
     /// - a subscription to [`SWITCH_CHANNEL`] alone (the guide's way to learn of a failover
     ///   at once), by `SUBSCRIBE` or by a `PSUBSCRIBE` of that very name: a pattern is checked
@@ -156,10 +157,12 @@ impl Users {
                         .is_some_and(|n| SENTINEL_CONNECTION.contains(&n))
                 }),
         );
+        rules.push("+sentinel|get-master-addr-by-name".into());
+        if self.redis.is_none() {
+            rules.push("+sentinel|get-primary-addr-by-name".into());
+        }
         rules.extend(
             [
-                "+sentinel|get-master-addr-by-name",
-                "+sentinel|get-primary-addr-by-name",
                 "+sentinel|sentinels",
                 "+subscribe",
                 "+unsubscribe",

@@ -288,12 +288,16 @@ mod tests {
             ],
             "nothing that steers a Sentinel, no SELECT (a Sentinel does not know it)"
         );
-        // A Redis before 7.2 has no CLIENT SETINFO: the rule would stop its Sentinel at start.
+        // A Redis before 7.2 has no CLIENT SETINFO, and no Redis the Valkey spelling
+        // get-primary-addr-by-name: either rule would stop its Sentinel at start.
         let redis70 = crate::engine::acl::Users {
             redis: Some((7, 0)),
             ..users
         };
-        assert!(!super::sentinel_conf(&redis70, 7000, false).contains("setinfo"));
+        let redis_conf = super::sentinel_conf(&redis70, 7000, false);
+        assert!(!redis_conf.contains("setinfo"), "{redis_conf}");
+        assert!(!redis_conf.contains("get-primary"), "{redis_conf}");
+        assert!(redis_conf.contains("+sentinel|get-master-addr-by-name"));
         assert!(!conf.contains("tls"));
     }
 
