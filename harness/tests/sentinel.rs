@@ -16,6 +16,7 @@ use emq::engine::named::EngineName;
 use emq::engine::sentinel::announced_host;
 use emq::engine::topology::{NodeId, Role, SentinelId};
 use emq::engine::{Admin, Engine, EngineChoice};
+use emq::protocol::url::EngineUrl;
 use redis::Value;
 
 /// The `valkey-server` processes this test process started (its children, not yet reaped).
@@ -213,6 +214,9 @@ fn the_connector_asks_a_sentinel_only_what_a_client_asks(engine: &Engine) {
         let e = con.query::<Value>(refused).expect_err(&refused.join(" "));
         assert!(noperm(&e), "{}: {e}", refused.join(" "));
     }
+    if engine.tls().is_some() {
+        through_its_tls_front_by_name(engine, s);
+    }
     // A Sentinel does not know CONFIG at all: refused before any ACL.
     assert!(con.query::<Value>(&["CONFIG", "GET", "*"]).is_err());
     let url = engine.sentinel_connector_url(s).unwrap();
@@ -223,6 +227,22 @@ fn the_connector_asks_a_sentinel_only_what_a_client_asks(engine: &Engine) {
     }
     let e = Subscription::pattern(&url, "*").err().unwrap();
     assert!(noperm(&e), "PSUBSCRIBE *: {e}");
+}
+
+/// Over TLS, as a connector comes: through Sentinel `s`'s front, its certificate verified by
+/// name with the run's CA, the connector's user is named the primary's front, by that name.
+fn through_its_tls_front_by_name(engine: &Engine, s: SentinelId) {
+    let run = engine.tls().unwrap();
+    let front = engine.sentinel_proxy(s).unwrap().port();
+    let tls = emq::tls::relay::Back::start(run, ([127, 0, 0, 1], front).into()).unwrap();
+    let url = EngineUrl::parse(&engine.sentinel_connector_url(s).unwrap()).unwrap();
+    let through = url.with_port(tls.addr().port()).to_string();
+    let addr: (String, u16) = Admin::connect(&through)
+        .unwrap()
+        .query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "emq"])
+        .unwrap();
+    let primary = engine.announced_port(engine.nodes()[0]);
+    assert_eq!(addr, ("localhost".to_string(), primary));
 }
 
 /// True when `e` is the engine's `NOPERM` (the client spells it `NoPerm`).

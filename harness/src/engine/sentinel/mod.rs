@@ -24,7 +24,9 @@
 //! harness, as on the TLS cluster. Replication, the Sentinels' links to the data nodes and to
 //! each other are TLS (`tls-replication yes`, which a Sentinel also reads for its own links), and
 //! every address a Sentinel hands out names [`TLS_HOST`] (`announce-hostnames`), the one name
-//! the certificates give: a client that connects by address cannot verify it (R10.4).
+//! the certificates give: a client that connects by address cannot verify it (R10.4). A
+//! Sentinel resolves a name once, to its first address, and every proxy listens on 127.0.0.1:
+//! so `localhost` must resolve there first (`/etc/hosts`), not to `::1`.
 
 mod queries;
 
