@@ -20,6 +20,16 @@ pub const ADMIN_USER: &str = "emq-admin";
 /// The user the url a connector is given names (SPEC R9.1).
 pub const CONNECTOR_USER: &str = "emq";
 
+/// The connection set-up a connector's user holds on a Sentinel as on a data node
+/// ([`Users::sentinel_connector_rules`]); `SELECT` is not among them: a Sentinel has no
+/// databases and does not know the command.
+pub const SENTINEL_CONNECTION: [&str; 5] =
+    ["auth", "hello", "ping", "client|setname", "client|setinfo"];
+
+/// The channel a Sentinel announces a failover on (`+switch-master <name> <old> <new>`), the
+/// one a connector may subscribe to there.
+pub const SWITCH_CHANNEL: &str = "+switch-master";
+
 /// A fresh random password per run.
 pub fn random_password() -> String {
     let bytes: [u8; 16] = rand::random();
@@ -115,6 +125,53 @@ impl Users {
         );
         flags.extend(crate::protocol::commands::acl_rules(self.redis));
         flags
+    }
+
+    /// The ACL rules of the connector's user on a Sentinel: only what a client asks a Sentinel
+    /// (Valkey's Sentinel client guide), so a connector can find the primary and follow a
+    /// failover there but never steer the Sentinels (no `SENTINEL FAILOVER`, `SET`, `REMOVE`,
+    /// `CONFIG`, no `ACL`, no `SHUTDOWN`):
+    /// - the connection set-up it has on a data node ([`SENTINEL_CONNECTION`], as
+    ///   `crate::protocol::commands` grants them for this engine), less `SELECT`, which a
+    ///   Sentinel does not know (a rule naming it stops the Sentinel at start);
+    /// - `SENTINEL get-master-addr-by-name` (the guide's step 2) and, on Valkey, its spelling
+    ///   `get-primary-addr-by-name`, one command by two names (Redis does not know the second:
+    ///   the rule would stop its Sentinel at start);
+    /// - `SENTINEL sentinels` (the guide's refresh of the Sentinel list);
+    /// - a subscription to [`SWITCH_CHANNEL`] alone (the guide's way to learn of a failover
+    ///   at once), by `SUBSCRIBE` or by a `PSUBSCRIBE` of that very name: a pattern is checked
+    ///   against `&` literally, so `PSUBSCRIBE *` is refused.
+    ///
+    /// Not `SENTINEL replicas`: a connector talks to the primary only (a replica's reads may be
+    /// stale), so it has no replica to look up. Not `ROLE`: the guide asks it of the node a
+    /// Sentinel names, not of the Sentinel. No key (a Sentinel holds none).
+    pub fn sentinel_connector_rules(&self) -> Vec<String> {
+        let mut rules: Vec<String> = ["resetkeys", "resetchannels"].map(String::from).to_vec();
+        rules.push(format!("&{SWITCH_CHANNEL}"));
+        rules.push("-@all".into());
+        rules.extend(
+            crate::protocol::commands::acl_rules(self.redis)
+                .into_iter()
+                .filter(|r| {
+                    r.strip_prefix('+')
+                        .is_some_and(|n| SENTINEL_CONNECTION.contains(&n))
+                }),
+        );
+        rules.push("+sentinel|get-master-addr-by-name".into());
+        if self.redis.is_none() {
+            rules.push("+sentinel|get-primary-addr-by-name".into());
+        }
+        rules.extend(
+            [
+                "+sentinel|sentinels",
+                "+subscribe",
+                "+unsubscribe",
+                "+psubscribe",
+                "+punsubscribe",
+            ]
+            .map(String::from),
+        );
+        rules
     }
 
     /// A replica's flags: it authenticates to its primary as the admin user.

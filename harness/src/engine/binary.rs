@@ -119,13 +119,15 @@ pub(crate) fn start_picking(
     start_as(path, users, extra, tls, &Mode::Server)
 }
 
-/// A Sentinel from the config text `conf` ([`Mode::Sentinel`]), on a fresh port.
+/// A Sentinel from the config text `conf` ([`Mode::Sentinel`]), on a fresh port; with `tls`, on
+/// a TLS port only (SPEC §10), as a data node is.
 pub(crate) fn start_sentinel(
     path: &Path,
     users: &Users,
     conf: String,
+    tls: Option<&crate::tls::RunTls>,
 ) -> Result<Running, HarnessError> {
-    start_as(path, users, &|| Ok(Vec::new()), None, &Mode::Sentinel(conf))
+    start_as(path, users, &|| Ok(Vec::new()), tls, &Mode::Sentinel(conf))
 }
 
 fn start_as(

@@ -81,7 +81,8 @@ pub enum EngineChoice {
     /// A primary and two replicas of binary nodes, watched by three Sentinels
     /// ([`sentinel`]). Not offered on the command line (`value(skip)`): no gate knows it yet and
     /// SPEC names no url for it, so a run on it would judge its primary as a single engine and
-    /// call that a Sentinel certificate. Its live test boots it directly.
+    /// call that a Sentinel certificate. Its live test boots it directly, plain
+    /// (`valkey-9.1-sentinel`) and with `tls` (`valkey-9.1-tls-sentinel`: every server TLS only).
     #[value(skip)]
     Sentinel,
 }
@@ -214,12 +215,7 @@ impl Engine {
             }
             (EngineChoice::Binary, _) => Self::binary(opts.valkey_server.as_deref())?,
             (EngineChoice::Cluster, _) => Self::cluster(opts.valkey_server.as_deref(), opts.tls)?,
-            (EngineChoice::Sentinel, _) if opts.tls => {
-                return Err(HarnessError::BadInput(
-                    "a Sentinel engine over TLS is not booted yet: leave out --tls".into(),
-                ));
-            }
-            (EngineChoice::Sentinel, _) => Self::sentinel(opts.valkey_server.as_deref())?,
+            (EngineChoice::Sentinel, _) => Self::sentinel(opts.valkey_server.as_deref(), opts.tls)?,
             (EngineChoice::Auto, None) => {
                 if docker {
                     Self::container(&opts.image)?
@@ -290,9 +286,15 @@ impl Engine {
     /// A primary, its replicas and its Sentinels of `path`'s binary ([`sentinel`]), once the
     /// replicas are in sync and the Sentinels agree. Its port is the primary's as booted: a
     /// connector's url names it until a Target for Sentinel exists (provisional; SPEC has none).
-    fn sentinel(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
+    /// With `tls`, every server over TLS only (SPEC §10).
+    fn sentinel(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         let engine = Self::from_binary(EngineKind::Sentinel, path, |path, users| {
-            let running = sentinel::start(path, users)?;
+            let run = if tls {
+                Some(crate::tls::RunTls::new()?)
+            } else {
+                None
+            };
+            let running = sentinel::start(path, users, run)?;
             Ok((running.nodes[0].port(), Handle::Sentinel(running)))
         })?;
         engine.wait_sentinel_ready()?;
@@ -387,6 +389,7 @@ impl Engine {
     pub fn tls(&self) -> Option<&std::sync::Arc<crate::tls::RunTls>> {
         match &self.handle {
             Handle::Cluster(c) => c.tls.as_ref(),
+            Handle::Sentinel(s) => s.tls.as_ref(),
             _ => self.tls.as_ref().map(|t| &t.run),
         }
     }
@@ -474,12 +477,17 @@ impl Engine {
     pub fn describe(&self) -> String {
         if self.kind == EngineKind::Sentinel {
             return format!(
-                "sentinel (a primary, {} replicas, {} Sentinels) {} ({} {})",
+                "sentinel (a primary, {} replicas, {} Sentinels) {} ({} {}{})",
                 sentinel::REPLICAS,
                 sentinel::SENTINELS,
                 self.source,
                 self.product,
-                self.valkey_version
+                self.valkey_version,
+                if self.tls().is_some() {
+                    ", TLS only"
+                } else {
+                    ""
+                }
             );
         }
         if self.is_cluster() {

@@ -17,15 +17,20 @@ impl Engine {
     pub(super) fn url_as(&self, auth: &Auth, db: u32) -> String {
         let (port, db) = match (&self.handle, self.kind) {
             (_, EngineKind::Url) => (self.port, self.base_db),
-            (Handle::Cluster(_), _) => (
-                self.node_at(self.port)
-                    .and_then(|id| self.booted_node(id).ok())
-                    .map_or(self.port, |n| n.admin_port()),
-                0,
-            ),
+            (Handle::Cluster(_), _) => (self.booted_admin_port(), 0),
+            // A TLS Sentinel engine's primary listens on TLS only: its plaintext back.
+            (Handle::Sentinel(_), _) => (self.booted_admin_port(), db),
             _ => (self.port, db),
         };
         url_of(&self.host, port, auth, db)
+    }
+
+    /// Where the harness reaches the booted node at the engine's port: its own port, or on a
+    /// TLS engine its plaintext back.
+    fn booted_admin_port(&self) -> u16 {
+        self.node_at(self.port)
+            .and_then(|id| self.booted_node(id).ok())
+            .map_or(self.port, |n| n.admin_port())
     }
 
     /// Where a connector connects for database `db`: [`Engine::url`]; on a cluster, the seed
@@ -51,6 +56,12 @@ impl Engine {
                     cluster: true,
                     ca_file: None,
                 },
+            },
+            // Provisional (no Target for Sentinel yet): the booted primary's TLS front, by name.
+            Handle::Sentinel(s) if s.tls.is_some() => Target {
+                url: self.tls_url(self.announced_port(self.seed()), db),
+                cluster: false,
+                ca_file: s.tls.as_ref().map(|run| run.ca_file()),
             },
             _ => match &self.tls {
                 // Through the TLS proxy, by the name its certificate gives (SPEC §10).

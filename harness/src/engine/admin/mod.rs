@@ -21,10 +21,12 @@ mod clients;
 mod monitor;
 pub mod shards;
 pub mod side;
+mod subscription;
 
 pub use clients::ClientInfo;
 pub use monitor::Monitor;
 use shards::Shard;
+pub use subscription::Subscription;
 
 /// An admin connection to one database; on a cluster, to its seed node and to every primary,
 /// each key routed to the primary that owns its slot and node-wide commands sent to each.

@@ -14,21 +14,31 @@
 //!
 //! The users are the run's on every data node (a replica authenticates to its primary as the
 //! admin, and any node may become a replica); the Sentinels authenticate to the data nodes and to
-//! each other as the admin too, and have only that user and `default` off. A connector's user on
-//! a Sentinel (only what a client asks a Sentinel: `SENTINEL get-master-addr-by-name`,
-//! `SENTINEL replicas`, a `+switch-master` subscription) is for the layer that certifies
-//! connectors on it. TLS is for later too: a TLS Sentinel engine needs `tls-replication` and
-//! Sentinel's own `tls-port`.
+//! each other as the admin too. A Sentinel has the admin, `default` off, and the connector's user
+//! with the run's connector password, holding only what a client asks a Sentinel
+//! ([`Users::sentinel_connector_rules`]: find the primary, refresh the Sentinel list, hear of a
+//! failover on `+switch-master`), so a connector cannot steer the Sentinels.
+//!
+//! **Over TLS** (SPEC §10) every server listens on a TLS port only, data nodes and Sentinels
+//! alike, with the run's certificate; each proxy is a TLS front with a plaintext back for the
+//! harness, as on the TLS cluster. Replication, the Sentinels' links to the data nodes and to
+//! each other are TLS (`tls-replication yes`, which a Sentinel also reads for its own links), and
+//! every address a Sentinel hands out names [`TLS_HOST`] (`announce-hostnames`), the one name
+//! the certificates give: a client that connects by address cannot verify it (R10.4). A
+//! Sentinel resolves a name once, to its first address, and every proxy listens on 127.0.0.1:
+//! so `localhost` must resolve there first (`/etc/hosts`), not to `::1`.
 
 mod queries;
 
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::engine::acl::{ADMIN_USER, Users, url_of};
+use crate::engine::acl::{ADMIN_USER, CONNECTOR_USER, Users, url_of};
 use crate::engine::admin::Admin;
 use crate::engine::binary;
 use crate::engine::proxied::Node;
 use crate::error::HarnessError;
+use crate::tls::{RunTls, TLS_HOST};
 
 /// The name the Sentinels monitor the primary by (`SENTINEL get-master-addr-by-name emq`).
 pub const PRIMARY_NAME: &str = "emq";
@@ -54,6 +64,8 @@ pub struct Running {
     pub nodes: Vec<Node>,
     /// The Sentinels in boot order ([`crate::engine::topology::SentinelId`]).
     pub sentinels: Vec<Node>,
+    /// A TLS engine's certificates (SPEC §10).
+    pub tls: Option<Arc<RunTls>>,
 }
 
 impl Running {
@@ -80,25 +92,39 @@ impl Drop for Running {
 /// Boots the data nodes (the replicas told to follow the primary's proxy) and the Sentinels
 /// (monitoring it). Waiting until they agree is the engine's ([`queries`]): it asks by
 /// [`crate::engine::topology::NodeId`]. A process that fails to start stops the others (drop).
-pub fn start(server: &Path, users: &Users) -> Result<Running, HarnessError> {
+/// With `tls`, every server over TLS only ([module doc](self)).
+pub fn start(
+    server: &Path,
+    users: &Users,
+    tls: Option<Arc<RunTls>>,
+) -> Result<Running, HarnessError> {
     let mut running = Running {
         nodes: Vec::new(),
         sentinels: Vec::new(),
+        tls,
     };
+    let tls = running.tls.clone();
+    let host = announced_host(tls.is_some());
     for i in 0..=REPLICAS {
-        let node = data_node(server, users)?;
+        let node = data_node(server, users, tls.as_ref())?;
         if i > 0 {
             let primary = running.nodes[0].announced().to_string();
-            admin_of(&node, users)?.query::<()>(&["REPLICAOF", "127.0.0.1", &primary])?;
+            admin_of(&node, users)?.query::<()>(&["REPLICAOF", host, &primary])?;
         }
         running.nodes.push(node);
     }
     let primary = running.nodes[0].announced();
     for _ in 0..SENTINELS {
-        let sentinel = sentinel(server, users, primary)?;
+        let sentinel = sentinel(server, users, primary, tls.as_ref())?;
         running.sentinels.push(sentinel);
     }
     Ok(running)
+}
+
+/// The host every address of the engine names, as the nodes and Sentinels announce it: the
+/// certificates' one name over TLS (R10.4), loopback's address otherwise.
+pub fn announced_host(tls: bool) -> &'static str {
+    if tls { TLS_HOST } else { "127.0.0.1" }
 }
 
 /// The harness's connection to `node` (its real port, as the admin).
@@ -130,13 +156,25 @@ fn set_all(
 
 /// A data node behind its proxy, announcing it. Every node may become a replica (a failover
 /// makes one of any), so every node authenticates to a primary as the admin; a diskless sync
-/// starts at once (no delay to gather replicas: a restarted node rejoins in a moment).
-fn data_node(server: &Path, users: &Users) -> Result<Node, HarnessError> {
+/// starts at once (no delay to gather replicas: a restarted node rejoins in a moment). With
+/// `tls`, it listens and replicates over TLS only.
+fn data_node(
+    server: &Path,
+    users: &Users,
+    tls: Option<&Arc<RunTls>>,
+) -> Result<Node, HarnessError> {
     let mut flags = users.replication_flags();
     flags.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
-    let mut node = Node::behind_proxy(binary::start_with(server, users, &flags)?, None)?;
+    if tls.is_some() {
+        flags.extend(["--tls-replication", "yes"].map(String::from));
+    }
+    let running = binary::start_picking(server, users, &|| Ok(flags.clone()), tls.map(|t| &**t))?;
+    let mut node = Node::behind_proxy(running, tls)?;
     let announce = [
-        ("replica-announce-ip", "127.0.0.1".to_string()),
+        (
+            "replica-announce-ip",
+            announced_host(tls.is_some()).to_string(),
+        ),
         ("replica-announce-port", node.announced().to_string()),
     ];
     set_all(&node, users, &["CONFIG", "SET"], &announce)?;
@@ -147,39 +185,57 @@ fn data_node(server: &Path, users: &Users) -> Result<Node, HarnessError> {
     Ok(node)
 }
 
-/// The text of a Sentinel's `sentinel.conf`: its one user and how it authenticates to its peers;
+/// The text of a Sentinel's `sentinel.conf`: its users and how it authenticates to its peers;
 /// the primary it monitors at `primary` (its proxy), how it authenticates there, and how soon it
 /// fails it over. All in the file, so the Sentinel's first connection already authenticates
-/// (one made before a `SENTINEL SET auth-pass` would be refused until it is made again).
-pub fn sentinel_conf(users: &Users, primary: u16) -> String {
+/// (one made before a `SENTINEL SET auth-pass` would be refused until it is made again). With
+/// `tls`, its links are TLS and it names every node by [`TLS_HOST`] (a name it resolves to
+/// reach it, and hands out as given).
+pub fn sentinel_conf(users: &Users, primary: u16, tls: bool) -> String {
     let pw = &users.admin_password;
+    let host = announced_host(tls);
+    let hostnames = if tls { "yes" } else { "no" };
+    let tls_line = if tls { "tls-replication yes\n" } else { "" };
     let set = |k: &str, v: &dyn std::fmt::Display| format!("sentinel {k} {PRIMARY_NAME} {v}\n");
+    let connector = format!(
+        "{CONNECTOR_USER} on >{} {}",
+        users.connector_password,
+        users.sentinel_connector_rules().join(" ")
+    );
     format!(
         "user default off\n\
          user {ADMIN_USER} on >{pw} ~* &* +@all\n\
+         user {connector}\n\
          sentinel sentinel-user {ADMIN_USER}\n\
          sentinel sentinel-pass {pw}\n\
-         sentinel resolve-hostnames no\n\
-         sentinel announce-hostnames no\n\
-         sentinel monitor {PRIMARY_NAME} 127.0.0.1 {primary} {QUORUM}\n"
-    ) + &[
-        set("auth-user", &ADMIN_USER),
-        set("auth-pass", pw),
-        set("down-after-milliseconds", &DOWN_AFTER_MS),
-        set("failover-timeout", &FAILOVER_TIMEOUT_MS),
-        set("parallel-syncs", &REPLICAS),
-    ]
-    .concat()
+         sentinel resolve-hostnames {hostnames}\n\
+         sentinel announce-hostnames {hostnames}\n\
+         sentinel monitor {PRIMARY_NAME} {host} {primary} {QUORUM}\n"
+    ) + tls_line
+        + &[
+            set("auth-user", &ADMIN_USER),
+            set("auth-pass", pw),
+            set("down-after-milliseconds", &DOWN_AFTER_MS),
+            set("failover-timeout", &FAILOVER_TIMEOUT_MS),
+            set("parallel-syncs", &REPLICAS),
+        ]
+        .concat()
 }
 
 /// A Sentinel behind its proxy, announcing it, monitoring the primary at `primary` (its proxy).
 /// Its proxy is known once it runs: a hello it sent before naming its own port is corrected by
 /// the next (its peers switch a Sentinel's address by its run id).
-fn sentinel(server: &Path, users: &Users, primary: u16) -> Result<Node, HarnessError> {
-    let running = binary::start_sentinel(server, users, sentinel_conf(users, primary))?;
-    let node = Node::behind_proxy(running, None)?;
+fn sentinel(
+    server: &Path,
+    users: &Users,
+    primary: u16,
+    tls: Option<&Arc<RunTls>>,
+) -> Result<Node, HarnessError> {
+    let conf = sentinel_conf(users, primary, tls.is_some());
+    let running = binary::start_sentinel(server, users, conf, tls.map(|t| &**t))?;
+    let node = Node::behind_proxy(running, tls)?;
     let announce = [
-        ("announce-ip", "127.0.0.1".to_string()),
+        ("announce-ip", announced_host(tls.is_some()).to_string()),
         ("announce-port", node.announced().to_string()),
     ];
     set_all(&node, users, &["SENTINEL", "CONFIG", "SET"], &announce)?;
@@ -189,13 +245,13 @@ fn sentinel(server: &Path, users: &Users, primary: u16) -> Result<Node, HarnessE
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_sentinel_has_the_admin_only_and_says_who_it_is_to_its_peers() {
+    fn a_sentinel_has_the_admin_and_a_least_connector_and_says_who_it_is_to_its_peers() {
         let users = crate::engine::acl::Users {
             admin_password: "a1".into(),
             connector_password: "c2".into(),
             redis: None,
         };
-        let conf = super::sentinel_conf(&users, 7000);
+        let conf = super::sentinel_conf(&users, 7000, false);
         let lines: Vec<&str> = conf.lines().collect();
         assert_eq!(lines[0], "user default off");
         assert_eq!(lines[1], "user emq-admin on >a1 ~* &* +@all");
@@ -209,6 +265,57 @@ mod tests {
         ] {
             assert!(lines.contains(&line), "{line:?} in {conf}");
         }
-        assert!(!conf.contains("c2"), "no connector user yet: {conf}");
+        let connector = lines[2].split(' ').collect::<Vec<_>>();
+        assert_eq!(connector[..4], ["user", "emq", "on", ">c2"], "{conf}");
+        assert_eq!(
+            connector[4..8],
+            ["resetkeys", "resetchannels", "&+switch-master", "-@all"]
+        );
+        let granted: Vec<&str> = connector[8..].to_vec();
+        assert_eq!(
+            granted,
+            [
+                "+auth",
+                "+hello",
+                "+ping",
+                "+client|setinfo",
+                "+client|setname",
+                "+sentinel|get-master-addr-by-name",
+                "+sentinel|get-primary-addr-by-name",
+                "+sentinel|sentinels",
+                "+subscribe",
+                "+unsubscribe",
+                "+psubscribe",
+                "+punsubscribe",
+            ],
+            "nothing that steers a Sentinel, no SELECT (a Sentinel does not know it)"
+        );
+        // A Redis before 7.2 has no CLIENT SETINFO, and no Redis the Valkey spelling
+        // get-primary-addr-by-name: either rule would stop its Sentinel at start.
+        let redis70 = crate::engine::acl::Users {
+            redis: Some((7, 0)),
+            ..users
+        };
+        let redis_conf = super::sentinel_conf(&redis70, 7000, false);
+        assert!(!redis_conf.contains("setinfo"), "{redis_conf}");
+        assert!(!redis_conf.contains("get-primary"), "{redis_conf}");
+        assert!(redis_conf.contains("+sentinel|get-master-addr-by-name"));
+        assert!(!conf.contains("tls"));
+    }
+
+    #[test]
+    fn a_tls_sentinel_links_over_tls_and_names_every_node_by_the_certificates_name() {
+        let users = crate::engine::acl::Users::random(None);
+        let conf = super::sentinel_conf(&users, 7000, true);
+        let lines: Vec<&str> = conf.lines().collect();
+        for line in [
+            "sentinel resolve-hostnames yes",
+            "sentinel announce-hostnames yes",
+            "sentinel monitor emq localhost 7000 2",
+            "tls-replication yes",
+        ] {
+            assert!(lines.contains(&line), "{line:?} in {conf}");
+        }
+        assert!(!conf.contains("127.0.0.1"), "{conf}");
     }
 }

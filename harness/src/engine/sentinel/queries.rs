@@ -62,6 +62,13 @@ impl Engine {
         Admin::connect(&url_of(&self.host, port, &self.admin_auth, 0))
     }
 
+    /// The url of Sentinel `id` for the connector's user, at the port the harness reaches it by
+    /// (its own): to check what that user may ask a Sentinel, and hear what it may hear.
+    pub fn sentinel_connector_url(&self, id: SentinelId) -> Result<String, HarnessError> {
+        let port = self.sentinel_node(id)?.admin_port();
+        Ok(url_of(&self.host, port, &self.connector_auth, 0))
+    }
+
     /// The data node Sentinel `id` names as the primary (`SENTINEL get-master-addr-by-name`);
     /// an error naming the Sentinel when it does not answer, names none, or names an address that
     /// is no node's.
