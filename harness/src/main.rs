@@ -66,6 +66,7 @@ fn command(command: Command, dirs: &Dirs, progress: &Progress) -> ExitCode {
             seed,
             timeout,
             connector,
+            io_threads,
         } => {
             let opts = emq::cmd::bench::BenchOptions {
                 engine: engine.options(),
@@ -80,6 +81,7 @@ fn command(command: Command, dirs: &Dirs, progress: &Progress) -> ExitCode {
                 dirs: dirs.clone(),
                 connector,
                 timeout,
+                io_threads,
             };
             bench(&opts, json, min_ratio, progress)
         }
