@@ -271,8 +271,13 @@ fn set_io_threads(admin: &mut Admin, n: u32) -> Result<Option<u32>, HarnessError
     admin
         .query_each::<()>(&["CONFIG", "SET", "io-threads", &n.to_string()])
         .map_err(|e| {
+            // The engine's own words, without a second `engine:`.
+            let why = match e {
+                HarnessError::Engine(m) => m,
+                other => other.to_string(),
+            };
             HarnessError::Engine(format!(
-                "config set io-threads {n}: {e} (valkey 9 changes io-threads at runtime, older engines do not)"
+                "config set io-threads {n}: {why} (valkey 9 changes io-threads at runtime, older engines do not)"
             ))
         })?;
     let now = io_threads_now(admin);
