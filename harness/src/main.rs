@@ -67,6 +67,7 @@ fn command(command: Command, dirs: &Dirs, progress: &Progress) -> ExitCode {
             seed,
             timeout,
             connector,
+            io_threads,
         } => {
             let opts = emq::cmd::bench::BenchOptions {
                 engine: engine.options(),
@@ -81,6 +82,7 @@ fn command(command: Command, dirs: &Dirs, progress: &Progress) -> ExitCode {
                 dirs: dirs.clone(),
                 connector,
                 timeout,
+                io_threads,
             };
             bench(&opts, json, min_ratio, progress)
         }

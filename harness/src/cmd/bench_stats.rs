@@ -3,7 +3,8 @@
 //! per second than `1e6 / usec_per_call` of its `EVALSHA`: that is the ceiling a connector's
 //! throughput is a share of. Reading it from `INFO commandstats` in the same run as the
 //! measurement keeps the ceiling honest for this machine, this build and this load; the main
-//! thread's CPU (`INFO cpu`) says how busy the engine really was while the connector drove it.
+//! thread's CPU (`INFO cpu`) says how busy the engine really was while the connector drove it,
+//! and the I/O threads' reads (`INFO stats`) and active time whether they took part at all.
 
 use serde::Serialize;
 
@@ -20,6 +21,12 @@ pub struct EngineStats {
     /// `used_active_time_main_thread`, seconds (Valkey 9: time the main thread was not idle in
     /// its event loop, whether or not the kernel gave it a core).
     pub main_active_s: Option<f64>,
+    /// `io_threaded_reads_processed` (`INFO stats`): reads the I/O threads did (None where the
+    /// engine has no I/O threads to report).
+    pub io_reads: Option<u64>,
+    /// The sum of `used_active_time_io_thread_<n>` (Valkey 9), seconds: whether the I/O threads
+    /// worked at all, since Valkey starts them only once the main thread is busy.
+    pub io_active_s: Option<f64>,
 }
 
 /// Parses `INFO` text (any sections; `\r\n` or `\n`). Fields it does not know are ignored, and
@@ -44,6 +51,12 @@ pub fn parse_info(text: &str) -> EngineStats {
             "used_cpu_user_main_thread" => user = v.parse::<f64>().ok(),
             "used_cpu_sys_main_thread" => sys = v.parse::<f64>().ok(),
             "used_active_time_main_thread" => s.main_active_s = v.parse().ok(),
+            "io_threaded_reads_processed" => s.io_reads = v.parse().ok(),
+            k if k.starts_with("used_active_time_io_thread_") => {
+                if let Ok(x) = v.parse::<f64>() {
+                    s.io_active_s = Some(s.io_active_s.unwrap_or(0.0) + x);
+                }
+            }
             _ => {}
         }
     }
@@ -68,6 +81,11 @@ pub struct StepLoad {
     pub main_cpu: Option<f64>,
     /// The main thread's active seconds per wall second (None when the engine does not say).
     pub main_active: Option<f64>,
+    /// Reads the I/O threads did during the step (None when the engine does not say).
+    pub io_reads: Option<u64>,
+    /// The I/O threads' active seconds per wall second, summed over them (None when the engine
+    /// does not say; 0 when they never started).
+    pub io_active: Option<f64>,
 }
 
 /// The load of a step that did `units` of work in `wall_s` seconds between `before` (read just
@@ -92,6 +110,11 @@ pub fn step_load(
         share: usec as f64 / (wall_s * 1e6),
         main_cpu: busy(before.main_cpu_s, after.main_cpu_s),
         main_active: busy(before.main_active_s, after.main_active_s),
+        io_reads: before
+            .io_reads
+            .zip(after.io_reads)
+            .map(|(b, a)| a.saturating_sub(b)),
+        io_active: busy(before.io_active_s, after.io_active_s),
     })
 }
 
@@ -177,6 +200,40 @@ mod tests {
         assert_eq!(s.main_active_s, Some(0.251276));
     }
 
+    /// What valkey-server 9.1.2 printed with `io-threads 2` after a pipelined load.
+    const INFO_9_1_IO: &str = "# Stats\r\nio_threaded_reads_processed:172153\r\n\
+        io_threaded_writes_processed:172151\r\n# CPU\r\n\
+        used_cpu_sys_main_thread:1.5\r\nused_cpu_user_main_thread:2.5\r\n\
+        used_active_time_main_thread:4.125548\r\nused_active_time_io_thread_1:4.334911\r\n\
+        used_active_time_io_thread_2:0.5\r\n";
+
+    #[test]
+    fn io_threads_reads_and_active_time_are_summed_over_the_threads() {
+        let s = parse_info(INFO_9_1_IO);
+        assert_eq!(s.io_reads, Some(172_153));
+        assert!((s.io_active_s.unwrap() - 4.834911).abs() < 1e-9);
+        // io-threads 1: the reads counter, no thread of its own.
+        let one = parse_info("io_threaded_reads_processed:0\r\nused_active_time_main_thread:1\r\n");
+        assert_eq!((one.io_reads, one.io_active_s), (Some(0), None));
+        let before = EngineStats {
+            evalsha_calls: 0,
+            evalsha_usec: 0,
+            io_reads: Some(100),
+            io_active_s: Some(1.0),
+            ..EngineStats::default()
+        };
+        let after = EngineStats {
+            evalsha_calls: 10,
+            evalsha_usec: 10,
+            io_reads: Some(350),
+            io_active_s: Some(1.5),
+            ..EngineStats::default()
+        };
+        let l = step_load(&before, &after, 10, 2.0).unwrap();
+        assert_eq!(l.io_reads, Some(250));
+        assert!((l.io_active.unwrap() - 0.25).abs() < 1e-12);
+    }
+
     #[test]
     fn an_engine_without_main_thread_fields_or_evalsha_gives_none_and_zero() {
         let s = parse_info("# CPU\nused_cpu_sys:1.0\nused_cpu_user:2.0\n# Commandstats\n");
@@ -198,6 +255,7 @@ mod tests {
             evalsha_usec: 2000,
             main_cpu_s: Some(1.003),
             main_active_s: Some(0.0035),
+            ..EngineStats::default()
         };
         // 1000 enqueues in 4 ms: 250 000/s against a ceiling of 1e6 / 2 µs = 500 000/s.
         let l = step_load(&before, &after, 1000, 0.004).unwrap();
@@ -206,6 +264,8 @@ mod tests {
         assert!((l.share - 0.5).abs() < 1e-12);
         assert!((l.main_cpu.unwrap() - 0.75).abs() < 1e-9);
         assert!((l.main_active.unwrap() - 0.875).abs() < 1e-9);
+        // No I/O threads reported on either side: none.
+        assert_eq!((l.io_reads, l.io_active), (None, None));
         // Two scripts per claim → complete cycle: the ceiling is in cycles.
         let c = step_load(&before, &after, 500, 0.004).unwrap();
         assert_eq!(c.ceiling_per_s, 250_000.0);

@@ -6,6 +6,8 @@
 //! Beside that ratio, each step is read from the engine's own counters (`bench_stats`): the Lua
 //! ceiling of a queue on this engine and the share of it the connector reached, because a PASS
 //! costs what the connector takes and the ceiling says what it could have taken.
+//! With `--io-threads`, the same steps run once per I/O-thread setting on the same engine, the
+//! setting changed between them with `CONFIG SET io-threads` ([`io_threads`]), each row saying which.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,9 @@ use crate::error::{ConnectorError, HarnessError};
 use crate::gates::GateContext;
 use crate::protocol::bundle::Bundle;
 use crate::report::output::Progress;
+use io_threads::{io_threads_of, setting_label, settings};
 
+pub mod io_threads;
 mod sides;
 
 use sides::Sides;
@@ -54,11 +58,16 @@ pub struct BenchOptions {
     pub connector: Vec<String>,
     /// Per-request timeout for a child-process connector, seconds.
     pub timeout: u64,
+    /// The `io-threads` settings to measure, one after the other on the same engine (empty: as
+    /// the engine booted, unchanged).
+    pub io_threads: Vec<u32>,
 }
 
 /// One depth: ours against the engine's limit.
 #[derive(Debug, Clone, Serialize)]
 pub struct DepthRow {
+    /// `io-threads` as the engine reported it for this row (None when it does not say).
+    pub io_threads: Option<u32>,
     pub depth: i64,
     pub n: i64,
     /// Best-of-runs ops/s of the reference connector's `batch`.
@@ -89,6 +98,8 @@ pub struct DepthRow {
 /// claim → complete cycles, one at a time on one connection.
 #[derive(Debug, Clone, Serialize)]
 pub struct CycleFigure {
+    /// `io-threads` as the engine reported it for these cycles.
+    pub io_threads: Option<u32>,
     pub cycles: i64,
     pub secs: f64,
     pub cycles_per_s: f64,
@@ -113,6 +124,9 @@ pub struct BenchReport {
     /// `debug` or `release`: the profile this emq-gate (and so the reference connector) was
     /// built with.
     pub profile: String,
+    /// Cores this process may use (`available_parallelism`): the engine, the connector and
+    /// valkey-benchmark share them, and I/O threads need one of their own to help.
+    pub cores: Option<usize>,
     /// The measured connector's hello name (`reference` for the in-process one).
     pub connector: String,
     pub engine_kind: String,
@@ -122,8 +136,15 @@ pub struct BenchReport {
     pub script_sha: String,
     pub valkey_benchmark: Option<String>,
     pub note: Option<String>,
+    /// `io-threads` as the engine booted (before any `--io-threads` setting, and again for the
+    /// gates).
+    pub io_threads_booted: Option<u32>,
+    /// The settings `--io-threads` asked for, in the order measured (empty: as booted).
+    pub io_threads_asked: Vec<u32>,
+    /// Every depth of every setting, each row naming its setting.
     pub depths: Vec<DepthRow>,
-    pub cycle: Option<CycleFigure>,
+    /// claim → complete, once per setting (empty with `--cycles 0`).
+    pub cycles: Vec<CycleFigure>,
     /// On a cluster: one batch over 1, 3 and 12 queues, cluster against a single node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<crate::cmd::bench_spread::SpreadRow>,
@@ -161,17 +182,34 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         bench_bin: bench_bin.as_deref(),
         sha: &sha,
         note: &mut note,
+        io_threads: None,
     };
-    let mut rows = Vec::new();
-    for &depth in &opts.depths {
-        rows.push(side.depth(opts, depth, progress)?);
-    }
-    side.admin.flushdb()?;
-    let cycle = if opts.cycles > 0 {
-        Some(side.cycles(opts.cycles, progress)?)
+    let booted_io = io_threads_now(side.admin);
+    let asked = settings(&opts.io_threads);
+    let plan: Vec<Option<u32>> = if asked.is_empty() {
+        vec![None]
     } else {
-        None
+        asked.iter().copied().map(Some).collect()
     };
+    let (mut rows, mut cycles) = (Vec::new(), Vec::new());
+    for want in plan {
+        side.io_threads = match want {
+            Some(n) => set_io_threads(side.admin, n)?,
+            None => booted_io,
+        };
+        progress.line(&format!("io-threads {}", setting_label(side.io_threads)));
+        for &depth in &opts.depths {
+            rows.push(side.depth(opts, depth, progress)?);
+        }
+        side.admin.flushdb()?;
+        if opts.cycles > 0 {
+            cycles.push(side.cycles(opts.cycles, progress)?);
+        }
+    }
+    // The gates judge the engine as `emq-gate run` boots it.
+    if let Some(b) = booted_io.filter(|&b| side.io_threads != Some(b)) {
+        set_io_threads(side.admin, b)?;
+    }
     drop(admin);
     let spread = if cluster {
         crate::cmd::bench_spread::spread(
@@ -194,6 +232,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     let boot_ms = duration_ms(engine.boot_time);
     Ok(BenchReport {
         profile: build_profile().to_string(),
+        cores: std::thread::available_parallelism().ok().map(|n| n.get()),
         connector,
         engine_kind: engine_kind(&engine),
         engine: engine.source.clone(),
@@ -202,8 +241,10 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         script_sha: sha,
         valkey_benchmark: bench_bin.map(|p| p.display().to_string()),
         note,
+        io_threads_booted: booted_io,
+        io_threads_asked: asked,
         depths: rows,
-        cycle,
+        cycles,
         spread,
         gate_total_ms: if gates.is_empty() {
             0
@@ -213,6 +254,40 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         gates,
         gates_ms,
     })
+}
+
+/// `io-threads` as the engine says now, on every node (None when it does not say: a user
+/// without `CONFIG`, nodes that disagree).
+fn io_threads_now(admin: &mut Admin) -> Option<u32> {
+    admin
+        .query_each::<Vec<String>>(&["CONFIG", "GET", "io-threads"])
+        .ok()
+        .and_then(|r| io_threads_of(&r))
+}
+
+/// Sets `io-threads` on every node and reads it back: the setting the next rows are measured
+/// with. Valkey 9 changes it at runtime; Valkey 8.1 and Redis refuse it as immutable.
+fn set_io_threads(admin: &mut Admin, n: u32) -> Result<Option<u32>, HarnessError> {
+    admin
+        .query_each::<()>(&["CONFIG", "SET", "io-threads", &n.to_string()])
+        .map_err(|e| {
+            // The engine's own words, without a second `engine:`.
+            let why = match e {
+                HarnessError::Engine(m) => m,
+                other => other.to_string(),
+            };
+            HarnessError::Engine(format!(
+                "config set io-threads {n}: {why} (valkey 9 changes io-threads at runtime, older engines do not)"
+            ))
+        })?;
+    let now = io_threads_now(admin);
+    if now != Some(n) {
+        return Err(HarnessError::Engine(format!(
+            "io-threads reads {} after config set io-threads {n}",
+            setting_label(now)
+        )));
+    }
+    Ok(now)
 }
 
 /// The measured connector's name, from its `hello`.

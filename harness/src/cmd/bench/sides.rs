@@ -29,6 +29,8 @@ pub(super) struct Sides<'a> {
     pub(super) sha: &'a str,
     /// The last valkey-benchmark failure replaces the report's note.
     pub(super) note: &'a mut Option<String>,
+    /// The `io-threads` setting the engine runs with now: every figure is stamped with it.
+    pub(super) io_threads: Option<u32>,
 }
 
 impl Sides<'_> {
@@ -88,6 +90,7 @@ impl Sides<'_> {
         let (cm, em) = (median(&ours), (!theirs.is_empty()).then(|| median(&theirs)));
         let at = |loads: &[Option<StepLoad>], runs: &[f64]| best_at(runs).and_then(|i| loads[i]);
         Ok(DepthRow {
+            io_threads: self.io_threads,
             depth,
             n,
             connector_ops_per_s: c,
@@ -251,6 +254,7 @@ impl Sides<'_> {
         let load = self.load_since(start, cycles as u64, secs);
         self.admin.flushdb()?;
         Ok(CycleFigure {
+            io_threads: self.io_threads,
             cycles,
             secs,
             cycles_per_s: cycles as f64 / secs,
@@ -260,9 +264,9 @@ impl Sides<'_> {
     }
 }
 
-/// `INFO cpu commandstats` of every node (each primary of a cluster), parsed.
+/// `INFO cpu commandstats stats` of every node (each primary of a cluster), parsed.
 fn stats_read(admin: &mut Admin) -> Result<Vec<EngineStats>, HarnessError> {
-    let texts: Vec<String> = admin.query_each(&["INFO", "cpu", "commandstats"])?;
+    let texts: Vec<String> = admin.query_each(&["INFO", "cpu", "commandstats", "stats"])?;
     Ok(texts.iter().map(|t| parse_info(t)).collect())
 }
 

@@ -194,6 +194,15 @@ pub enum Command {
         /// Per-request timeout for a child-process connector, seconds.
         #[arg(long, default_value_t = TIMEOUT_SECS)]
         timeout: u64,
+        /// Measure once per Valkey `io-threads` setting, one after the other on the same engine
+        /// (`CONFIG SET io-threads`: Valkey 9 only), each row naming its setting; bare
+        /// `--io-threads` is `1,2`: off, then the main thread and one I/O thread, one a core on
+        /// two cores. Default: the engine as booted.
+        #[arg(long, value_name = "N,..", value_delimiter = ',', num_args = 0..=1,
+              default_missing_value = "1,2",
+              value_parser = clap::value_parser!(u32)
+                  .range(1..=crate::cmd::bench::io_threads::MAX_IO_THREADS))]
+        io_threads: Vec<u32>,
         /// Measure a connector in another runtime: its command and arguments after `--`, spawned
         /// as `run` spawns it (default: the in-process reference connector).
         #[arg(last = true)]
