@@ -186,30 +186,7 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
     };
     let booted_io = io_threads_now(side.admin);
     let asked = settings(&opts.io_threads);
-    let plan: Vec<Option<u32>> = if asked.is_empty() {
-        vec![None]
-    } else {
-        asked.iter().copied().map(Some).collect()
-    };
-    let (mut rows, mut cycles) = (Vec::new(), Vec::new());
-    for want in plan {
-        side.io_threads = match want {
-            Some(n) => set_io_threads(side.admin, n)?,
-            None => booted_io,
-        };
-        progress.line(&format!("io-threads {}", setting_label(side.io_threads)));
-        for &depth in &opts.depths {
-            rows.push(side.depth(opts, depth, progress)?);
-        }
-        side.admin.flushdb()?;
-        if opts.cycles > 0 {
-            cycles.push(side.cycles(opts.cycles, progress)?);
-        }
-    }
-    // The gates judge the engine as `emq-gate run` boots it.
-    if let Some(b) = booted_io.filter(|&b| side.io_threads != Some(b)) {
-        set_io_threads(side.admin, b)?;
-    }
+    let (rows, cycles) = measure(&mut side, opts, booted_io, &asked, progress)?;
     drop(admin);
     let spread = if cluster {
         crate::cmd::bench_spread::spread(
@@ -254,6 +231,41 @@ pub fn bench(opts: &BenchOptions, progress: &Progress) -> Result<BenchReport, Ha
         gates,
         gates_ms,
     })
+}
+
+/// Every depth and the claim → complete cycles, once per `io-threads` setting asked (the booted
+/// one when none is), then the engine set back as booted: the gates judge it as `run` boots it.
+fn measure(
+    side: &mut Sides<'_>,
+    opts: &BenchOptions,
+    booted_io: Option<u32>,
+    asked: &[u32],
+    progress: &Progress,
+) -> Result<(Vec<DepthRow>, Vec<CycleFigure>), HarnessError> {
+    let plan: Vec<Option<u32>> = if asked.is_empty() {
+        vec![None]
+    } else {
+        asked.iter().copied().map(Some).collect()
+    };
+    let (mut rows, mut cycles) = (Vec::new(), Vec::new());
+    for want in plan {
+        side.io_threads = match want {
+            Some(n) => set_io_threads(side.admin, n)?,
+            None => booted_io,
+        };
+        progress.line(&format!("io-threads {}", setting_label(side.io_threads)));
+        for &depth in &opts.depths {
+            rows.push(side.depth(opts, depth, progress)?);
+        }
+        side.admin.flushdb()?;
+        if opts.cycles > 0 {
+            cycles.push(side.cycles(opts.cycles, progress)?);
+        }
+    }
+    if let Some(b) = booted_io.filter(|&b| side.io_threads != Some(b)) {
+        set_io_threads(side.admin, b)?;
+    }
+    Ok((rows, cycles))
 }
 
 /// `io-threads` as the engine says now, on every node (None when it does not say: a user
