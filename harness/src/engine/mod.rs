@@ -272,11 +272,7 @@ impl Engine {
     /// A cluster of `path`'s binary; with `tls`, over TLS only (SPEC §10).
     fn cluster(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         Self::from_binary(EngineKind::Cluster, path, |path, users| {
-            let run = if tls {
-                Some(crate::tls::RunTls::new()?)
-            } else {
-                None
-            };
+            let run = tls.then(crate::tls::RunTls::new).transpose()?;
             let running = cluster::start(path, users, run)?;
             let port = seed_port(&running, users)?;
             Ok((port, Handle::Cluster(running)))
@@ -289,11 +285,7 @@ impl Engine {
     /// With `tls`, every server over TLS only (SPEC §10).
     fn sentinel(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         let engine = Self::from_binary(EngineKind::Sentinel, path, |path, users| {
-            let run = if tls {
-                Some(crate::tls::RunTls::new()?)
-            } else {
-                None
-            };
+            let run = tls.then(crate::tls::RunTls::new).transpose()?;
             let running = sentinel::start(path, users, run)?;
             Ok((running.nodes[0].port(), Handle::Sentinel(running)))
         })?;
