@@ -32,6 +32,7 @@ fn judge(
             id: emq::gates::GateId::G1,
             name: "event",
             run,
+            alone: false,
         },
         &ctx,
     )

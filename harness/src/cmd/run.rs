@@ -8,7 +8,7 @@ use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
 use crate::engine::{Engine, EngineOptions};
 use crate::error::HarnessError;
-use crate::gates::{ConnectorFactory, GateContext, GateOutcome, run_gate};
+use crate::gates::{ConnectorFactory, GateContext, GateOutcome};
 use crate::protocol::bundle::Bundle;
 use crate::report::output::Progress;
 use crate::report::{ConnectorName, Header, Record, SCHEMA, now_rfc3339};
@@ -136,41 +136,17 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
     Ok(engine)
 }
 
-/// Runs the eight gates in order, saying each verdict as it lands; gates outside `only`, and
-/// after a `fail_fast` stop, are NOT RUN: no verdict, neither PASS nor ERROR (the run is judged
-/// on the gates it ran).
+/// Runs the eight gates in order, saying each verdict as it lands (`gates/sequence.rs`: a
+/// gate whose waiting part goes on beside later gates lands when it ends); gates outside
+/// `only`, and after a `fail_fast` stop, are NOT RUN: no verdict, neither PASS nor ERROR (the
+/// run is judged on the gates it ran).
 pub fn run_gates(
     ctx: &GateContext<'_>,
     only: Option<&[crate::gates::GateId]>,
     fail_fast: bool,
     progress: &Progress,
 ) -> Vec<GateOutcome> {
-    let mut outcomes = Vec::new();
-    let mut stopped = false;
-    for gate in &crate::gates::ALL {
-        let selected = only.is_none_or(|o| o.contains(&gate.id));
-        let outcome = if stopped {
-            GateOutcome::not_run(
-                gate.id,
-                gate.name,
-                "not run: an earlier gate did not pass (--fail-fast)",
-            )
-        } else if selected {
-            progress.line(&format!("{} {} ...", gate.id, gate.name));
-            let o = run_gate(gate, ctx);
-            stopped = fail_fast && o.verdict != crate::gates::Verdict::Pass;
-            o
-        } else {
-            GateOutcome::not_run(
-                gate.id,
-                gate.name,
-                "not selected in this run (--gates, or --rerun-failed)",
-            )
-        };
-        progress.gate(&outcome);
-        outcomes.push(outcome);
-    }
-    outcomes
+    crate::gates::sequence::run_all(ctx, only, fail_fast, &mut |o| progress.gate(o))
 }
 
 /// A TLS record's footer when the connector has no TLS (SPEC R10.1): no verdict, said as such.

@@ -166,6 +166,10 @@ pub struct Engine {
     pub swept: Option<String>,
     /// The health a gate's events are judged against ([`Engine::mark_health`]).
     baseline: std::sync::Mutex<Option<health::Health>>,
+    /// `ACL LOG` entries read after one gate that belong to a part of another gate still running
+    /// beside it (`gates/beside.rs`): held until that part is judged. The log is the engine's,
+    /// one for every database, and reading it empties it.
+    held_acl: std::sync::Mutex<Vec<admin::acl_log::AclLogEntry>>,
     /// A TLS engine's certificates, front and back (SPEC §10); dropped before the server.
     tls: Option<tls_boot::TlsEngine>,
     handle: Handle,
@@ -338,6 +342,7 @@ impl Engine {
             allow_flush: true,
             swept: None,
             baseline: std::sync::Mutex::default(),
+            held_acl: std::sync::Mutex::default(),
             tls: None,
             handle,
         }
@@ -372,6 +377,7 @@ impl Engine {
             allow_flush,
             swept: None,
             baseline: std::sync::Mutex::default(),
+            held_acl: std::sync::Mutex::default(),
             tls: None,
             handle: Handle::Url,
         })
@@ -416,6 +422,22 @@ impl Engine {
     /// The user a connector's url names (`None`: none, on a `url` engine without one).
     pub fn connector_user(&self) -> Option<&str> {
         self.connector_auth.user.as_deref()
+    }
+
+    /// Keeps an `ACL LOG` entry for the part that will be judged later (see `held_acl`).
+    pub fn hold_acl(&self, entry: admin::acl_log::AclLogEntry) {
+        self.held_acl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(entry);
+    }
+
+    /// The held entries of database `db`, taken.
+    pub fn take_held_acl(&self, db: u32) -> Vec<admin::acl_log::AclLogEntry> {
+        let mut held = self.held_acl.lock().unwrap_or_else(|e| e.into_inner());
+        let (of_db, rest) = held.drain(..).partition(|e| e.db == Some(db));
+        *held = rest;
+        of_db
     }
 
     /// True when the harness made the engine's users (SPEC R4.19): it booted the engine.

@@ -8,7 +8,7 @@ use crate::engine::admin::Admin;
 use crate::engine::admin::acl_log::AclLogEntry;
 use crate::protocol::commands::spelt;
 
-use super::{GateContext, GateOutcome};
+use super::{GateContext, GateId, GateOutcome};
 
 /// The FAIL line of one entry, or `None` for the harness's own (its admin user's: G8's unclean
 /// failover cuts a replica off with a wrong `masterauth`, on purpose). Pure.
@@ -65,23 +65,48 @@ fn nodes(engine: &Engine) -> Vec<Result<Admin, crate::error::HarnessError>> {
 
 /// Reads and resets every node's `ACL LOG`, failing `out` with one line per entry that is not
 /// the harness's own. An engine the harness did not boot (`--url`) keeps what its url says: it
-/// is not judged. A log that cannot be read is an ERROR line (the instrument failed).
+/// is not judged. A log that cannot be read is an ERROR line (the instrument failed). An entry
+/// of another gate's side database belongs to that gate's part still running beside this gate:
+/// it is held for it ([`judge_part`]).
 pub fn judge_acl(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    for e in take(ctx, out) {
+        match e.db.and_then(GateId::of_side_db) {
+            Some(other) if other != out.id => ctx.engine.hold_acl(e),
+            _ => judge(ctx.engine, &e, out),
+        }
+    }
+}
+
+/// The `ACL LOG` of a part that ran beside later gates (`gates/beside.rs`), judged into its
+/// own outcome once it ended: what the gates in front held for it, and what the log holds now
+/// (no other gate is running: all of it came from the part).
+pub fn judge_part(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    let mut entries = ctx.engine.take_held_acl(out.id.side_db());
+    entries.extend(take(ctx, out));
+    for e in entries {
+        judge(ctx.engine, &e, out);
+    }
+}
+
+/// Every node's log, oldest first, emptied; none where the harness made no users.
+fn take(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Vec<AclLogEntry> {
     let engine = ctx.engine;
     if !engine.has_acl_users() {
-        return;
+        return Vec::new();
     }
+    let mut all = Vec::new();
     for node in nodes(engine) {
         match node.and_then(|mut a| a.acl_log_take()) {
-            Ok(entries) => {
-                for e in entries.iter().rev() {
-                    if let Some(line) = violation(e, engine.admin_user(), engine.connector_user()) {
-                        out.fail(line);
-                    }
-                }
-            }
+            Ok(entries) => all.extend(entries.into_iter().rev()),
             Err(e) => out.error(format!("ACL LOG could not be read (R4.19): {e}")),
         }
+    }
+    all
+}
+
+fn judge(engine: &Engine, e: &AclLogEntry, out: &mut GateOutcome) {
+    if let Some(line) = violation(e, engine.admin_user(), engine.connector_user()) {
+        out.fail(line);
     }
 }
 
@@ -99,6 +124,7 @@ mod tests {
             addr: "127.0.0.1:5000".into(),
             name: String::new(),
             lib_name: String::new(),
+            db: None,
         }
     }
 

@@ -9,6 +9,11 @@
 //! that reads the counters (G2, G3, G5) has a part beside it. Its evidence goes where it stands
 //! in the gate's order ([`GateOutcome::absorb`]): the record reads as if it had run in line.
 //!
+//! A part may also be *left* to the run ([`leave_part`], [`Left`]): it goes on beside later
+//! gates, the ones that share no engine-wide state with it (`gates/sequence.rs`), and its
+//! verdict lands when it ends. Its `ACL LOG` entries name its database, so they come back to its
+//! gate ([`super::acl::judge_part`]).
+//!
 //! Only where the engine has numbered databases of its own to give ([`Engine::has_databases`]:
 //! not a cluster, not a `url` engine); elsewhere the part runs in line, where it stands, on the
 //! gate's database, as before.
@@ -22,7 +27,15 @@ use crate::gates::{GateContext, GateError, GateId, GateOutcome};
 /// A part: the gate's context, its evidence, and the database it runs on.
 pub type Part = fn(&GateContext<'_>, &mut GateOutcome, u32) -> Result<(), GateError>;
 
-type Ran = (GateOutcome, Result<(), GateError>);
+/// What a part found, and how it ended.
+pub type Ran = (GateOutcome, Result<(), GateError>);
+
+/// A part its gate left to the run, and where its evidence goes in the gate's.
+#[derive(Debug, Clone, Copy)]
+pub struct Left {
+    pub part: Part,
+    pub at: usize,
+}
 
 /// The part: to run in line, ready to start beside the gate, or started.
 pub enum Beside<'s, 'e, 'c> {
@@ -42,6 +55,59 @@ pub enum Beside<'s, 'e, 'c> {
         /// Where its evidence goes, once the gate reached it ([`Beside::here`]).
         at: Option<usize>,
     },
+    /// Left to the run, to start beside later gates; `at` once the gate reached it.
+    Leave { part: Part, at: Option<usize> },
+}
+
+/// Starts `part` of gate `id` on the gate's side database, in `scope`.
+pub fn spawn<'s, 'e>(
+    scope: &'s Scope<'s, 'e>,
+    ctx: &'e GateContext<'_>,
+    id: GateId,
+    part: Part,
+) -> ScopedJoinHandle<'s, Ran> {
+    scope.spawn(move || {
+        let mut side = GateOutcome::new(id, "");
+        let db = id.side_db();
+        let ended = ctx
+            .engine
+            .prepare_db(db)
+            .map_err(GateError::from)
+            .and_then(|_| part(ctx, &mut side, db));
+        (side, ended)
+    })
+}
+
+/// Takes what a left or side part found into its gate's outcome, at `at` (see
+/// [`GateOutcome::absorb`]); a part that was left is judged on the `ACL LOG` as its gate was.
+pub fn take_in(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    at: usize,
+    ran: std::thread::Result<Ran>,
+    left: bool,
+) {
+    let (mut side, ended) = match ran {
+        Ok(ran) => ran,
+        // A part left to the run ended its gate's check long ago: its panic is its gate's ERROR.
+        Err(p) if left => {
+            out.error(format!("the check panicked: {}", super::panic_text(p.as_ref())));
+            return;
+        }
+        // A panic in a part beside the gate is the gate's: `run_gate` turns it into ERROR.
+        Err(p) => std::panic::resume_unwind(p),
+    };
+    out.figure("beside_waited_ms", side.waited.as_millis() as u64);
+    if left {
+        super::acl::judge_part(ctx, &mut side);
+    }
+    out.absorb(at, side, ended);
+}
+
+/// Runs a part its gate left, now, in line (the gate ran alone, not in a whole run).
+pub fn run_left(ctx: &GateContext<'_>, out: &mut GateOutcome, left: Left) {
+    let ran = std::thread::scope(|scope| spawn(scope, ctx, out.id, left.part).join());
+    take_in(ctx, out, left.at, ran, true);
 }
 
 impl<'s, 'e, 'c> Beside<'s, 'e, 'c> {
@@ -57,16 +123,7 @@ impl<'s, 'e, 'c> Beside<'s, 'e, 'c> {
             part,
         } = *self
         {
-            let handle = scope.spawn(move || {
-                let mut side = GateOutcome::new(id, "");
-                let db = id.side_db();
-                let ended = ctx
-                    .engine
-                    .prepare_db(db)
-                    .map_err(GateError::from)
-                    .and_then(|_| part(ctx, &mut side, db));
-                (side, ended)
-            });
+            let handle = spawn(scope, ctx, id, part);
             *self = Beside::Started { handle, at: None };
         }
     }
@@ -79,7 +136,7 @@ impl<'s, 'e, 'c> Beside<'s, 'e, 'c> {
             Beside::InLine { ctx, id, part } | Beside::Ready { ctx, id, part, .. } => {
                 part(ctx, out, ctx.db_of(*id))
             }
-            Beside::Started { at, .. } => {
+            Beside::Started { at, .. } | Beside::Leave { at, .. } => {
                 *at = Some(out.evidence.len());
                 Ok(())
             }
@@ -113,15 +170,32 @@ pub fn with_part<'c>(
         let Beside::Started { handle, at } = beside else {
             return ended;
         };
-        let (side, side_ended) = match out.waiting(|| handle.join()) {
-            Ok(ran) => ran,
-            // A panic in the part is the gate's: `run_gate` turns it into ERROR.
-            Err(p) => std::panic::resume_unwind(p),
-        };
-        out.figure("beside_waited_ms", side.waited.as_millis() as u64);
+        let ran = out.waiting(|| handle.join());
         if let Some(at) = at {
-            out.absorb(at, side, side_ended);
+            take_in(ctx, out, at, ran, false);
         }
         ended
     })
+}
+
+/// Runs `body` (the gate's parts, in order) with `part` left to the run where the engine has a
+/// database to give: [`Beside::here`] marks where its evidence goes, and the gate's outcome
+/// carries it ([`GateOutcome::left`]) for the run to start beside later gates, or for
+/// [`super::run_gate`] to run at once. Elsewhere it runs in line, where it stands.
+pub fn leave_part<'c>(
+    ctx: &GateContext<'c>,
+    id: GateId,
+    out: &mut GateOutcome,
+    part: Part,
+    body: impl FnOnce(&mut GateOutcome, &mut Beside<'_, '_, 'c>) -> Result<(), GateError>,
+) -> Result<(), GateError> {
+    if !ctx.engine.has_databases() {
+        return body(out, &mut Beside::InLine { ctx, id, part });
+    }
+    let mut beside = Beside::Leave { part, at: None };
+    let ended = body(out, &mut beside);
+    if let Beside::Leave { part, at: Some(at) } = beside {
+        out.left = Some(Left { part, at });
+    }
+    ended
 }

@@ -82,9 +82,9 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
 
 /// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    // The held reply of R5.13 waits 3.5 s: it runs beside the parts after the connects under
-    // MONITOR, on a database of its own.
-    crate::gates::beside::with_part(
+    // The held reply of R5.13 waits 3.5 s: it is left to the run, to go on beside later gates
+    // on a database of its own (`gates/sequence.rs`).
+    crate::gates::beside::leave_part(
         ctx,
         crate::gates::GateId::G1,
         out,
@@ -147,8 +147,6 @@ fn parts(
         return refusal(ctx, out, &mut admin, db, &url);
     }
     judge_first_actions(&obs, ctx.bundle, out);
-    // The connects under MONITOR met an empty script cache; the held reply may load it now.
-    beside.start();
     super::g1_release::check(ctx, out, &mut admin, db, &url, beside)?;
     super::g1_tls::check(ctx, out, &url)?;
     super::g1_stop::check(ctx, out, &url)?;

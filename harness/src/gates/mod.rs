@@ -17,6 +17,7 @@ pub mod g6_cases;
 pub mod g7_interleavings;
 pub mod g8;
 mod outcome;
+pub mod sequence;
 pub mod rules;
 
 use std::sync::Arc;
@@ -132,10 +133,30 @@ pub struct Gate {
     /// Its check: evidence goes into the outcome; an `Err` is why the gate could not be judged
     /// further, recorded as its ERROR by [`run_gate`] ([`GateOutcome::judged`]).
     pub run: fn(&GateContext<'_>, &mut GateOutcome) -> Result<(), GateError>,
+    /// No part of another gate may run beside it: it judges what the whole engine holds, which
+    /// is not shared out by database (the command counters, a script cache it empties or needs
+    /// empty). See `gates/sequence.rs`.
+    pub alone: bool,
 }
 
-/// Runs one gate, timing it; a panic inside a check becomes ERROR, never a silent PASS.
+/// Runs one gate, timing it; a panic inside a check becomes ERROR, never a silent PASS. A part
+/// the gate left to go on beside later gates runs now, in line: run alone, a gate is whole.
 pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
+    let mut out = run_gate_leaving(gate, ctx);
+    if let Some(left) = out.left.take() {
+        // The gate waits for the part, as it waits for a part beside it.
+        let t0 = Instant::now();
+        beside::run_left(ctx, &mut out, left);
+        judge_plaintext(ctx, &mut out);
+        out.wall += t0.elapsed();
+        out.waited += t0.elapsed();
+    }
+    out
+}
+
+/// [`run_gate`], but a part the gate left is in [`GateOutcome::left`], for the run to start
+/// beside later gates (`gates/sequence.rs`).
+pub fn run_gate_leaving(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     let mut out = GateOutcome::new(gate.id, gate.name);
     let t0 = Instant::now();
     // A connector that timed out in an earlier gate (or in the header's hello) is judged afresh.
@@ -153,14 +174,9 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     judge_plaintext(ctx, &mut out);
     acl::judge_acl(ctx, &mut out);
     if let Err(p) = result {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panic".into());
-        out.error(format!("the check panicked: {msg}"));
+        out.error(format!("the check panicked: {}", panic_text(p.as_ref())));
     }
-    if out.evidence.is_empty() {
+    if out.evidence.is_empty() && out.left.is_none() {
         out.error("the check recorded no evidence");
     }
     out.wall = t0.elapsed();
@@ -173,46 +189,62 @@ pub fn run_gate(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
     out
 }
 
+/// What a panic said.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
+}
+
 /// G1–G8, in the order the record lists them.
 pub const ALL: [Gate; 8] = [
     Gate {
         id: GateId::G1,
         name: "fence",
         run: g1_fence::check,
+        alone: false,
     },
     Gate {
         id: GateId::G2,
         name: "sha1",
         run: g2_sha1::check,
+        alone: true,
     },
     Gate {
         id: GateId::G3,
         name: "evalsha-first",
         run: g3_evalsha::check,
+        alone: true,
     },
     Gate {
         id: GateId::G4,
         name: "declared-keys",
         run: g4_keys::check,
+        alone: false,
     },
     Gate {
         id: GateId::G5,
         name: "pipeline",
         run: g5_pipeline::check,
+        alone: true,
     },
     Gate {
         id: GateId::G6,
         name: "cases",
         run: g6_cases::check,
+        alone: false,
     },
     Gate {
         id: GateId::G7,
         name: "interleavings",
         run: g7_interleavings::check,
+        alone: false,
     },
     Gate {
         id: GateId::G8,
         name: "atomicity",
         run: g8::check,
+        alone: true,
     },
 ];

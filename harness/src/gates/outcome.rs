@@ -149,6 +149,10 @@ pub struct GateOutcome {
     /// settle, a failover's gossip) rather than working: what overlapping waits could save.
     #[serde(skip)]
     pub waited: Duration,
+    /// A part the gate left to the run, to go on beside later gates (`gates/beside.rs`): its
+    /// evidence is still to come, and the verdict with it.
+    #[serde(skip)]
+    pub left: Option<super::beside::Left>,
 }
 
 /// One case of a gate made of cases (G6): its id, verdict and, when it failed, the first line of why.
@@ -175,6 +179,7 @@ impl GateOutcome {
             wall: Duration::ZERO,
             voided: false,
             waited: Duration::ZERO,
+            left: None,
         }
     }
 

@@ -50,6 +50,12 @@ impl GateId {
     pub fn side_db(self) -> u32 {
         950 + self.number()
     }
+
+    /// The gate whose side database `db` is, if any: what the engine logs for a part beside a
+    /// gate (its `ACL LOG` entries name the database) goes back to that gate.
+    pub fn of_side_db(db: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| g.side_db() == db)
+    }
 }
 
 impl fmt::Display for GateId {
@@ -123,6 +129,8 @@ mod tests {
             assert_eq!(g.as_str().parse::<GateId>(), Ok(g));
             assert_eq!(g.db(), 900 + g.number());
             assert!(GateId::ALL.iter().all(|o| o.db() != g.side_db()));
+            assert_eq!(GateId::of_side_db(g.side_db()), Some(g));
+            assert_eq!(GateId::of_side_db(g.db()), None);
         }
         assert_eq!("g3".parse::<GateId>(), Ok(GateId::G3));
         assert_eq!(GateId::G8.db(), 908);

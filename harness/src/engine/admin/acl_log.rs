@@ -22,6 +22,9 @@ pub struct AclLogEntry {
     /// From `client-info`: the name and library the client gave (`CLIENT SETNAME`, `SETINFO`).
     pub name: String,
     pub lib_name: String,
+    /// From `client-info`: the database the connection had selected, when it says (a part run
+    /// beside a gate works on a database of its own, `gates/beside.rs`).
+    pub db: Option<u32>,
 }
 
 impl AclLogEntry {
@@ -88,6 +91,7 @@ pub fn parse_acl_log(v: &Value) -> Result<Vec<AclLogEntry>, String> {
                 addr: client_field(&info, "addr"),
                 name: client_field(&info, "name"),
                 lib_name: client_field(&info, "lib-name"),
+                db: client_field(&info, "db").parse().ok(),
             })
         })
         .collect()
@@ -117,7 +121,7 @@ mod tests {
             bulk("0.007"),
             bulk("client-info"),
             bulk(
-                "id=10 addr=127.0.0.1:62590 laddr=127.0.0.1:47125 fd=11 name= age=0 cmd=client|setinfo user=emq lib-name=redis-rs lib-ver=1.8.1",
+                "id=10 addr=127.0.0.1:62590 laddr=127.0.0.1:47125 fd=11 name= age=0 db=951 cmd=client|setinfo user=emq lib-name=redis-rs lib-ver=1.8.1",
             ),
             bulk("entry-id"),
             Value::Int(1),
@@ -143,6 +147,7 @@ mod tests {
                 addr: "127.0.0.1:62590".into(),
                 name: String::new(),
                 lib_name: "redis-rs".into(),
+                db: Some(951),
             }
         );
         assert!(!got[0].is_auth() && got[1].is_auth());
