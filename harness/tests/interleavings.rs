@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use emq::connector::Connector;
 use emq::connector::reference::Reference;
-use emq::doubles::time::{self as time_doubles, TimeSkew};
+use emq::doubles::build::skewed_factory;
+use emq::doubles::time::TimeSkew;
 use emq::doubles::{Double, TABLE};
 
 use emq::error::HarnessError;
@@ -187,7 +188,7 @@ fn caught_with_message(breakage: &str, broken: &dyn ConnectorFactory, b: &Arc<Bu
 fn time_caught(skew: TimeSkew) {
     let b = bundle();
     let name = format!("{skew:?}");
-    let message = caught_with_message(&name, &time_doubles::factory(&b, skew), &b);
+    let message = caught_with_message(&name, &skewed_factory(&b, skew), &b);
     eprintln!("{name}: {message}");
     for part in [
         "keyspace differs",
@@ -453,10 +454,7 @@ fn a_slow_but_correct_connector_is_judged_at_a_larger_time_scale() {
 #[test]
 fn a_slow_connector_that_rounds_time_is_still_caught() {
     let b = bundle();
-    let report = draw(
-        &slow(time_doubles::factory(&b, TimeSkew::RoundsUpToSeconds)),
-        48,
-    );
+    let report = draw(&slow(skewed_factory(&b, TimeSkew::RoundsUpToSeconds)), 48);
     eprintln!("slow rounding: {:?}", report.clock);
     assert!(report.clock.scale > emq::suites::model::history::TimeScale::ONE);
     let f = report.failure.expect("rounding to seconds was not caught");

@@ -78,34 +78,40 @@ fn marked(marker: &str) -> Vec<u32> {
     common::marked("EMQ_MISBEHAVE_TEST", marker)
 }
 
-fn judge(mode: &'static str, python: &Path, bound: Duration) -> Judged {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/misbehave.py");
-    let marker = format!("{}-{mode}", std::process::id());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
-        .args([
-            // Every gate, with fewer histories: a misbehaviour shows on every call, and 32
-            // histories reach every verb many times over.
-            "--quiet",
-            "run",
-            "--engine",
-            "binary",
-            "--batch",
-            "20000",
-            "--histories",
-            "32",
-            "--",
-        ])
-        .arg("python3")
-        .arg(&fixture)
-        .arg(mode)
-        .env("EMQ_PYTHON_CONNECTOR", python)
-        .env("EMQ_MISBEHAVE_TEST", &marker)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
+/// `emq-gate` started as `cmd` says, its output read by the test and no input.
+fn start(cmd: &mut Command) -> std::process::Child {
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start emq-gate");
+        .expect("start emq-gate")
+}
+
+fn judge(mode: &'static str, python: &Path, bound: Duration) -> Judged {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/misbehave.py");
+    let marker = format!("{}-{mode}", std::process::id());
+    let mut child = start(
+        Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+            .args([
+                // Every gate, with fewer histories: a misbehaviour shows on every call, and 32
+                // histories reach every verb many times over.
+                "--quiet",
+                "run",
+                "--engine",
+                "binary",
+                "--batch",
+                "20000",
+                "--histories",
+                "32",
+                "--",
+            ])
+            .arg("python3")
+            .arg(&fixture)
+            .arg(mode)
+            .env("EMQ_PYTHON_CONNECTOR", python)
+            .env("EMQ_MISBEHAVE_TEST", &marker)
+            .env("PYTHONDONTWRITEBYTECODE", "1"),
+    );
     let pid = child.id();
     let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let read = |mut r: Box<dyn std::io::Read + Send>| {
@@ -206,15 +212,12 @@ fn a_run_ended_by_a_signal_says_so_in_one_line() {
         return;
     };
     let marker = format!("{}-signal", std::process::id());
-    let child = Command::new(env!("CARGO_BIN_EXE_emq-gate"))
-        .args(["--quiet", "run", "--engine", "binary", "--"])
-        .arg(&python)
-        .env("EMQ_MISBEHAVE_TEST", &marker)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start emq-gate");
+    let child = start(
+        Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+            .args(["--quiet", "run", "--engine", "binary", "--"])
+            .arg(&python)
+            .env("EMQ_MISBEHAVE_TEST", &marker),
+    );
     let pid = child.id();
     // Well into the gates: the engine and the connector are running.
     std::thread::sleep(Duration::from_secs(4));

@@ -1,13 +1,16 @@
 //! What a double's make expression in [`TABLE`](super::TABLE) is given: the bundle, and the
 //! few ways a double is built over the reference connector, so each entry is one short line.
 
+use std::sync::Arc;
+
 use crate::connector::Connector;
 use crate::connector::reference::{Quirks, Reference};
+use crate::error::HarnessError;
 use crate::protocol::bundle::Bundle;
 
 use super::broken::{Check, Lenient, Strict, Strictness};
 use super::rewrite::{Rewrite, Rewriter};
-use super::time::{Skewed, TimeSkew};
+use super::time::TimeSkew;
 
 /// A boxed connector, what every double is.
 pub type Made = Box<dyn Connector + Send>;
@@ -53,6 +56,15 @@ impl Build<'_> {
 
     /// The reference with its leases, delays or backoffs off by one [`TimeSkew`].
     pub fn skewed(&self, skew: TimeSkew) -> Made {
-        Box::new(Skewed::new(self.reference(), skew))
+        self.rewrite(Rewrite::Skew(skew))
     }
+}
+
+/// A factory of reference connectors skewed by `skew` (the time doubles' self-tests).
+pub fn skewed_factory(
+    bundle: &Arc<Bundle>,
+    skew: TimeSkew,
+) -> impl Fn() -> Result<Made, HarnessError> + Send + Sync + use<> {
+    let bundle = bundle.clone();
+    move || Ok(Build { bundle: &bundle }.skewed(skew))
 }

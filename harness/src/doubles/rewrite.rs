@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::time::TimeSkew;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::ConnectorError;
 
@@ -20,6 +21,8 @@ pub enum Rewrite {
     PromoteCapsAt100,
     ReapCapsAt100,
     ProbeSplitsAt1000,
+    /// A lease, delay or backoff off by a little (`super::time`).
+    Skew(TimeSkew),
 }
 
 /// The page a library cuts a `browse` at (a paging iterator's default).
@@ -155,6 +158,7 @@ impl<C: Connector> Rewriter<C> {
                     *attempts = *a;
                 }
             }
+            (_, Rewrite::Skew(skew)) => req = skew.rewrite(request),
             _ => {}
         }
         Ok(req)

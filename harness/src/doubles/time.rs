@@ -1,15 +1,12 @@
-//! Connectors whose time is wrong by a little: each rewrites the lease, delay or backoff of a
-//! request on its way to the correct reference connector, the way a real connector gets time wrong
-//! (a grace period, a rounding, a ms↔s mix-up, a margin taken off). Every one still keeps each due
-//! (0) value due, each non-zero one non-zero, and every set's order, so only scores judged to the
-//! millisecond (SPEC §1, **Time**) catch them.
+//! Connectors whose time is wrong by a little: each ([`Rewrite::Skew`]) rewrites the lease, delay
+//! or backoff of a request on its way to the correct reference connector, the way a real
+//! connector gets time wrong (a grace period, a rounding, a ms↔s mix-up, a margin taken off).
+//! Every one still keeps each due (0) value due, each non-zero one non-zero, and every set's
+//! order, so only scores judged to the millisecond (SPEC §1, **Time**) catch them.
+//!
+//! [`Rewrite::Skew`]: super::rewrite::Rewrite::Skew
 
-use std::sync::Arc;
-
-use crate::connector::reference::Reference;
-use crate::connector::{Connector, Reply, Request};
-use crate::error::{ConnectorError, HarnessError};
-use crate::protocol::bundle::Bundle;
+use crate::connector::Request;
 
 /// One way to get time wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,41 +72,6 @@ impl TimeSkew {
         }
         req
     }
-}
-
-/// A connector whose leases, delays or backoffs are skewed by one [`TimeSkew`].
-pub struct Skewed<C> {
-    inner: C,
-    skew: TimeSkew,
-}
-
-impl<C: Connector> Skewed<C> {
-    pub fn new(inner: C, skew: TimeSkew) -> Self {
-        Self { inner, skew }
-    }
-}
-
-impl<C: Connector> Connector for Skewed<C> {
-    fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
-        self.inner.call(&self.skew.rewrite(request))
-    }
-
-    fn kill(&mut self) -> bool {
-        self.inner.kill()
-    }
-
-    fn log_tail(&self) -> String {
-        self.inner.log_tail()
-    }
-}
-
-/// A factory of reference connectors skewed by `skew`.
-pub fn factory(
-    bundle: &Arc<Bundle>,
-    skew: TimeSkew,
-) -> impl Fn() -> Result<Box<dyn Connector + Send>, HarnessError> + Send + Sync + use<> {
-    let bundle = bundle.clone();
-    move || Ok(Box::new(Skewed::new(Reference::new(&bundle), skew)) as Box<dyn Connector + Send>)
 }
 
 #[cfg(test)]

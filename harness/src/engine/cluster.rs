@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::engine::acl::Users;
+use crate::engine::admin::parse_info;
 use crate::engine::binary::{self, free_port};
 pub use crate::engine::proxied::Node;
 use crate::engine::topology::view::Role;
@@ -273,10 +274,13 @@ fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), Harnes
         let ready = running.nodes.iter().all(|n| {
             let port = n.admin_port();
             let info = cli_query(cli, users, port, &["CLUSTER", "INFO"]).unwrap_or_default();
-            let repl = cli_query(cli, users, port, &["INFO", "replication"]).unwrap_or_default();
+            let repl = parse_info(
+                &cli_query(cli, users, port, &["INFO", "replication"]).unwrap_or_default(),
+            );
             let nodes = cli_query(cli, users, port, &["CLUSTER", "NODES"]).unwrap_or_default();
             info_ready(&info)
-                && (repl.contains("role:master") || repl.contains("master_link_status:up"))
+                && (Role::from_info(&repl) == Some(Role::Primary)
+                    || repl.get("master_link_status").is_some_and(|s| s == "up"))
                 && nodes_ready(&nodes)
                 && announced(&nodes, &proxy_ports)
         });

@@ -488,44 +488,31 @@ impl Engine {
         }
     }
 
+    /// One line naming the engine: its shape, where it came from, its version, and TLS.
     pub fn describe(&self) -> String {
-        if self.kind == EngineKind::Sentinel {
-            return format!(
-                "sentinel (a primary, {} replicas, {} Sentinels) {} ({} {}{})",
+        let shape = match self.kind {
+            EngineKind::Sentinel => format!(
+                "sentinel (a primary, {} replicas, {} Sentinels)",
                 sentinel::REPLICAS,
-                sentinel::SENTINELS,
-                self.source,
-                self.product,
-                self.valkey_version,
-                if self.tls().is_some() {
-                    ", TLS only"
-                } else {
-                    ""
-                }
-            );
-        }
-        if self.is_cluster() {
-            return format!(
-                "cluster ({} primaries, {} replicas) {} ({} {}{})",
+                sentinel::SENTINELS
+            ),
+            _ if self.is_cluster() => format!(
+                "cluster ({} primaries, {} replicas)",
                 cluster::PRIMARIES,
-                cluster::PRIMARIES * cluster::REPLICAS_PER_PRIMARY,
-                self.source,
-                self.product,
-                self.valkey_version,
-                if self.tls().is_some() {
-                    ", TLS only"
-                } else {
-                    ""
-                }
-            );
-        }
+                cluster::PRIMARIES * cluster::REPLICAS_PER_PRIMARY
+            ),
+            _ => format!("{:?}", self.kind).to_lowercase(),
+        };
         format!(
-            "{} {} ({} {}{})",
-            format!("{:?}", self.kind).to_lowercase(),
+            "{shape} {} ({} {}{})",
             self.source,
             self.product,
             self.valkey_version,
-            if self.tls.is_some() { ", TLS only" } else { "" }
+            if self.tls().is_some() {
+                ", TLS only"
+            } else {
+                ""
+            }
         )
     }
 }

@@ -29,22 +29,15 @@ pub(super) fn front_and_back(
 }
 
 impl Engine {
-    /// A binary engine over TLS only (SPEC §10): the run's certificates, a back in front of its
-    /// TLS port for the harness's own connections, and a TLS proxy for the connectors'.
+    /// A binary engine over TLS only (SPEC §10): found and booted as every binary engine is
+    /// ([`Engine::from_binary`]), on the run's certificates, then fronted ([`Engine::tls_fronted`]).
     pub(super) fn binary_tls(path: Option<&std::path::Path>) -> Result<Self, HarnessError> {
-        let path = binary::locate(path)?;
-        let users = acl::Users::random(acl::redis_version_of_binary(&path));
         let run = crate::tls::RunTls::new()?;
-        let running = binary::start_tls(&path, &users, &run)?;
-        let port = running.port;
-        Self::tls_booted(
-            EngineKind::Binary,
-            path.display().to_string(),
-            port,
-            &users,
-            run,
-            Handle::Binary(running),
-        )
+        Self::from_binary(EngineKind::Binary, path, |path, users| {
+            let running = binary::start_tls(path, users, &run)?;
+            Ok((running.port, Handle::Binary(running)))
+        })?
+        .tls_fronted(run)
     }
 
     /// [`Engine::binary_tls`] in a container of `image` (a build with TLS).
@@ -53,41 +46,35 @@ impl Engine {
         let run = crate::tls::RunTls::new()?;
         let running = container::start_tls(image, &users, &run)?;
         let port = running.port;
-        Self::tls_booted(
+        let handle = Handle::Container(Box::new(running));
+        Self::booted(
             EngineKind::Container,
-            image.to_string(),
+            image.into(),
+            "127.0.0.1".into(),
             port,
             &users,
-            run,
-            Handle::Container(Box::new(running)),
+            handle,
         )
+        .tls_fronted(run)
     }
 
-    /// A TLS engine listening at loopback `tls_port`: its back, and the TLS proxy in front.
-    fn tls_booted(
-        kind: EngineKind,
-        source: String,
-        tls_port: u16,
-        users: &acl::Users,
+    /// The engine booted listening over TLS at its loopback port, given a back the harness
+    /// reaches it through (its port from now on) and the TLS proxy in front for connectors.
+    fn tls_fronted(
+        mut self,
         run: std::sync::Arc<crate::tls::RunTls>,
-        handle: Handle,
     ) -> Result<Self, HarnessError> {
+        let tls_port = self.port;
         let engine_addr = std::net::SocketAddr::from(([127, 0, 0, 1], tls_port));
         let (front, back) = front_and_back(&run, engine_addr)?;
-        let mut engine = Self::booted(
-            kind,
-            source,
-            "127.0.0.1".into(),
-            back.addr().port(),
-            users,
-            handle,
-        );
-        engine.tls = Some(TlsEngine {
+        self.host = "127.0.0.1".into();
+        self.port = back.addr().port();
+        self.tls = Some(TlsEngine {
             run,
             port: tls_port,
             front,
             _back: back,
         });
-        Ok(engine)
+        Ok(self)
     }
 }

@@ -39,11 +39,13 @@ macro_rules! field_checks {
     };
 }
 
-/// `Some(session)` when the fields (each given twice: matched, then bound) name a session.
-macro_rules! session_field {
-    () => { None };
-    (session $s:ident $($rest:tt)*) => { Some($s.as_str()) };
-    ($other:ident $o:ident $($rest:tt)*) => { session_field!($($rest)*) };
+/// `Some(field)` when the fields (each given twice: matched, then bound) have one named `$want`
+/// (`session` or `queue`, the names a pattern can match).
+macro_rules! named_field {
+    ($want:ident;) => { None };
+    (session; session $v:ident $($rest:tt)*) => { Some($v) };
+    (queue; queue $v:ident $($rest:tt)*) => { Some($v) };
+    ($want:ident; $other:ident $o:ident $($rest:tt)*) => { named_field!($want; $($rest)*) };
 }
 
 /// A reply shape's [`ReplyShape`] impl: a variant without a value (`[]`) or with one.
@@ -263,7 +265,21 @@ macro_rules! verbs {
             /// The session it names (`hello` names none).
             #[allow(unused_variables, reason = "only the session is read")]
             pub fn session(&self) -> Option<&str> {
-                match self { $(Self::$Variant { $($f),* } => session_field!($($f $f)*),)* }
+                match self { $(Self::$Variant { $($f),* } => named_field!(session; $($f $f)*),)* }
+                    .map(String::as_str)
+            }
+
+            /// The queue it names (a batch: its first; `hello`, `connect` and the probe name none).
+            #[allow(unused_variables, reason = "only the queue is read")]
+            pub fn queue(&self) -> Option<&str> {
+                match self { $(Self::$Variant { $($f),* } => named_field!(queue; $($f $f)*),)* }
+                    .map(String::as_str)
+            }
+
+            /// The queue it names, to change (a double rewriting it).
+            #[allow(unused_variables, reason = "only the queue is read")]
+            pub fn queue_mut(&mut self) -> Option<&mut String> {
+                match self { $(Self::$Variant { $($f),* } => named_field!(queue; $($f $f)*),)* }
             }
 
             /// The verb of the request.

@@ -389,6 +389,14 @@ mod tests {
             session: "s1".into(),
         };
         assert_eq!(d.session(), Some("s1"));
+        assert_eq!((hello.queue(), d.queue()), (None, None));
+        let mut p = Request::PendingSize {
+            session: "s1".into(),
+            queue: "q1".into(),
+        };
+        assert_eq!(p.queue(), Some("q1"));
+        *p.queue_mut().unwrap() = "q2".into();
+        assert_eq!(p.queue(), Some("q2"));
     }
 
     #[test]

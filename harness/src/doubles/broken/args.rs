@@ -31,18 +31,11 @@ pub enum Check {
 fn repaired(check: Check, req: &Request) -> Request {
     let mut r = req.clone();
     match (&mut r, check) {
-        (
-            Request::Enqueue { queue, .. }
-            | Request::Browse { queue, .. }
-            | Request::PendingSize { queue, .. }
-            | Request::Claim { queue, .. }
-            | Request::Complete { queue, .. }
-            | Request::Retry { queue, .. }
-            | Request::Promote { queue, .. }
-            | Request::Reap { queue, .. }
-            | Request::Batch { queue, .. },
-            Check::Queue,
-        ) => *queue = "q".into(),
+        (r, Check::Queue) => {
+            if let Some(queue) = r.queue_mut() {
+                *queue = "q".into();
+            }
+        }
         (
             Request::Enqueue { delay_ms: ms, .. } | Request::Claim { lease_ms: ms, .. },
             Check::Ms,
@@ -137,18 +130,10 @@ impl Strict {
             {
                 Some(format!("job id {id:?} is not a minted id"))
             }
-            (
-                Strictness::QueueDot,
-                Request::Enqueue { queue, .. }
-                | Request::Browse { queue, .. }
-                | Request::PendingSize { queue, .. }
-                | Request::Claim { queue, .. }
-                | Request::Complete { queue, .. }
-                | Request::Retry { queue, .. }
-                | Request::Promote { queue, .. }
-                | Request::Reap { queue, .. }
-                | Request::Batch { queue, .. },
-            ) if queue.contains('.') => Some(format!("queue name {queue:?} is not [A-Za-z0-9_-]+")),
+            (Strictness::QueueDot, r) => r
+                .queue()
+                .filter(|q| q.contains('.'))
+                .map(|q| format!("queue name {q:?} is not [A-Za-z0-9_-]+")),
             (
                 Strictness::MsInt32,
                 Request::Enqueue { delay_ms: ms, .. }

@@ -440,7 +440,8 @@ impl Admin {
     }
 }
 
-fn parse_info(text: &str) -> BTreeMap<String, String> {
+/// `INFO`'s text as its fields (`name:value` lines; section headers and blanks dropped).
+pub(crate) fn parse_info(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.to_string(), v.trim().to_string()))

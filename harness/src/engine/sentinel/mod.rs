@@ -103,20 +103,18 @@ pub fn start(
         sentinels: Vec::new(),
         tls,
     };
-    let tls = running.tls.clone();
-    let host = announced_host(tls.is_some());
+    let boot = Boot::new(server, users, running.tls.as_ref());
     for i in 0..=REPLICAS {
-        let node = data_node(server, users, tls.as_ref())?;
+        let node = boot.data_node()?;
         if i > 0 {
             let primary = running.nodes[0].announced().to_string();
-            admin_of(&node, users)?.query::<()>(&["REPLICAOF", host, &primary])?;
+            admin_of(&node, users)?.query::<()>(&["REPLICAOF", boot.host, &primary])?;
         }
         running.nodes.push(node);
     }
     let primary = running.nodes[0].announced();
     for _ in 0..SENTINELS {
-        let sentinel = sentinel(server, users, primary, tls.as_ref())?;
-        running.sentinels.push(sentinel);
+        running.sentinels.push(boot.sentinel(primary)?);
     }
     Ok(running)
 }
@@ -125,6 +123,106 @@ pub fn start(
 /// certificates' one name over TLS (R10.4), loopback's address otherwise.
 pub fn announced_host(tls: bool) -> &'static str {
     if tls { TLS_HOST } else { "127.0.0.1" }
+}
+
+/// What every server of one engine boots with: the binary, the run's users, its TLS, and the
+/// host every address names.
+struct Boot<'a> {
+    server: &'a Path,
+    users: &'a Users,
+    tls: Option<&'a Arc<RunTls>>,
+    /// [`announced_host`], once for every server.
+    host: &'static str,
+}
+
+impl<'a> Boot<'a> {
+    fn new(server: &'a Path, users: &'a Users, tls: Option<&'a Arc<RunTls>>) -> Self {
+        Self {
+            server,
+            users,
+            tls,
+            host: announced_host(tls.is_some()),
+        }
+    }
+
+    /// A data node behind its proxy, announcing it. Every node may become a replica (a failover
+    /// makes one of any), so every node authenticates to a primary as the admin; a diskless sync
+    /// starts at once (no delay to gather replicas: a restarted node rejoins in a moment). With
+    /// `tls`, it listens and replicates over TLS only.
+    fn data_node(&self) -> Result<Node, HarnessError> {
+        let (users, tls) = (self.users, self.tls);
+        let mut flags = users.replication_flags();
+        flags.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
+        if tls.is_some() {
+            flags.extend(["--tls-replication", "yes"].map(String::from));
+        }
+        let running =
+            binary::start_picking(self.server, users, &|| Ok(flags.clone()), tls.map(|t| &**t))?;
+        let mut node = Node::behind_proxy(running, tls)?;
+        let announce = [
+            ("replica-announce-ip", self.host.to_string()),
+            ("replica-announce-port", node.announced().to_string()),
+        ];
+        set_all(&node, users, &["CONFIG", "SET"], &announce)?;
+        node.announce = announce
+            .iter()
+            .flat_map(|(k, v)| [format!("--{k}"), v.clone()])
+            .collect();
+        Ok(node)
+    }
+
+    /// The text of a Sentinel's `sentinel.conf`: its users and how it authenticates to its peers;
+    /// the primary it monitors at `primary` (its proxy), how it authenticates there, and how soon it
+    /// fails it over. All in the file, so the Sentinel's first connection already authenticates
+    /// (one made before a `SENTINEL SET auth-pass` would be refused until it is made again). With
+    /// `tls`, its links are TLS and it names every node by [`TLS_HOST`] (a name it resolves to
+    /// reach it, and hands out as given).
+    fn sentinel_conf(&self, primary: u16) -> String {
+        let (users, tls, host) = (self.users, self.tls.is_some(), self.host);
+        let pw = &users.admin_password;
+        let hostnames = if tls { "yes" } else { "no" };
+        let tls_line = if tls { "tls-replication yes\n" } else { "" };
+        let set = |k: &str, v: &dyn std::fmt::Display| format!("sentinel {k} {PRIMARY_NAME} {v}\n");
+        let connector = format!(
+            "{CONNECTOR_USER} on >{} {}",
+            users.connector_password,
+            users.sentinel_connector_rules().join(" ")
+        );
+        format!(
+            "user default off\n\
+             user {ADMIN_USER} on >{pw} ~* &* +@all\n\
+             user {connector}\n\
+             sentinel sentinel-user {ADMIN_USER}\n\
+             sentinel sentinel-pass {pw}\n\
+             sentinel resolve-hostnames {hostnames}\n\
+             sentinel announce-hostnames {hostnames}\n\
+             sentinel monitor {PRIMARY_NAME} {host} {primary} {QUORUM}\n"
+        ) + tls_line
+            + &[
+                set("auth-user", &ADMIN_USER),
+                set("auth-pass", pw),
+                set("down-after-milliseconds", &DOWN_AFTER_MS),
+                set("failover-timeout", &FAILOVER_TIMEOUT_MS),
+                set("parallel-syncs", &REPLICAS),
+            ]
+            .concat()
+    }
+
+    /// A Sentinel behind its proxy, announcing it, monitoring the primary at `primary` (its proxy).
+    /// Its proxy is known once it runs: a hello it sent before naming its own port is corrected by
+    /// the next (its peers switch a Sentinel's address by its run id).
+    fn sentinel(&self, primary: u16) -> Result<Node, HarnessError> {
+        let (users, tls) = (self.users, self.tls);
+        let conf = self.sentinel_conf(primary);
+        let running = binary::start_sentinel(self.server, users, conf, tls.map(|t| &**t))?;
+        let node = Node::behind_proxy(running, tls)?;
+        let announce = [
+            ("announce-ip", self.host.to_string()),
+            ("announce-port", node.announced().to_string()),
+        ];
+        set_all(&node, users, &["SENTINEL", "CONFIG", "SET"], &announce)?;
+        Ok(node)
+    }
 }
 
 /// The harness's connection to `node` (its real port, as the admin).
@@ -154,96 +252,14 @@ fn set_all(
     Ok(())
 }
 
-/// A data node behind its proxy, announcing it. Every node may become a replica (a failover
-/// makes one of any), so every node authenticates to a primary as the admin; a diskless sync
-/// starts at once (no delay to gather replicas: a restarted node rejoins in a moment). With
-/// `tls`, it listens and replicates over TLS only.
-fn data_node(
-    server: &Path,
-    users: &Users,
-    tls: Option<&Arc<RunTls>>,
-) -> Result<Node, HarnessError> {
-    let mut flags = users.replication_flags();
-    flags.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
-    if tls.is_some() {
-        flags.extend(["--tls-replication", "yes"].map(String::from));
-    }
-    let running = binary::start_picking(server, users, &|| Ok(flags.clone()), tls.map(|t| &**t))?;
-    let mut node = Node::behind_proxy(running, tls)?;
-    let announce = [
-        (
-            "replica-announce-ip",
-            announced_host(tls.is_some()).to_string(),
-        ),
-        ("replica-announce-port", node.announced().to_string()),
-    ];
-    set_all(&node, users, &["CONFIG", "SET"], &announce)?;
-    node.announce = announce
-        .iter()
-        .flat_map(|(k, v)| [format!("--{k}"), v.clone()])
-        .collect();
-    Ok(node)
-}
-
-/// The text of a Sentinel's `sentinel.conf`: its users and how it authenticates to its peers;
-/// the primary it monitors at `primary` (its proxy), how it authenticates there, and how soon it
-/// fails it over. All in the file, so the Sentinel's first connection already authenticates
-/// (one made before a `SENTINEL SET auth-pass` would be refused until it is made again). With
-/// `tls`, its links are TLS and it names every node by [`TLS_HOST`] (a name it resolves to
-/// reach it, and hands out as given).
-pub fn sentinel_conf(users: &Users, primary: u16, tls: bool) -> String {
-    let pw = &users.admin_password;
-    let host = announced_host(tls);
-    let hostnames = if tls { "yes" } else { "no" };
-    let tls_line = if tls { "tls-replication yes\n" } else { "" };
-    let set = |k: &str, v: &dyn std::fmt::Display| format!("sentinel {k} {PRIMARY_NAME} {v}\n");
-    let connector = format!(
-        "{CONNECTOR_USER} on >{} {}",
-        users.connector_password,
-        users.sentinel_connector_rules().join(" ")
-    );
-    format!(
-        "user default off\n\
-         user {ADMIN_USER} on >{pw} ~* &* +@all\n\
-         user {connector}\n\
-         sentinel sentinel-user {ADMIN_USER}\n\
-         sentinel sentinel-pass {pw}\n\
-         sentinel resolve-hostnames {hostnames}\n\
-         sentinel announce-hostnames {hostnames}\n\
-         sentinel monitor {PRIMARY_NAME} {host} {primary} {QUORUM}\n"
-    ) + tls_line
-        + &[
-            set("auth-user", &ADMIN_USER),
-            set("auth-pass", pw),
-            set("down-after-milliseconds", &DOWN_AFTER_MS),
-            set("failover-timeout", &FAILOVER_TIMEOUT_MS),
-            set("parallel-syncs", &REPLICAS),
-        ]
-        .concat()
-}
-
-/// A Sentinel behind its proxy, announcing it, monitoring the primary at `primary` (its proxy).
-/// Its proxy is known once it runs: a hello it sent before naming its own port is corrected by
-/// the next (its peers switch a Sentinel's address by its run id).
-fn sentinel(
-    server: &Path,
-    users: &Users,
-    primary: u16,
-    tls: Option<&Arc<RunTls>>,
-) -> Result<Node, HarnessError> {
-    let conf = sentinel_conf(users, primary, tls.is_some());
-    let running = binary::start_sentinel(server, users, conf, tls.map(|t| &**t))?;
-    let node = Node::behind_proxy(running, tls)?;
-    let announce = [
-        ("announce-ip", announced_host(tls.is_some()).to_string()),
-        ("announce-port", node.announced().to_string()),
-    ];
-    set_all(&node, users, &["SENTINEL", "CONFIG", "SET"], &announce)?;
-    Ok(node)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn boot<'a>(users: &'a Users, tls: Option<&'a Arc<RunTls>>) -> Boot<'a> {
+        Boot::new(Path::new("valkey-server"), users, tls)
+    }
+
     #[test]
     fn a_sentinel_has_the_admin_and_a_least_connector_and_says_who_it_is_to_its_peers() {
         let users = crate::engine::acl::Users {
@@ -251,7 +267,7 @@ mod tests {
             connector_password: "c2".into(),
             redis: None,
         };
-        let conf = super::sentinel_conf(&users, 7000, false);
+        let conf = boot(&users, None).sentinel_conf(7000);
         let lines: Vec<&str> = conf.lines().collect();
         assert_eq!(lines[0], "user default off");
         assert_eq!(lines[1], "user emq-admin on >a1 ~* &* +@all");
@@ -296,7 +312,7 @@ mod tests {
             redis: Some((7, 0)),
             ..users
         };
-        let redis_conf = super::sentinel_conf(&redis70, 7000, false);
+        let redis_conf = boot(&redis70, None).sentinel_conf(7000);
         assert!(!redis_conf.contains("setinfo"), "{redis_conf}");
         assert!(!redis_conf.contains("get-primary"), "{redis_conf}");
         assert!(redis_conf.contains("+sentinel|get-master-addr-by-name"));
@@ -306,7 +322,8 @@ mod tests {
     #[test]
     fn a_tls_sentinel_links_over_tls_and_names_every_node_by_the_certificates_name() {
         let users = crate::engine::acl::Users::random(None);
-        let conf = super::sentinel_conf(&users, 7000, true);
+        let run = crate::tls::RunTls::new().unwrap();
+        let conf = boot(&users, Some(&run)).sentinel_conf(7000);
         let lines: Vec<&str> = conf.lines().collect();
         for line in [
             "sentinel resolve-hostnames yes",

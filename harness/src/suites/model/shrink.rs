@@ -41,6 +41,14 @@ pub fn minimize(
             return (h, message, runs, calls);
         }
     }
+    // `cand` in place of `h` if it still fails: whether it did; `None`, stop shrinking.
+    let mut take = |h: &mut History, cand: History, message: &mut String| {
+        let fails = still_fails(&cand, message)?;
+        if fails {
+            *h = cand;
+        }
+        Some(fails)
+    };
     'outer: loop {
         let mut changed = false;
         let mut i = h.calls.len();
@@ -51,12 +59,8 @@ pub fn minimize(
             }
             let mut cand = h.clone();
             cand.calls.remove(i);
-            match still_fails(&cand, &mut message) {
-                Some(true) => {
-                    h = cand;
-                    changed = true;
-                }
-                Some(false) => {}
+            match take(&mut h, cand, &mut message) {
+                Some(taken) => changed |= taken,
                 None => break 'outer,
             }
         }
@@ -71,12 +75,8 @@ pub fn minimize(
                 continue;
             }
             *n -= 1;
-            match still_fails(&cand, &mut message) {
-                Some(true) => {
-                    h = cand;
-                    changed = true;
-                }
-                Some(false) => {}
+            match take(&mut h, cand, &mut message) {
+                Some(taken) => changed |= taken,
                 None => break 'outer,
             }
         }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::connector::{Cmd, Connector, Verbs};
-use crate::engine::nodes::SideReader;
+use crate::engine::nodes::{ReplPosition, SideReader};
 use crate::error::ConnectorError;
 use crate::gates::g8::ledger::{Call, Ledger};
 
@@ -133,20 +133,26 @@ pub fn run(role: Role, mut c: Box<dyn Connector + Send>, session: &str, s: &Shar
             Role::Worker(w) => (n + w) % s.queues.len(),
             _ => n % s.queues.len(),
         };
-        let (q, victim) = (&s.queues[i], s.victim[i]);
+        let t = Turn {
+            s,
+            role,
+            session,
+            q: &s.queues[i],
+            victim: s.victim[i],
+        };
         let ok = match role {
             Role::Producer => {
                 if s.backlog.load(Ordering::SeqCst) > cap {
                     std::thread::sleep(Duration::from_millis(2));
                     continue;
                 }
-                produce(&mut *c, session, s, &mut side, q, victim, n)
+                produce(&mut *c, &t, &mut side, n)
             }
-            Role::Worker(_) => work(&mut *c, session, s, &mut side, q, victim),
+            Role::Worker(_) => work(&mut *c, &t, &mut side),
             Role::Reaper => {
-                let ok = step(s, &role, Cmd::Reap, q, victim, None, None, || {
-                    c.reap(session, q, MAX_ATTEMPTS, 100)
-                        .map(|k| (format!("{k} reaped"), None, None, false))
+                let ok = t.step(Cmd::Reap, None, None, || {
+                    c.reap(session, t.q, MAX_ATTEMPTS, 100)
+                        .map(|k| said(format!("{k} reaped")))
                 });
                 if i + 1 == s.queues.len() {
                     std::thread::sleep(Duration::from_millis(LEASE_MS as u64 / 4));
@@ -163,140 +169,118 @@ pub fn run(role: Role, mut c: Box<dyn Connector + Send>, session: &str, s: &Shar
     let _ = c.disconnect(session);
 }
 
-fn produce(
-    c: &mut (dyn Connector + Send),
-    session: &str,
-    s: &Shared,
-    side: &mut SideReader,
-    q: &str,
+/// One call's place: the member making it, on which session and queue, and whether the queue
+/// is on the failed-over shard.
+struct Turn<'a> {
+    s: &'a Shared,
+    role: Role,
+    session: &'a str,
+    q: &'a str,
     victim: bool,
-    n: usize,
-) -> bool {
-    let payload = format!("{}:{n}", s.tag);
-    let start = s.ms();
-    let r = c.enqueue(session, q, &payload, 0);
-    let pos = match (&r, victim) {
-        (Ok(_), true) => side.position(),
-        _ => None,
-    };
-    let ok = r.is_ok();
-    if ok {
-        s.backlog.fetch_add(1, Ordering::SeqCst);
-        if victim {
-            s.victim_acks.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-    s.push(Call {
-        member: Role::Producer.name(),
-        verb: Cmd::Enqueue,
-        queue: q.to_string(),
-        victim,
-        payload: Some(payload),
-        id: r.as_ref().ok().cloned(),
-        reply: r,
-        done: false,
-        start_ms: start,
-        end_ms: s.ms(),
-        pos,
-    });
-    ok
 }
 
-fn work(
-    c: &mut (dyn Connector + Send),
-    session: &str,
-    s: &Shared,
-    side: &mut SideReader,
-    q: &str,
-    victim: bool,
-) -> bool {
-    let role = Role::Worker(session_index(session));
+fn produce(c: &mut (dyn Connector + Send), t: &Turn<'_>, side: &mut SideReader, n: usize) -> bool {
+    let (s, payload) = (t.s, format!("{}:{n}", t.s.tag));
+    t.step(Cmd::Enqueue, Some(payload.clone()), None, || {
+        let id = c.enqueue(t.session, t.q, &payload, 0)?;
+        let pos = if t.victim { side.position() } else { None };
+        s.backlog.fetch_add(1, Ordering::SeqCst);
+        if t.victim {
+            s.victim_acks.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(Said {
+            id: Some(id.clone()),
+            pos,
+            ..said(id)
+        })
+    })
+}
+
+fn work(c: &mut (dyn Connector + Send), t: &Turn<'_>, side: &mut SideReader) -> bool {
     let mut job = None;
-    let claimed = step(s, &role, Cmd::Claim, q, victim, None, None, || {
-        c.claim(session, q, LEASE_MS).map(|j| {
+    let claimed = t.step(Cmd::Claim, None, None, || {
+        c.claim(t.session, t.q, LEASE_MS).map(|j| {
             job = j.clone();
             match j {
-                Some(j) => (
-                    format!("{} attempts {}", j.id, j.attempts),
-                    Some(j.payload),
-                    Some(j.id),
-                    false,
-                ),
-                None => ("none".into(), None, None, false),
+                Some(j) => Said {
+                    payload: Some(j.payload),
+                    id: Some(j.id.clone()),
+                    ..said(format!("{} attempts {}", j.id, j.attempts))
+                },
+                None => said("none".into()),
             }
         })
     });
     let Some(j) = job else {
         return claimed;
     };
-    let start = s.ms();
-    let r = c.complete(session, q, &j.id, j.attempts);
-    let pos = match (&r, victim) {
-        (Ok(true), true) => side.position(),
-        _ => None,
-    };
-    let ok = r.is_ok();
-    if let Ok(true) = r {
-        s.backlog.fetch_sub(1, Ordering::SeqCst);
-    }
-    s.push(Call {
-        member: role.name(),
-        verb: Cmd::Complete,
-        queue: q.to_string(),
-        victim,
-        payload: Some(j.payload),
-        id: Some(j.id),
-        done: r.as_ref().is_ok_and(|d| *d),
-        reply: r.map(|d| d.to_string()),
-        start_ms: start,
-        end_ms: s.ms(),
-        pos,
-    });
-    ok
+    t.step(Cmd::Complete, Some(j.payload), Some(j.id.clone()), || {
+        let done = c.complete(t.session, t.q, &j.id, j.attempts)?;
+        let pos = if done && t.victim {
+            side.position()
+        } else {
+            None
+        };
+        if done {
+            t.s.backlog.fetch_sub(1, Ordering::SeqCst);
+        }
+        Ok(Said {
+            done,
+            pos,
+            ..said(done.to_string())
+        })
+    })
 }
 
-/// Worker sessions are named `worker-<i>`.
-fn session_index(session: &str) -> usize {
-    session
-        .rsplit('-')
-        .next()
-        .and_then(|i| i.parse().ok())
-        .unwrap_or(0)
-}
-
-/// One call without a side read: its reply in words, payload, id and whether it completed.
-type Said = (String, Option<String>, Option<String>, bool);
-
-#[allow(clippy::too_many_arguments)]
-fn step(
-    s: &Shared,
-    role: &Role,
-    verb: Cmd,
-    q: &str,
-    victim: bool,
+/// What one call said: its reply in words, the payload and id it returned, whether it completed
+/// a job, and the old primary's position read right after an acknowledged write on the
+/// failed-over shard (before the crew's counters move, so the scenario's pacing never outruns it).
+#[derive(Default)]
+struct Said {
+    words: String,
     payload: Option<String>,
     id: Option<String>,
-    call: impl FnOnce() -> Result<Said, ConnectorError>,
-) -> bool {
-    let start = s.ms();
-    let r = call();
-    let ok = r.is_ok();
-    let (reply, payload, id, done) = match r {
-        Ok((said, p, i, d)) => (Ok(said), p.or(payload), i.or(id), d),
-        Err(e) => (Err(e), payload, id, false),
-    };
-    s.push(Call {
-        member: role.name(),
-        verb,
-        queue: q.to_string(),
-        victim,
-        payload,
-        id,
-        reply,
-        done,
-        start_ms: start,
-        end_ms: s.ms(),
-        pos: None,
-    });
-    ok
+    done: bool,
+    pos: Option<ReplPosition>,
+}
+
+/// A call that said only `words`.
+fn said(words: String) -> Said {
+    Said {
+        words,
+        ..Said::default()
+    }
+}
+
+impl Turn<'_> {
+    /// One call into the ledger, timed: `payload` and `id` are what it sent, unless it said others.
+    fn step(
+        &self,
+        verb: Cmd,
+        payload: Option<String>,
+        id: Option<String>,
+        call: impl FnOnce() -> Result<Said, ConnectorError>,
+    ) -> bool {
+        let start = self.s.ms();
+        let r = call();
+        let ok = r.is_ok();
+        let (reply, said) = match r {
+            Ok(said) => (Ok(said.words.clone()), said),
+            Err(e) => (Err(e), Said::default()),
+        };
+        self.s.push(Call {
+            member: self.role.name(),
+            verb,
+            queue: self.q.to_string(),
+            victim: self.victim,
+            payload: said.payload.or(payload),
+            id: said.id.or(id),
+            reply,
+            done: said.done,
+            start_ms: start,
+            end_ms: self.s.ms(),
+            pos: said.pos,
+        });
+        ok
+    }
 }

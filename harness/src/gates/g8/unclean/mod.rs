@@ -81,10 +81,13 @@ struct Timeline {
     waited: Duration,
 }
 
-/// The node the scenario kills or stops; started or woken again when dropped, whatever happened.
+/// The node the scenario kills or stops, and the replica that takes over from it; started or
+/// woken again when dropped, whatever happened.
 struct Victim<'a> {
     ctx: &'a GateContext<'a>,
+    kind: Kind,
     node: NodeId,
+    replica: NodeId,
     killed: Cell<bool>,
     stopped: Cell<bool>,
 }
@@ -138,7 +141,9 @@ fn scenario(
     let shared = Shared::new(tag, queues.clone(), victim, ctx.engine.node_url(primary));
     let node = Victim {
         ctx,
+        kind,
         node: primary,
+        replica,
         killed: Cell::new(false),
         stopped: Cell::new(false),
     };
@@ -148,7 +153,7 @@ fn scenario(
             let s = &shared;
             sc.spawn(move || crew::run(role, c, &role.name(), s));
         }
-        let r = drive(ctx, &shared, kind, &node, replica);
+        let r = node.drive(&shared);
         shared.stop.store(true, Ordering::SeqCst);
         r
     });
@@ -227,137 +232,118 @@ fn connect_crew(
     Ok(Some(members))
 }
 
-/// The fault, the promotion, the progress and the rejoin, while the crew runs.
-fn drive(
-    ctx: &GateContext<'_>,
-    s: &Shared,
-    kind: Kind,
-    node: &Victim<'_>,
-    replica: NodeId,
-) -> Result<Timeline, GateError> {
-    let (e, primary) = (ctx.engine, node.node);
-    // Warm-up: the crew works on the shard before the fault.
-    wait_for("the crew's first jobs on the failed-over shard", || {
-        s.victim_acks.load(Ordering::SeqCst) >= 20 && s.claimed_since(0) == WORKERS
-    })?;
-    let slowest = s
-        .calls()
-        .iter()
-        .filter(|c| c.reply.is_ok())
-        .map(|c| c.end_ms - c.start_ms)
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let fault_ms = inject(ctx, s, kind, node, replica)?;
-    let mut waited = wait_for("the replica's promotion", || {
-        e.role(replica) == Some(NodeRole::Primary)
-    })?;
-    let promoted_ms = s.ms();
-    let take_over = e.take_over(replica)?;
-    waited += wait_for("the promotion agreed by every other node", || {
-        e.agreed(replica, primary, None, Some(primary))
-    })?;
-    if kind == Kind::Stall {
-        wake(ctx, s, node, replica)?;
-    }
-    let announced_ms = s.ms();
-    // Every worker claims on the shard again within a bound scaled to what this run measured:
-    // twice the failover itself, and twenty of the crew's slowest calls before it.
-    let bound_ms = 2 * (announced_ms - fault_ms) + 20 * slowest;
-    let _ = wait_for("progress", || {
-        s.claimed_since(announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
-    });
-    let readonly = rejoin(ctx, kind, node, replica)?;
-    // A few more rounds on the healed cluster (bounded as the progress was).
-    let healed_ms = s.ms();
-    let _ = wait_for("work after the rejoin", || {
-        s.claimed_since(healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
-    });
-    Ok(Timeline {
-        fault_ms,
-        promoted_ms,
-        announced_ms,
-        bound_ms,
-        take_over,
-        readonly,
-        waited,
-    })
-}
-
-/// The fault itself; when it struck (the crew's clock).
-fn inject(
-    ctx: &GateContext<'_>,
-    s: &Shared,
-    kind: Kind,
-    node: &Victim<'_>,
-    replica: NodeId,
-) -> Result<u64, GateError> {
-    let (e, primary) = (ctx.engine, node.node);
-    match kind {
-        Kind::Kill => {
-            // The replica is cut off first (its link closed, and it cannot authenticate to come
-            // back), so a burst the primary acknowledges is one the replica never has: the
-            // engine's loss on every run, which the accounting must tell from the connector's.
-            let burst_from = s.victim_acks.load(Ordering::SeqCst);
-            tuning::cut_off(ctx, primary, replica)?;
-            wait_for("a burst acknowledged past the cut-off replica", || {
-                s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
-            })?;
-            // Clients reach the node again only once it has rejoined as a replica.
-            e.proxy_of(primary)?.refuse(true);
-            node.killed.set(true);
-            let fault_ms = s.ms();
-            e.kill_node(primary)?;
-            tuning::reconnect(ctx, replica)?;
-            Ok(fault_ms)
+/// The scenario's phases, on its victim.
+impl Victim<'_> {
+    /// The fault, the promotion, the progress and the rejoin, while the crew runs.
+    fn drive(&self, s: &Shared) -> Result<Timeline, GateError> {
+        let (e, primary, replica, kind) = (self.ctx.engine, self.node, self.replica, self.kind);
+        // Warm-up: the crew works on the shard before the fault.
+        wait_for("the crew's first jobs on the failed-over shard", || {
+            s.victim_acks.load(Ordering::SeqCst) >= 20 && s.claimed_since(0) == WORKERS
+        })?;
+        let slowest = s
+            .calls()
+            .iter()
+            .filter(|c| c.reply.is_ok())
+            .map(|c| c.end_ms - c.start_ms)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let fault_ms = self.inject(s)?;
+        let mut waited = wait_for("the replica's promotion", || {
+            e.role(replica) == Some(NodeRole::Primary)
+        })?;
+        let promoted_ms = s.ms();
+        let take_over = e.take_over(replica)?;
+        waited += wait_for("the promotion agreed by every other node", || {
+            e.agreed(replica, primary, None, Some(primary))
+        })?;
+        if kind == Kind::Stall {
+            self.wake(s)?;
         }
-        Kind::Stall => {
-            let fault_ms = s.ms();
-            node.stopped.set(true);
-            e.pause_node(primary, true)?;
-            Ok(fault_ms)
+        let announced_ms = s.ms();
+        // Every worker claims on the shard again within a bound scaled to what this run measured:
+        // twice the failover itself, and twenty of the crew's slowest calls before it.
+        let bound_ms = 2 * (announced_ms - fault_ms) + 20 * slowest;
+        let _ = wait_for("progress", || {
+            s.claimed_since(announced_ms) == WORKERS || s.ms() > announced_ms + bound_ms
+        });
+        let readonly = self.rejoin()?;
+        // A few more rounds on the healed cluster (bounded as the progress was).
+        let healed_ms = s.ms();
+        let _ = wait_for("work after the rejoin", || {
+            s.claimed_since(healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
+        });
+        Ok(Timeline {
+            fault_ms,
+            promoted_ms,
+            announced_ms,
+            bound_ms,
+            take_over,
+            readonly,
+            waited,
+        })
+    }
+
+    /// The fault itself; when it struck (the crew's clock).
+    fn inject(&self, s: &Shared) -> Result<u64, GateError> {
+        let (ctx, e, primary, replica) = (self.ctx, self.ctx.engine, self.node, self.replica);
+        match self.kind {
+            Kind::Kill => {
+                // The replica is cut off first (its link closed, and it cannot authenticate to come
+                // back), so a burst the primary acknowledges is one the replica never has: the
+                // engine's loss on every run, which the accounting must tell from the connector's.
+                let burst_from = s.victim_acks.load(Ordering::SeqCst);
+                tuning::cut_off(ctx, primary, replica)?;
+                wait_for("a burst acknowledged past the cut-off replica", || {
+                    s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
+                })?;
+                // Clients reach the node again only once it has rejoined as a replica.
+                e.proxy_of(primary)?.refuse(true);
+                self.killed.set(true);
+                let fault_ms = s.ms();
+                e.kill_node(primary)?;
+                tuning::reconnect(ctx, replica)?;
+                Ok(fault_ms)
+            }
+            Kind::Stall => {
+                let fault_ms = s.ms();
+                self.stopped.set(true);
+                e.pause_node(primary, true)?;
+                Ok(fault_ms)
+            }
         }
     }
-}
 
-/// The stalled primary wakes: what waited in its sockets runs, then it learns it was replaced.
-fn wake(
-    ctx: &GateContext<'_>,
-    s: &Shared,
-    node: &Victim<'_>,
-    replica: NodeId,
-) -> Result<(), GateError> {
-    let (e, primary) = (ctx.engine, node.node);
-    e.proxy_of(primary)?.readonly_before_now();
-    node.stopped.set(false);
-    e.pause_node(primary, false)?;
-    s.side_generation.fetch_add(1, Ordering::SeqCst);
-    wait_for("the woken primary's demotion", || {
-        e.agreed(replica, primary, Some(NodeRole::Replica), None)
-    })?;
-    Ok(())
-}
-
-/// The killed node started again and rejoined as a replica, or the woken one's `-READONLY`
-/// window closed; the `-READONLY` replies its proxy gave (stall).
-fn rejoin(
-    ctx: &GateContext<'_>,
-    kind: Kind,
-    node: &Victim<'_>,
-    replica: NodeId,
-) -> Result<u64, GateError> {
-    let (e, primary) = (ctx.engine, node.node);
-    let proxy = e.proxy_of(primary)?;
-    if kind == Kind::Stall {
-        return Ok(proxy.end_readonly());
+    /// The stalled primary wakes: what waited in its sockets runs, then it learns it was replaced.
+    fn wake(&self, s: &Shared) -> Result<(), GateError> {
+        let (e, primary, replica) = (self.ctx.engine, self.node, self.replica);
+        e.proxy_of(primary)?.readonly_before_now();
+        self.stopped.set(false);
+        e.pause_node(primary, false)?;
+        s.side_generation.fetch_add(1, Ordering::SeqCst);
+        wait_for("the woken primary's demotion", || {
+            e.agreed(replica, primary, Some(NodeRole::Replica), None)
+        })?;
+        Ok(())
     }
-    node.killed.set(false);
-    e.restart_node(primary)?;
-    wait_for("the killed node's rejoin as a replica", || {
-        e.agreed(replica, primary, Some(NodeRole::Replica), None)
-    })?;
-    proxy.refuse(false);
-    Ok(0)
+
+    /// The killed node started again and rejoined as a replica, or the woken one's `-READONLY`
+    /// window closed; the `-READONLY` replies its proxy gave (stall).
+    fn rejoin(&self) -> Result<u64, GateError> {
+        let (e, primary, replica) = (self.ctx.engine, self.node, self.replica);
+        let proxy = e.proxy_of(primary)?;
+        if self.kind == Kind::Stall {
+            return Ok(proxy.end_readonly());
+        }
+        self.killed.set(false);
+        e.restart_node(primary)?;
+        wait_for("the killed node's rejoin as a replica", || {
+            e.agreed(replica, primary, Some(NodeRole::Replica), None)
+        })?;
+        proxy.refuse(false);
+        Ok(0)
+    }
 }
 
 /// Reaps, claims and completes everything left, with the connector under test: each job's

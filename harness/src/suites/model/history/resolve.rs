@@ -6,7 +6,9 @@ use super::TimeScale;
 use super::{
     Call, GHOST, History, INVALID_KINDS, PAYLOADS, QUEUES, Target, Token, Verb, session_name,
 };
-use crate::connector::Request;
+use serde_json::{Value, json};
+
+use crate::connector::{Cmd, Request};
 use crate::protocol::grammar::job_id;
 use crate::suites::model::state::Model;
 
@@ -114,82 +116,38 @@ fn pick(t: &Target, model: &Model, queue: &str) -> (String, String, i64) {
     }
 }
 
-/// A request with exactly one bad argument.
+/// A request with exactly one bad argument: its verb, and its fields besides the session and
+/// the queue (a `queue` among them replaces the history's).
 fn invalid(kind: u8, session: String, queue: String) -> Request {
     let id = job_id(1);
-    match kind % INVALID_KINDS {
-        0 => Request::Claim {
-            session,
-            queue: "bad queue".into(),
-            lease_ms: 0,
-        },
-        1 => Request::Claim {
-            session,
-            queue,
-            lease_ms: -1,
-        },
-        2 => Request::Enqueue {
-            session,
-            queue,
-            payload: "x".into(),
-            delay_ms: -1,
-        },
-        3 => Request::Complete {
-            session,
-            queue,
-            id: "nope".into(),
-            attempts: 1,
-        },
-        4 => Request::Retry {
-            session,
-            queue,
-            id,
-            attempts: 1,
-            backoff_ms: 0,
-            max_attempts: 0,
-        },
-        5 => Request::Reap {
-            session,
-            queue,
-            max_attempts: 3,
-            limit: -1,
-        },
-        6 => Request::Browse {
-            session,
-            queue,
-            offset: -1,
-            limit: 1,
-        },
-        7 => Request::Promote {
-            session,
-            queue,
-            limit: -1,
-        },
-        8 => Request::PendingSize {
-            session,
-            queue: String::new(),
-        },
-        9 => Request::Complete {
-            session,
-            queue,
-            id,
-            attempts: -1,
-        },
-        10 => Request::Enqueue {
-            session,
-            queue: "q".repeat(129),
-            payload: "x".into(),
-            delay_ms: 0,
-        },
-        _ => Request::Retry {
-            session,
-            queue,
-            id,
-            attempts: 1,
-            backoff_ms: -1,
-            max_attempts: 3,
-        },
+    let (cmd, fields) = match kind % INVALID_KINDS {
+        0 => (Cmd::Claim, json!({"queue": "bad queue", "lease_ms": 0})),
+        1 => (Cmd::Claim, json!({"lease_ms": -1})),
+        2 => (Cmd::Enqueue, json!({"payload": "x", "delay_ms": -1})),
+        3 => (Cmd::Complete, json!({"id": "nope", "attempts": 1})),
+        4 => (
+            Cmd::Retry,
+            json!({"id": id, "attempts": 1, "backoff_ms": 0, "max_attempts": 0}),
+        ),
+        5 => (Cmd::Reap, json!({"max_attempts": 3, "limit": -1})),
+        6 => (Cmd::Browse, json!({"offset": -1, "limit": 1})),
+        7 => (Cmd::Promote, json!({"limit": -1})),
+        8 => (Cmd::PendingSize, json!({"queue": ""})),
+        9 => (Cmd::Complete, json!({"id": id, "attempts": -1})),
+        10 => (
+            Cmd::Enqueue,
+            json!({"queue": "q".repeat(129), "payload": "x", "delay_ms": 0}),
+        ),
+        _ => (
+            Cmd::Retry,
+            json!({"id": id, "attempts": 1, "backoff_ms": -1, "max_attempts": 3}),
+        ),
+    };
+    let mut r = json!({"cmd": cmd.name(), "session": session, "queue": queue});
+    if let (Value::Object(r), Value::Object(fields)) = (&mut r, fields) {
+        r.extend(fields);
     }
+    serde_json::from_value(r).expect("each kind is a well-formed request")
 }
 
 /// Resolves a whole history against a fresh model: the concrete requests, the model's replies, and
@@ -217,4 +175,18 @@ pub fn expected(
         })
         .collect();
     (steps, model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_invalid_kind_breaks_one_argument() {
+        for kind in 0..INVALID_KINDS {
+            let r = invalid(kind, "s".into(), "q".into());
+            assert!(r.check_args().is_err(), "{kind}: {r:?}");
+            assert_eq!(r.session(), Some("s"));
+        }
+    }
 }
