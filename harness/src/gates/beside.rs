@@ -91,7 +91,10 @@ pub fn take_in(
         Ok(ran) => ran,
         // A part left to the run ended its gate's check long ago: its panic is its gate's ERROR.
         Err(p) if left => {
-            out.error(format!("the check panicked: {}", super::panic_text(p.as_ref())));
+            out.error(format!(
+                "the check panicked: {}",
+                super::panic_text(p.as_ref())
+            ));
             return;
         }
         // A panic in a part beside the gate is the gate's: `run_gate` turns it into ERROR.

@@ -17,8 +17,8 @@ pub mod g6_cases;
 pub mod g7_interleavings;
 pub mod g8;
 mod outcome;
-pub mod sequence;
 pub mod rules;
+pub mod sequence;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -187,11 +187,7 @@ mod tests {
         assert_eq!(start_at(&alone, &sel, 1), None);
         // A tie goes to the first stretch; an unselected gate does not break one.
         assert_eq!(
-            start_at(
-                &[false, true, false, true, false],
-                &[true; 5],
-                1
-            ),
+            start_at(&[false, true, false, true, false], &[true; 5], 1),
             Some(2)
         );
         assert_eq!(
