@@ -39,6 +39,8 @@ pub struct MatrixOptions {
     pub reports: PathBuf,
     /// The cells this run judges (all, or a share).
     pub selection: Selection,
+    /// A matrix.json whose cell times cut the partition's shares (`--balance`).
+    pub balance: Option<PathBuf>,
     /// Where a share (or, when given, a whole run) writes its matrix.json and cell records.
     pub out: Option<PathBuf>,
     /// The bundle and cases judged by.
@@ -141,13 +143,14 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
             keys.join(", ")
         )));
     }
-    let total = keys.iter().filter(|k| opts.selection.picks(k)).count();
+    let selection = balanced(&opts.selection, opts.balance.as_deref(), &keys)?;
+    let total = keys.iter().filter(|k| selection.picks(k)).count();
     let inner = progress.verdicts_only();
     let mut n = 0;
     for (label, subject) in &subjects {
         for engine in &engines {
             let key = cell_key(label, &engine.name);
-            if !opts.selection.picks(&key) {
+            if !selection.picks(&key) {
                 continue;
             }
             n += 1;
@@ -174,13 +177,36 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
     }
     m.volatile.wall_ms = t0.elapsed().as_millis() as u64;
     m.volatile.ended = now_rfc3339();
-    if !opts.selection.is_all() {
-        m = shares::share(&m, &opts.selection);
+    if !selection.is_all() {
+        m = shares::share(&m, &selection);
     }
     Ok(m)
 }
 
 /// One cell: a full gate run of `subject` on `engine`; an error that stopped the run is kept.
+/// `selection` with its partition cut by the cell times of the matrix.json `balance` names
+/// (`--balance`), read here; as it is without one. Only the cells `--cells`/`--skip-cells`
+/// leave are cut: the shares split what they judge.
+fn balanced(
+    selection: &Selection,
+    balance: Option<&Path>,
+    keys: &[String],
+) -> Result<Selection, HarnessError> {
+    let (Some(path), Some(p)) = (balance, selection.partition) else {
+        return Ok(selection.clone());
+    };
+    let past = Matrix::load(path)?;
+    let whole = Selection {
+        partition: None,
+        ..selection.clone()
+    };
+    let judged: Vec<String> = keys.iter().filter(|k| whole.picks(k)).cloned().collect();
+    Ok(Selection {
+        balanced: Some(shares::balance(&judged, &past.volatile.cell_wall_ms, p.n)),
+        ..selection.clone()
+    })
+}
+
 fn run_cell(
     opts: &MatrixOptions,
     label: &str,

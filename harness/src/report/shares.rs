@@ -4,7 +4,10 @@
 //!
 //! The model is nextest's `--partition count:k/n`, with one difference: a cell's share is a hash
 //! of its name, not its position, so adding a connector or an engine moves no other cell to
-//! another share (a CI job's cache of what it judged stays meaningful).
+//! another share (a CI job's cache of what it judged stays meaningful). With `--balance FILE`
+//! the shares are cut by the cells' past wall times instead ([`balance`]): a hash is as good as a
+//! coin for the time a share takes, and one TLS cluster cell can outweigh eight single-node
+//! cells, so two hashed shares ended minutes apart.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -70,6 +73,9 @@ pub struct Selection {
     pub cells: Vec<String>,
     /// Not these cells (keys).
     pub skip: Vec<String>,
+    /// The partition's share of each cell, cut by past wall times ([`balance`]); `None`: by hash
+    /// ([`share_of`]). A cell the map lacks goes by hash.
+    pub balanced: Option<BTreeMap<String, u32>>,
 }
 
 impl Selection {
@@ -82,7 +88,15 @@ impl Selection {
     pub fn picks(&self, key: &str) -> bool {
         (self.cells.is_empty() || self.cells.iter().any(|c| c == key))
             && !self.skip.iter().any(|c| c == key)
-            && self.partition.is_none_or(|p| share_of(key, p.n) == p.k)
+            && self.partition.is_none_or(|p| self.share(key, p) == p.k)
+    }
+
+    /// The share of the partition `p` the cell `key` belongs to.
+    fn share(&self, key: &str, p: Partition) -> u32 {
+        self.balanced
+            .as_ref()
+            .and_then(|b| b.get(key).copied())
+            .unwrap_or_else(|| share_of(key, p.n))
     }
 
     /// A named cell that is not in the matrix is bad input (a typo would judge nothing).
@@ -107,12 +121,46 @@ impl Selection {
         if let Some(p) = self.partition {
             parts.push(format!("--partition {p}"));
         }
+        if self.balanced.is_some() {
+            parts.push("--balance".into());
+        }
         if parts.is_empty() {
             "every cell".into()
         } else {
             parts.join(" ")
         }
     }
+}
+
+/// The cells `keys` cut into `n` shares whose summed `weights` (past wall times, ms) are as
+/// even as one greedy pass makes them: the heaviest cell first, each to the share with the
+/// least so far, the lower share on a tie (LPT, within 4/3 of the best cut). A cell with no
+/// weight (new since `weights` were measured) weighs the median of the others. Pure and
+/// deterministic: every share computes the same cut from the same file.
+pub fn balance(keys: &[String], weights: &BTreeMap<String, u64>, n: u32) -> BTreeMap<String, u32> {
+    let mut known: Vec<u64> = keys
+        .iter()
+        .filter_map(|k| weights.get(k).copied())
+        .collect();
+    known.sort_unstable();
+    let median = known.get(known.len() / 2).copied().unwrap_or(1);
+    let mut cells: Vec<(u64, &String)> = keys
+        .iter()
+        .map(|k| (weights.get(k).copied().unwrap_or(median), k))
+        .collect();
+    // Heaviest first; equal weights in key order, so the cut does not depend on `keys`' order.
+    cells.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let mut load = vec![0u64; n as usize];
+    cells
+        .into_iter()
+        .map(|(w, k)| {
+            let lightest = (0..load.len())
+                .min_by_key(|&i| (load[i], i))
+                .expect("n >= 1");
+            load[lightest] += w;
+            (k.clone(), lightest as u32 + 1)
+        })
+        .collect()
 }
 
 /// Every cell key of `m`'s shape, rows first.
@@ -378,6 +426,50 @@ mod tests {
             ..Selection::default()
         };
         assert_eq!(typo.unknown_cells(&keys_of(&whole)).len(), 1);
+    }
+
+    #[test]
+    fn balanced_shares_even_out_past_times_and_every_share_cuts_the_same() {
+        let keys: Vec<String> = ["a", "b", "c", "d", "e", "new"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let w: BTreeMap<String, u64> = [("a", 190), ("b", 80), ("c", 60), ("d", 50), ("e", 10)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let cut = balance(&keys, &w, 2);
+        let load = |s: u32| -> u64 {
+            cut.iter()
+                .filter(|(_, v)| **v == s)
+                .map(|(k, _)| w.get(k).copied().unwrap_or(60))
+                .sum()
+        };
+        // The new cell weighs the median (60); a (190) and d against b, c, e and the new one.
+        assert_eq!((cut["a"], cut["d"], cut["b"], cut["new"]), (1, 1, 2, 2));
+        assert_eq!((load(1), load(2)), (240, 210));
+        assert_eq!(cut.len(), keys.len());
+        let mut reversed = keys.clone();
+        reversed.reverse();
+        assert_eq!(
+            balance(&reversed, &w, 2),
+            cut,
+            "the order of the keys changes nothing"
+        );
+        // Each cell in exactly one share of a balanced partition.
+        let sel = |k| Selection {
+            partition: Some(Partition { k, n: 2 }),
+            balanced: Some(cut.clone()),
+            ..Selection::default()
+        };
+        for key in &keys {
+            assert_eq!(
+                [1, 2].iter().filter(|&&k| sel(k).picks(key)).count(),
+                1,
+                "{key}"
+            );
+        }
+        assert_eq!(sel(1).describe(), "--partition 1/2 --balance");
     }
 
     #[test]

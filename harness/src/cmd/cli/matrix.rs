@@ -57,6 +57,11 @@ pub struct MatrixArgs {
     /// of its name. Needs --out; `matrix merge` assembles the shares.
     #[arg(long, value_name = "K/N", requires = "out")]
     pub partition: Option<crate::report::shares::Partition>,
+    /// Cut the --partition shares by each cell's wall time in this matrix.json (the committed
+    /// reports/matrix.json), heaviest first to the share with the least time so far, instead of
+    /// by a hash: shares that end together. Every share must be given the same file.
+    #[arg(long, value_name = "MATRIX_JSON", requires = "partition")]
+    pub balance: Option<PathBuf>,
     /// Judge only these cells (CONNECTOR×ENGINE or CONNECTOR:ENGINE, comma-separated). Needs --out.
     #[arg(long, value_delimiter = ',', value_parser = crate::report::shares::parse_cell, requires = "out")]
     pub cells: Vec<String>,
@@ -119,7 +124,9 @@ impl MatrixArgs {
                 partition: self.partition,
                 cells: self.cells.clone(),
                 skip: self.skip_cells.clone(),
+                balanced: None,
             },
+            balance: self.balance.clone(),
             out: self.out.clone(),
         }
     }
