@@ -49,13 +49,19 @@ pub struct Observed {
 
 impl Observed {
     /// What several nodes' watches saw, as one: commands and script calls of every node, every
-    /// line in engine time order (client addresses are distinct across nodes, so nothing mixes).
+    /// line in engine time order. A client's address is unique per destination, not across
+    /// nodes: the kernel may give a connection to one node the local port of a live connection
+    /// to another. Such connections' commands are kept under their one address, node after
+    /// node, never one node's overwriting the other's (which once hid every script of G2's
+    /// workload on a cluster: "MONITOR saw no script").
     pub fn merge(parts: Vec<Observed>) -> Observed {
         let mut out = Observed::default();
         for (node, p) in parts.into_iter().enumerate() {
             out.node_of
                 .extend(p.commands.keys().map(|addr| (addr.clone(), node)));
-            out.commands.extend(p.commands);
+            for (addr, cmds) in p.commands {
+                out.commands.entry(addr).or_default().extend(cmds);
+            }
             out.scripts.extend(p.scripts);
             out.unparsed.extend(p.unparsed);
             out.stray_lua += p.stray_lua;
@@ -188,5 +194,24 @@ mod tests {
         assert_eq!(s.argv, ["emq:{q}:job:"]);
         assert_eq!(s.inner.len(), 2);
         assert_eq!(o.stray_lua, 0);
+    }
+
+    #[test]
+    fn one_address_on_two_nodes_keeps_both_nodes_commands() {
+        let on = |lines: &[&str]| {
+            let lines: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+            attribute(&lines, 0, &BTreeSet::new())
+        };
+        let a = on(&[r#"1.0 [0 127.0.0.1:40000] "EVALSHA" "abc" "1" "emq:{q}:pending""#]);
+        let b = on(&[r#"1.1 [0 127.0.0.1:40000] "HGETALL" "emq:fence""#]);
+        let o = Observed::merge(vec![a, b]);
+        assert_eq!(
+            o.commands["127.0.0.1:40000"]
+                .iter()
+                .map(|c| c[0].as_str())
+                .collect::<Vec<_>>(),
+            ["EVALSHA", "HGETALL"]
+        );
+        assert_eq!(o.every_command().count(), 2);
     }
 }
