@@ -9,7 +9,7 @@
 //! that reads the counters (G2, G3, G5) has a part beside it. Its evidence goes where it stands
 //! in the gate's order ([`GateOutcome::absorb`]): the record reads as if it had run in line.
 //!
-//! A part may also be *left* to the run ([`leave_part`], [`Left`]): it goes on beside later
+//! A part may also be *left* to the run ([`Reach::LaterGates`], [`Left`]): it goes on beside later
 //! gates, the ones that share no engine-wide state with it (`gates/sequence.rs`), and its
 //! verdict lands when it ends. Its `ACL LOG` entries name its database, so they come back to its
 //! gate ([`super::acl::judge_part`]).
@@ -147,20 +147,41 @@ impl<'s, 'e, 'c> Beside<'s, 'e, 'c> {
     }
 }
 
-/// Runs `body` (the gate's parts, in order) with `part` ready to start beside them where the
-/// engine has a database to give; `body` calls [`Beside::start`] when the part may begin and
-/// [`Beside::here`] where it stands. A part the gate never reached (it stopped early) is waited
-/// for and its evidence dropped, as in line it would not have run. The gate's wait for the part
-/// to end counts as waiting.
+/// How far a part goes on beside other work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Beside its gate's other parts: started by [`Beside::start`], waited for at the gate's end.
+    Gate,
+    /// Left to the run, beside later gates (`gates/sequence.rs`): [`Beside::here`] marks where
+    /// its evidence goes and the gate's outcome carries it ([`GateOutcome::left`]), for the run
+    /// to start later or for [`super::run_gate`] to run at once.
+    LaterGates,
+}
+
+/// Runs `body` (the gate's parts, in order) with `part` beside them, as far as `reach` says,
+/// where the engine has a database to give; elsewhere the part runs in line where it stands.
+/// `body` calls [`Beside::start`] when the part may begin and [`Beside::here`] where it stands.
+/// A part the gate never reached (it stopped early) is dropped, as in line it would not have
+/// run (one already started is waited for). The gate's wait for a part beside it counts as
+/// waiting.
 pub fn with_part<'c>(
     ctx: &GateContext<'c>,
     id: GateId,
     out: &mut GateOutcome,
     part: Part,
+    reach: Reach,
     body: impl FnOnce(&mut GateOutcome, &mut Beside<'_, '_, 'c>) -> Result<(), GateError>,
 ) -> Result<(), GateError> {
     if !ctx.engine.has_databases() {
         return body(out, &mut Beside::InLine { ctx, id, part });
+    }
+    if reach == Reach::LaterGates {
+        let mut beside = Beside::Leave { part, at: None };
+        let ended = body(out, &mut beside);
+        if let Beside::Leave { part, at: Some(at) } = beside {
+            out.left = Some(Left { part, at });
+        }
+        return ended;
     }
     std::thread::scope(|scope| {
         let mut beside = Beside::Ready {
@@ -179,26 +200,4 @@ pub fn with_part<'c>(
         }
         ended
     })
-}
-
-/// Runs `body` (the gate's parts, in order) with `part` left to the run where the engine has a
-/// database to give: [`Beside::here`] marks where its evidence goes, and the gate's outcome
-/// carries it ([`GateOutcome::left`]) for the run to start beside later gates, or for
-/// [`super::run_gate`] to run at once. Elsewhere it runs in line, where it stands.
-pub fn leave_part<'c>(
-    ctx: &GateContext<'c>,
-    id: GateId,
-    out: &mut GateOutcome,
-    part: Part,
-    body: impl FnOnce(&mut GateOutcome, &mut Beside<'_, '_, 'c>) -> Result<(), GateError>,
-) -> Result<(), GateError> {
-    if !ctx.engine.has_databases() {
-        return body(out, &mut Beside::InLine { ctx, id, part });
-    }
-    let mut beside = Beside::Leave { part, at: None };
-    let ended = body(out, &mut beside);
-    if let Beside::Leave { part, at: Some(at) } = beside {
-        out.left = Some(Left { part, at });
-    }
-    ended
 }

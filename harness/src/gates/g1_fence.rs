@@ -84,11 +84,12 @@ fn judge_install(obs: &Observed, out: &mut GateOutcome) {
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     // The held reply of R5.13 waits 3.5 s: it is left to the run, to go on beside later gates
     // on a database of its own (`gates/sequence.rs`).
-    crate::gates::beside::leave_part(
+    crate::gates::beside::with_part(
         ctx,
         crate::gates::GateId::G1,
         out,
         super::g1_release::after_a_timeout,
+        crate::gates::beside::Reach::LaterGates,
         |out, beside| parts(ctx, out, beside),
     )
 }

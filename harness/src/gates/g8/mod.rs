@@ -61,9 +61,15 @@ pub fn crash_connectors(seed: u64) -> usize {
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     // The late reply (one engine) waits 1.5 s: it runs beside the phases after the discipline, on
     // a database of its own.
-    crate::gates::beside::with_part(ctx, GateId::G8, out, late_reply::run, |out, beside| {
-        phases(ctx, out, beside)
-    })
+    let reach = crate::gates::beside::Reach::Gate;
+    crate::gates::beside::with_part(
+        ctx,
+        GateId::G8,
+        out,
+        late_reply::run,
+        reach,
+        |out, beside| phases(ctx, out, beside),
+    )
 }
 
 /// G8's phases in order; the late reply stands where `beside` is reached.
