@@ -79,7 +79,8 @@ pub fn spawn<'s, 'e>(
 }
 
 /// Takes what a left or side part found into its gate's outcome, at `at` (see
-/// [`GateOutcome::absorb`]); a part that was left is judged on the `ACL LOG` as its gate was.
+/// [`GateOutcome::absorb`]); a part that was left is judged on the `ACL LOG` and on plaintext at a
+/// TLS front (R10.2) as its gate was.
 pub fn take_in(
     ctx: &GateContext<'_>,
     out: &mut GateOutcome,
@@ -105,6 +106,10 @@ pub fn take_in(
         super::acl::judge_part(ctx, &mut side);
     }
     out.absorb(at, side, ended);
+    // Its gate's TLS judgement, made before the part ended, is made again for what it sent.
+    if left {
+        super::judge_plaintext(ctx, out);
+    }
 }
 
 /// Runs a part its gate left, now, in line (the gate ran alone, not in a whole run).
