@@ -17,6 +17,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,5 +518,136 @@ func TestSentinelOverTLS(t *testing.T) {
 			e.Close()
 		}
 		t.Fatalf("connect: %v, want kind engine saying the certificate does not name the host", werr)
+	}
+}
+
+// ---- with a real valkey-server --sentinel (skipped without one, as engine_test.go) ----
+
+// startProc starts server with args and waits for PING through cli with auth.
+func startProc(t *testing.T, server string, port int, auth []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(server, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cli := filepath.Join(filepath.Dir(server), "valkey-cli")
+	for i := 0; i < 100; i++ {
+		out, _ := exec.Command(cli, append(append([]string{"-p", fmt.Sprint(port)}, auth...), "PING")...).Output()
+		if strings.TrimSpace(string(out)) == "PONG" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s on %d did not answer PING", server, port)
+}
+
+// A primary, a replica and a Sentinel whose connector user holds what R11.4 lists: connect
+// through a dead Sentinel and the live one, enqueue; SENTINEL FAILOVER; the next calls follow
+// the new primary (a failed call at most, never re-sent), and the Sentinel's ACL LOG stays empty.
+func TestEngineBehindRealSentinel(t *testing.T) {
+	server := findServer()
+	if server == "" {
+		t.Skip("no valkey-server ($EMQ_VALKEY_SERVER or on PATH)")
+	}
+	cliPath := filepath.Join(filepath.Dir(server), "valkey-cli")
+	if _, err := os.Stat(cliPath); err != nil {
+		t.Skip("no valkey-cli beside " + server)
+	}
+	cli := func(port int, args ...string) string {
+		full := append([]string{"-p", fmt.Sprint(port), "--user", "admin", "--pass", "adm", "--no-auth-warning"}, args...)
+		out, _ := exec.Command(cliPath, full...).Output()
+		return strings.TrimSpace(string(out))
+	}
+	admin := []string{"--user", "admin", "--pass", "adm", "--no-auth-warning"}
+	users := strings.Fields("--user admin on >adm ~* &* +@all --user emq on >pw ~* +@all -info --user default off")
+	pp, rp, sp := freePort(t), freePort(t), freePort(t)
+	data := func(port int, more ...string) []string {
+		return append(append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", t.TempDir(), "--masteruser", "admin", "--masterauth", "adm"}, users...), more...)
+	}
+	startProc(t, server, pp, admin, data(pp)...)
+	startProc(t, server, rp, admin, data(rp, "--replicaof", "127.0.0.1", fmt.Sprint(pp))...)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	os.WriteFile(conf, []byte(fmt.Sprintf(`port %d
+bind 127.0.0.1
+dir %s
+sentinel monitor emq 127.0.0.1 %d 1
+sentinel auth-user emq admin
+sentinel auth-pass emq adm
+sentinel down-after-milliseconds emq 2000
+sentinel failover-timeout emq 4000
+user admin on >adm ~* &* +@all
+user default off
+user emq on >pw -@all +auth +hello +ping +client|setname +client|setinfo +sentinel|get-master-addr-by-name +sentinel|get-primary-addr-by-name +sentinel|sentinels
+`, sp, dir, pp)), 0o600)
+	startProc(t, server, sp, admin, conf, "--sentinel")
+
+	b := testBundle(t)
+	nodes := []string{deadAddr(t), fmt.Sprintf("127.0.0.1:%d", sp)}
+	e, werr := openSentinel(t, b, "redis://emq:pw@"+nodes[0]+"/3", nodes, "")
+	if werr != nil {
+		t.Fatalf("connect: %v", werr)
+	}
+	defer e.Close()
+	if _, werr := e.Enqueue("q", "before", 0); werr != nil {
+		t.Fatalf("enqueue: %v", werr)
+	}
+	// The Sentinel must know the replica before it can fail over to it.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(cli(sp, "SENTINEL", "REPLICAS", "emq"), fmt.Sprint(rp)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Sentinel never saw the replica")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for cli(rp, "INFO", "replication") == "" || !strings.Contains(cli(rp, "INFO", "replication"), "master_link_status:up") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never synced")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out := cli(sp, "SENTINEL", "FAILOVER", "emq"); out != "OK" {
+		t.Fatalf("SENTINEL FAILOVER: %q", out)
+	}
+	// Done when the Sentinel names the replica and it says master. The old primary is then turned
+	// into its replica here (the Sentinel would do it some seconds later, killing its clients),
+	// with the session's connection left open: its next script meets READONLY (R11.3).
+	for !strings.Contains(cli(sp, "SENTINEL", "get-master-addr-by-name", "emq"), fmt.Sprint(rp)) ||
+		!strings.HasPrefix(cli(rp, "ROLE"), "master") {
+		if time.Now().After(deadline) {
+			t.Fatal("the failover did not complete")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out := cli(pp, "REPLICAOF", "127.0.0.1", fmt.Sprint(rp)); out != "OK" {
+		t.Fatalf("REPLICAOF: %q", out)
+	}
+	_, werr = e.Enqueue("q", "readonly", 0)
+	if werr == nil || werr.Kind != KindEngine || !strings.Contains(werr.Msg, "READONLY") {
+		t.Fatalf("enqueue on the demoted primary: %v, want kind engine naming READONLY", werr)
+	}
+	ok := 0
+	for i := 0; i < 3; i++ {
+		if _, werr := e.Enqueue("q", fmt.Sprint("after", i), 0); werr != nil {
+			t.Fatalf("enqueue %d after the failover: %v", i, werr)
+		}
+		ok++
+	}
+	if e.primary != fmt.Sprintf("127.0.0.1:%d", rp) {
+		t.Fatalf("primary %s, want port %d", e.primary, rp)
+	}
+	if clients := cli(pp, "CLIENT", "LIST", "USER", "emq"); clients != "" {
+		t.Fatalf("a connection of the session is still open on the old primary: %s", clients)
+	}
+	if n, werr := e.PendingSize("q"); werr != nil || n != int64(1+ok) {
+		t.Fatalf("pending_size %d %v, want %d: a failed call was re-sent or a job was lost", n, werr, 1+ok)
+	}
+	if log := cli(sp, "ACL", "LOG"); log != "" {
+		t.Fatalf("the Sentinel refused a command of the connector (R11.4):\n%s", log)
+	}
+	if calls := cli(rp, "INFO", "commandstats"); !strings.Contains(calls, "cmdstat_role:") {
+		t.Fatalf("no ROLE reached the new primary")
 	}
 }
