@@ -5,7 +5,9 @@ knows the key schema (SPEC §1). Everything else talks to `Session` methods and 
 exceptions of `errors` (a test in tests/test_seam.py fails if `redis` is imported elsewhere).
 
 Commands sent, and nothing else (besides what redis-py sends at connect: AUTH as the url's user,
-SELECT; on a cluster CLUSTER SLOTS, never COMMAND: `_cluster_class`; SPEC R4.19's list):
+SELECT; on a cluster CLUSTER SLOTS, never COMMAND: `_cluster_class`; behind Sentinel, ROLE on
+every connection to a node a Sentinel named, and to each Sentinel AUTH and SENTINEL
+get-master-addr-by-name only: `SentinelSession`; SPEC R4.19's and R11.4's lists):
   - at every new engine connection, before anything else (the fence, SPEC §3):
       HGETALL emq:fence; if empty: MULTI, HSETNX x3, EXEC, HGETALL emq:fence
   - transitions: EVALSHA <sha> ...; on a NOSCRIPT reply one SCRIPT LOAD <source> and the EVALSHA

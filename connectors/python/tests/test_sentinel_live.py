@@ -334,6 +334,20 @@ class SentinelLive(unittest.TestCase):
         wait_for("the replica's connection to close", lambda: replica.open == [], 3)
         self.assertEqual(len(self.clients(self.primary)), 1)
 
+    def test_a_killed_connection_makes_the_next_call_ask_again(self):
+        """R11.3: the engine closes the session's idle connection (CLIENT KILL); the next call asks
+        the Sentinels again (never the remembered address), reads the fence there, then runs."""
+        fake = self.fake(sentinel_naming(lambda: ("127.0.0.1", self.primary)))
+        self.assertIn("ok", self.connect("s", [fake.port]))
+        asked = [a for a in fake.commands if a[0] == "SENTINEL"]
+        self.assertEqual(len(asked), 1)
+        self.c.ok("enqueue", session="s", queue="q", payload="a", delay_ms=0)
+        data_admin(self.primary).execute_command("CLIENT", "KILL", "USER", USER)
+        wait_for("the kill", lambda: self.clients(self.primary) == [], 5)
+        self.assertIn("ok", self.c.call("enqueue", session="s", queue="q", payload="b", delay_ms=0))
+        self.assertEqual(len([a for a in fake.commands if a[0] == "SENTINEL"]), 2)
+        self.assertEqual(len(self.clients(self.primary)), 1)
+
     def test_no_primary_is_kind_engine_saying_why(self):
         unknowing = self.fake(sentinel_naming(lambda: None))
         e = self.c.err("connect", session="s", url=self.url(unknowing.port),
