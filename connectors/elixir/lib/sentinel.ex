@@ -94,8 +94,10 @@ defmodule EchoMQ.Sentinel do
             {:error, :silent, "no answer within #{@ask_ms} ms (#{Engine.describe_reason(reason)})"}
         end
 
+      # refused, unreachable, or no answer to AUTH in time; an AUTH error reply is an answer
       {:error, m} ->
-        {:error, :silent, m}
+        tag = if m =~ ~r/cannot connect|connection failed/, do: :silent, else: :answered
+        {:error, tag, m}
     end
   end
 
