@@ -36,11 +36,18 @@ pub const SENTINEL: &[Rule] = &[
         ],
         cases: &[],
         gates: &[GateId::G1],
-        ways: &[Way::by(
-            How::Never,
-            "the node a Sentinel names used as it is (redis-py, go-redis, node-redis 5: no ROLE check)",
-            &[Double::SentinelNoRole],
-        )],
+        ways: &[
+            Way::by(
+                How::Never,
+                "the node a Sentinel names used as it is (redis-py, go-redis, node-redis 5: no ROLE check)",
+                &[Double::SentinelNoRole],
+            ),
+            Way::not(
+                How::OnAnother,
+                "ROLE asked on a connection of its own, then another opened for the session (redis-rs's check-then-use)",
+                "no gate can make the node change between the two connections on every run: the stale Sentinel's replica answers ROLE slave on each, so such a connector moves on as the rule asks",
+            ),
+        ],
         unbreakable: "",
     },
     Rule {
@@ -75,24 +82,22 @@ pub const SENTINEL: &[Rule] = &[
         id: RuleId::new(11, 4),
         summary: "a Sentinel is asked only what a client asks (get-master-addr-by-name, sentinels, +switch-master and the connection's set-up)",
         checks: &[
-            "G1-G8 on a Sentinel engine: after every gate every Sentinel's ACL LOG is read; a command refused to the connector's user fails the gate",
+            "G1-G8 on a Sentinel engine: after every gate every Sentinel's ACL LOG is read; a command refused to the connector's user fails the gate (G1 first: every connect asks the Sentinels)",
         ],
         cases: &[],
-        gates: &[
-            GateId::G1,
-            GateId::G2,
-            GateId::G3,
-            GateId::G4,
-            GateId::G5,
-            GateId::G6,
-            GateId::G7,
-            GateId::G8,
+        gates: &[GateId::G1],
+        ways: &[
+            Way::by(
+                How::TooMany,
+                "SENTINEL MASTERS to find the primary (redis-py's Sentinel, redis-rs's sentinel module)",
+                &[Double::SentinelMasters],
+            ),
+            Way::not(
+                How::Otherwise,
+                "other credentials on the Sentinels than the url's (a client with separate Sentinel settings left empty)",
+                "R4.19's AUTH check sees it on every Sentinel as on every data node: a failed AUTH in a Sentinel's ACL LOG fails the gate like one on a node",
+            ),
         ],
-        ways: &[Way::by(
-            How::TooMany,
-            "SENTINEL MASTERS to find the primary (redis-py's Sentinel, redis-rs's sentinel module)",
-            &[Double::SentinelMasters],
-        )],
         unbreakable: "",
     },
 ];
