@@ -1,0 +1,54 @@
+//! SPEC P11.2 through the command line: a connector that answers a `connect` naming a Sentinel
+//! deployment with kind `unsupported` gets a Sentinel record that says "Sentinel not certified"
+//! (no verdict, exit 4), and the same connector still passes on an engine without Sentinels.
+
+mod common;
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn a_connector_without_sentinel_is_not_certified_behind_sentinel_and_judged_without() {
+    let Some(python) = common::python_connector() else {
+        assert!(
+            !emq::settings::in_ci(),
+            "CI provisions the Python connector"
+        );
+        return;
+    };
+    let no_sentinel = fixture("no_sentinel.py");
+    let run = |engine: &str| {
+        common::gate_with(
+            &[
+                "-q",
+                "run",
+                "--engine-name",
+                engine,
+                "--engine",
+                "binary",
+                "--gates",
+                "G1",
+                // A busy machine starts Python slowly; the point here is not its speed.
+                "--timeout",
+                "60",
+                "--",
+                "python3",
+                &no_sentinel,
+            ],
+            &[("EMQ_PYTHON_CONNECTOR", python.as_os_str())],
+        )
+    };
+    let (code, text) = run("valkey-9.1-sentinel");
+    assert_eq!(code, Some(4), "no verdict: {text}");
+    assert!(text.contains("Sentinel not certified"), "{text}");
+    assert!(
+        text.contains("answers a connect that names a Sentinel deployment with kind unsupported (SPEC P11.2): this connector has no Sentinel support"),
+        "{text}"
+    );
+    assert!(!text.contains("FAIL"), "not a failure: {text}");
+    let (code, text) = run("valkey-9.1");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("PASS 1/1 (7 not run)"), "{text}");
+    assert!(!text.contains("Sentinel not certified"), "{text}");
+}
