@@ -256,7 +256,7 @@ fn bench(
 /// `rules`: the catalogue printed; a rule without a check or case fails.
 fn rules() -> ExitCode {
     output::result(&format!(
-        "contract {} (catalogue {}; SPEC §11 lists what each version added and changed)\n{}",
+        "contract {} (catalogue {}; SPEC §12 lists what each version added and changed)\n{}",
         emq::gates::contract::current(),
         emq::gates::contract::catalogue_digest(),
         emq::gates::rules::text()

@@ -24,7 +24,7 @@ mod common;
 use common::judge::{On, Shared, Subject, judge, mine, seed, snake};
 use emq::connector::reference::Reference;
 use emq::doubles::{Double, TABLE};
-use emq::gates::rules::{gates_failing, is_cluster_double, is_tls_double};
+use emq::gates::rules::{gates_failing, is_cluster_double, is_sentinel_double, is_tls_double};
 use emq::gates::{GateContext, GateId, Verdict};
 use emq::protocol::bundle::Bundle;
 
@@ -41,6 +41,10 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     }
     let on_engine = if d.on_tls_cluster() {
         On::TlsCluster
+    } else if d.on_tls_sentinel() {
+        On::TlsSentinel
+    } else if is_sentinel_double(d) {
+        On::Sentinel
     } else if is_cluster_double(d) {
         On::Cluster
     } else if is_tls_double(d) {
@@ -52,6 +56,8 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
         On::Cluster => "_on_a_cluster",
         On::Tls => "_on_tls",
         On::TlsCluster => "_on_a_tls_cluster",
+        On::Sentinel => "_on_sentinel",
+        On::TlsSentinel => "_on_tls_sentinel",
         On::One | On::Named(_) => "",
     };
     let engine: Shared = Arc::default();
@@ -61,7 +67,11 @@ fn double_trials(d: Double, python: bool) -> Vec<Trial> {
     // trial order. The others share one, as on a single engine (one cluster per trial at six
     // trials at a time ran out of file descriptors).
     let own = |engine: &Shared, gates: &[GateId]| -> Shared {
-        if matches!(on_engine, On::Cluster | On::TlsCluster) && gates.contains(&GateId::G8) {
+        if matches!(
+            on_engine,
+            On::Cluster | On::TlsCluster | On::Sentinel | On::TlsSentinel
+        ) && gates.contains(&GateId::G8)
+        {
             Arc::default()
         } else {
             engine.clone()
@@ -211,7 +221,9 @@ fn main() -> ExitCode {
     args.test_threads.get_or_insert(6);
     let python = emq::settings::python_connector().is_some() || emq::settings::in_ci();
     let mine = mine();
-    let (m1, m2, m3, m4, m5) = (
+    let (m1, m2, m3, m4, m5, m6, m7) = (
+        mine.clone(),
+        mine.clone(),
         mine.clone(),
         mine.clone(),
         mine.clone(),
@@ -234,6 +246,18 @@ fn main() -> ExitCode {
                 &Arc::default(),
                 On::TlsCluster,
                 &m5,
+                &[],
+            )
+        }),
+        Trial::test("reference_passes_every_gate_on_sentinel", move || {
+            judge(Subject::Reference, &Arc::default(), On::Sentinel, &m6, &[])
+        }),
+        Trial::test("reference_passes_every_gate_on_tls_sentinel", move || {
+            judge(
+                Subject::Reference,
+                &Arc::default(),
+                On::TlsSentinel,
+                &m7,
                 &[],
             )
         }),

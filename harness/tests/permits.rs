@@ -45,6 +45,8 @@ fn taker_trials(t: Taker) -> Vec<Trial> {
                 On::Cluster => "_on_a_cluster".to_string(),
                 On::Tls => "_on_tls".to_string(),
                 On::TlsCluster => "_on_a_tls_cluster".to_string(),
+                On::Sentinel => "_on_sentinel".to_string(),
+                On::TlsSentinel => "_on_tls_sentinel".to_string(),
                 On::Named(name) => format!("_on_{}", name.replace(['-', '.'], "_")),
                 On::One => String::new(),
             };

@@ -80,9 +80,13 @@ pub fn subject(label: &str, timeout: u64, bundle: &Path) -> Result<Subject, Harn
 
 /// Engine options for the engine `name` booted as `kind`.
 pub fn engine_options(name: &EngineName, kind: EngineChoice) -> EngineOptions {
-    if name.cluster {
+    if name.cluster || name.sentinel {
         return EngineOptions {
-            choice: EngineChoice::Cluster,
+            choice: if name.cluster {
+                EngineChoice::Cluster
+            } else {
+                EngineChoice::Sentinel
+            },
             valkey_server: Some(name.server_or_unset()),
             tls: name.tls,
             ..EngineOptions::default()
@@ -156,6 +160,8 @@ pub fn run_matrix(opts: &MatrixOptions, progress: &Progress) -> Result<Matrix, H
             n += 1;
             let kind = if engine.cluster {
                 EngineChoice::Cluster
+            } else if engine.sentinel {
+                EngineChoice::Sentinel
             } else {
                 opts.kind
             };

@@ -152,21 +152,46 @@ pub fn run_gates(
 /// A TLS record's footer when the connector has no TLS (SPEC R10.1): no verdict, said as such.
 pub const NOT_CERTIFIED: &str = "TLS not certified";
 
-/// On a TLS engine, the connector's answer to one `rediss://` connect when it is kind
-/// `unsupported` (SPEC R10.1: a connector without TLS says so); `None` otherwise, and always on
-/// an engine without TLS. The probe session is closed again.
-fn tls_unsupported(
+/// A Sentinel record's footer when the connector has no Sentinel support (SPEC P11.2).
+pub const SENTINEL_NOT_CERTIFIED: &str = "Sentinel not certified";
+
+/// What a connector left out, said in a record's footer and every gate's line.
+struct LeftOut {
+    footer: &'static str,
+    rule: &'static str,
+    why: String,
+}
+
+/// On a TLS or a Sentinel engine, the connector's answer to one `connect` when it is kind
+/// `unsupported` (SPEC R10.1, P11.2: a connector without TLS or without Sentinel says so);
+/// `None` otherwise, and always on other engines. The probe session is closed again.
+fn left_out(
     engine: &crate::engine::Engine,
     factory: &dyn crate::gates::ConnectorFactory,
-) -> Option<String> {
+) -> Option<LeftOut> {
     use crate::connector::Verbs;
-    engine.tls()?;
+    let sentinel = engine.kind == crate::engine::EngineKind::Sentinel;
+    if engine.tls().is_none() && !sentinel {
+        return None;
+    }
     let mut c = factory.make().ok()?;
-    match c.connect("tls-probe", engine.target(0)) {
-        Err(e) if e.kind == crate::error::ErrorKind::Unsupported => Some(e.message),
+    match c.connect("probe", engine.target(0)) {
+        Err(e) if e.kind == crate::error::ErrorKind::Unsupported => Some(if sentinel {
+            LeftOut {
+                footer: SENTINEL_NOT_CERTIFIED,
+                rule: "a connect that names a Sentinel deployment with kind unsupported (SPEC P11.2)",
+                why: e.message,
+            }
+        } else {
+            LeftOut {
+                footer: NOT_CERTIFIED,
+                rule: "a rediss:// connect with kind unsupported (SPEC R10.1)",
+                why: e.message,
+            }
+        }),
         Ok(()) => {
             let _ = c.call(&crate::connector::Request::Disconnect {
-                session: "tls-probe".into(),
+                session: "probe".into(),
             });
             None
         }
@@ -174,14 +199,15 @@ fn tls_unsupported(
     }
 }
 
-/// Every gate ERROR, saying why: the connector answered `rediss://` with kind `unsupported`.
-fn not_certified(why: &str, progress: &Progress) -> Vec<GateOutcome> {
+/// Every gate ERROR, saying why: the connector answered with kind `unsupported`.
+fn not_certified(left: &LeftOut, progress: &Progress) -> Vec<GateOutcome> {
     crate::gates::ALL
         .iter()
         .map(|gate| {
             let mut o = GateOutcome::new(gate.id, gate.name);
             o.error(format!(
-                "{NOT_CERTIFIED}: the connector answers a rediss:// connect with kind unsupported (SPEC R10.1): {why}"
+                "{}: the connector answers {}: {}",
+                left.footer, left.rule, left.why
             ));
             progress.gate(&o);
             o
@@ -212,14 +238,14 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
         batch: opts.batch,
         progress: &say,
     };
-    let no_tls = tls_unsupported(&engine, factory.as_ref());
-    let outcomes = match &no_tls {
-        Some(why) => not_certified(why, progress),
+    let left = left_out(&engine, factory.as_ref());
+    let outcomes = match &left {
+        Some(left) => not_certified(left, progress),
         None => run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress),
     };
     let mut record = Record::new(header, &outcomes, engine.boot_time.as_millis() as u64);
-    if no_tls.is_some() {
-        record.footer.summary = NOT_CERTIFIED.to_string();
+    if let Some(left) = &left {
+        record.footer.summary = left.footer.to_string();
     }
     record.volatile.connector_starts = factory.starts();
     if let Some(s) = &record.volatile.connector_starts {

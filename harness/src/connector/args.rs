@@ -30,8 +30,21 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
 /// `connect`'s url: SPEC R9.1 ([`EngineUrl`]: `redis://` or `rediss://`, a decimal port
 /// and `/db`), on a cluster database 0 only (SPEC R8.1), and a `ca_file` only with `rediss://`
 /// (R10.1; whether the file reads is the connector's to find, when it opens the session).
-pub fn connect_url(url: &str, cluster: bool, ca_file: Option<&str>) -> Result<(), ConnectorError> {
+pub fn connect_url(
+    url: &str,
+    cluster: bool,
+    ca_file: Option<&str>,
+    sentinel: Option<&crate::protocol::sentinel::Sentinels>,
+) -> Result<(), ConnectorError> {
     let u = EngineUrl::parse(url).map_err(|e| ConnectorError::invalid(e.to_string()))?;
+    if let Some(s) = sentinel {
+        if cluster {
+            return Err(ConnectorError::invalid(
+                "a connect names a cluster or a Sentinel deployment, not both",
+            ));
+        }
+        s.addrs().map_err(ConnectorError::invalid)?;
+    }
     if ca_file.is_some() && u.scheme != crate::protocol::url::Scheme::Rediss {
         return Err(ConnectorError::invalid(
             "ca_file is for a rediss:// url only (SPEC R10.1)",
@@ -95,6 +108,7 @@ mod cluster_args {
                 url: url.into(),
                 cluster,
                 ca_file: ca_file.map(String::from),
+                sentinel: None,
             },
         ))
         .is_ok()
@@ -298,9 +312,9 @@ mod tests {
     #[test]
     fn an_empty_db_is_database_zero() {
         for cluster in [false, true] {
-            assert!(connect_url("redis://:pw@127.0.0.1:6379/", cluster, None).is_ok());
-            assert!(connect_url("redis://:pw@127.0.0.1:6379", cluster, None).is_ok());
+            assert!(connect_url("redis://:pw@127.0.0.1:6379/", cluster, None, None).is_ok());
+            assert!(connect_url("redis://:pw@127.0.0.1:6379", cluster, None, None).is_ok());
         }
-        assert!(connect_url("redis://127.0.0.1:6379/3", true, None).is_err());
+        assert!(connect_url("redis://127.0.0.1:6379/3", true, None, None).is_err());
     }
 }

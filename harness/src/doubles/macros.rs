@@ -16,11 +16,21 @@ macro_rules! double_make {
     };
 }
 
-/// Where a double is judged beyond its rules' sections (only `tls_cluster`: see
-/// `Double::on_tls_cluster`); any other word is a compile error.
+/// Where a double is judged beyond its rules' sections, asked of each place (`tls_cluster`:
+/// `Double::on_tls_cluster`; `tls_sentinel`: `Double::on_tls_sentinel`); any other word is a
+/// compile error.
 macro_rules! double_on {
-    (tls_cluster) => {
+    (tls_cluster, tls_cluster) => {
         true
+    };
+    (tls_sentinel, tls_sentinel) => {
+        true
+    };
+    (tls_cluster, tls_sentinel) => {
+        false
+    };
+    (tls_sentinel, tls_cluster) => {
+        false
     };
 }
 
@@ -59,7 +69,15 @@ macro_rules! doubles {
             /// judged on `valkey-9.1-tls-cluster`; on a single TLS engine it is the reference.
             pub fn on_tls_cluster(self) -> bool {
                 match self {
-                    $( Self::$Name => false $(|| double_on!($on))?, )*
+                    $( Self::$Name => false $(|| double_on!(tls_cluster, $on))?, )*
+                }
+            }
+
+            /// True for a double that only a TLS Sentinel engine tells apart (its Sentinels are
+            /// TLS too): judged on `valkey-9.1-tls-sentinel`; elsewhere it is the reference.
+            pub fn on_tls_sentinel(self) -> bool {
+                match self {
+                    $( Self::$Name => false $(|| double_on!(tls_sentinel, $on))?, )*
                 }
             }
 

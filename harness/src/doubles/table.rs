@@ -270,4 +270,20 @@ doubles! {
     /// Reference quirk on a cluster: a lost connection leaves the slot map (and the dead node's
     /// connection) as it was.
     StaleSlotMapAfterDeath = |b| b.quirked(|q| q.stale_slot_map = true), breaks "R8.11: a lost connection makes the slot map stale; the next call reads it again";
+    /// Behind Sentinel, asks the first Sentinel only.
+    SentinelFirstOnly = |b| b.quirked(|q| q.sentinel.first_only = true), breaks "R11.1: the Sentinels are asked in order; one that refuses is skipped";
+    /// Behind Sentinel, waits on a Sentinel as long as on the engine (a minute).
+    SentinelNoTimeout = |b| b.quirked(|q| q.sentinel.no_sentinel_timeout = true), breaks "R11.1: a silent Sentinel is given a bounded time, within the request's";
+    /// Behind Sentinel, uses the node a Sentinel names without asking it `ROLE`.
+    SentinelNoRole = |b| b.quirked(|q| q.sentinel.no_role = true), breaks "R11.2: ROLE on every connection to a node a Sentinel named, before anything else";
+    /// Behind Sentinel, `READONLY` is the call's error only; the connection stays.
+    SentinelReadonlyFinal = |b| b.quirked(|q| q.sentinel.readonly_final = true), breaks "R11.3: READONLY makes the primary stale; the next call finds it afresh";
+    /// Behind Sentinel, dials the address found at `connect` again after a loss.
+    SentinelStickyAddress = |b| b.quirked(|q| q.sentinel.sticky = true), breaks "R11.3: after a loss the primary is found afresh, never at a remembered address";
+    /// Behind Sentinel, asks `SENTINEL MASTERS` first, as redis-py's and redis-rs's Sentinel do.
+    SentinelMasters = |b| b.quirked(|q| q.sentinel.masters = true), breaks "R11.4: a Sentinel is asked only what a client asks";
+    /// Behind a TLS Sentinel engine, speaks plaintext to the Sentinels (TLS to the data nodes).
+    PlaintextToSentinels = |b| b.quirked(|q| q.sentinel.plaintext = true), on tls_sentinel, breaks "R10.2: a rediss:// session's connections to the Sentinels speak TLS too",
+        also [G2, G3, G4, G5, G6, G7, G8],
+        why "no connect can find the primary: every Sentinel's TLS front closes the plaintext connection, so every gate fails at connect";
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::engine::Engine;
 use crate::engine::admin::Admin;
 use crate::engine::topology::view::NodeId;
-use crate::engine::topology::view::{NodeView, parse_nodes};
+use crate::engine::topology::view::{NodeView, Role, parse_nodes};
 use crate::error::HarnessError;
 
 /// What one node says of itself and (on a cluster) of the cluster.
@@ -138,7 +138,30 @@ pub fn node_snapshot(engine: &Engine, id: NodeId) -> Result<NodeHealth, HarnessE
 /// Reads every node's health; a node that does not answer is recorded as such, not an error.
 pub fn snapshot(engine: &Engine) -> Health {
     let mut nodes = BTreeMap::new();
-    if engine.is_cluster() {
+    if engine.kind == crate::engine::EngineKind::Sentinel {
+        // Each data node's health and its own role: a failover nobody asked for shows as a
+        // role that changed (SPEC §6; G8's own failover takes a new baseline).
+        for id in engine.nodes() {
+            let h = engine
+                .node_admin(id)
+                .and_then(|mut a| {
+                    let mut h = node_health(&mut a, false)?;
+                    if let Some(role) = Role::from_info(&a.info("replication")?) {
+                        let addr = format!("127.0.0.1:{}", engine.announced_port(id));
+                        let view = NodeView {
+                            addr,
+                            role,
+                            slots: Vec::new(),
+                            failing: false,
+                        };
+                        h.view.insert(id.to_string(), view);
+                    }
+                    Ok(h)
+                })
+                .map_err(|e| e.to_string());
+            nodes.insert(engine.port_of(id), h);
+        }
+    } else if engine.is_cluster() {
         for id in engine.nodes() {
             let h = node_snapshot(engine, id).map_err(|e| e.to_string());
             nodes.insert(engine.port_of(id), h);

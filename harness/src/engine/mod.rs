@@ -78,12 +78,9 @@ pub enum EngineChoice {
     Url,
     /// A Valkey Cluster of binary nodes: three primaries, three replicas (SPEC §8).
     Cluster,
-    /// A primary and two replicas of binary nodes, watched by three Sentinels
-    /// ([`sentinel`]). Not offered on the command line (`value(skip)`): no gate knows it yet and
-    /// SPEC names no url for it, so a run on it would judge its primary as a single engine and
-    /// call that a Sentinel certificate. Its live test boots it directly, plain
-    /// (`valkey-9.1-sentinel`) and with `tls` (`valkey-9.1-tls-sentinel`: every server TLS only).
-    #[value(skip)]
+    /// A primary and two replicas of binary nodes, watched by three Sentinels ([`sentinel`],
+    /// SPEC §11); `--engine-name valkey-9.1-sentinel`, or `valkey-9.1-tls-sentinel` (every
+    /// server TLS only).
     Sentinel,
 }
 

@@ -21,6 +21,9 @@ pub const DEFAULT_NAMES: [&str; 6] = [
 /// `<name>-cluster` names a cluster booted from engine `<name>`'s binary.
 pub const CLUSTER_SUFFIX: &str = "-cluster";
 
+/// `<name>-sentinel` names a Sentinel deployment booted from engine `<name>`'s binary (SPEC §11).
+pub const SENTINEL_SUFFIX: &str = "-sentinel";
+
 /// `<name>-tls` names a build of `<name>` with TLS, booted TLS only (SPEC §10).
 pub const TLS_SUFFIX: &str = "-tls";
 
@@ -40,6 +43,8 @@ pub struct EngineName {
     pub cluster: bool,
     /// A build with TLS, booted TLS only (`<name>-tls`, SPEC §10).
     pub tls: bool,
+    /// A Sentinel deployment of this engine's binary (`<name>-sentinel`, SPEC §11).
+    pub sentinel: bool,
 }
 
 /// `valkey-9.1` → `EMQ_ENGINE_VALKEY_9_1`.
@@ -80,16 +85,23 @@ impl EngineName {
     /// Resolves `name` through its variables; an error when neither is set.
     pub fn resolve(name: &str) -> Result<Self, String> {
         let name = name.trim().to_ascii_lowercase();
-        if let Some(base) = name.strip_suffix(CLUSTER_SUFFIX) {
+        for (suffix, what) in [
+            (CLUSTER_SUFFIX, "a cluster"),
+            (SENTINEL_SUFFIX, "a Sentinel deployment"),
+        ] {
+            let Some(base) = name.strip_suffix(suffix) else {
+                continue;
+            };
             let mut e = Self::resolve(base)?;
             if e.server.is_none() {
                 return Err(format!(
-                    "engine {name:?}: a cluster is booted from a binary, and {}_SERVER is not set",
+                    "engine {name:?}: {what} is booted from a binary, and {}_SERVER is not set",
                     var_prefix(base)
                 ));
             }
             e.name = name.clone();
-            e.cluster = true;
+            e.cluster = suffix == CLUSTER_SUFFIX;
+            e.sentinel = suffix == SENTINEL_SUFFIX;
             return Ok(e);
         }
         let prefix = var_prefix(&name);
@@ -114,6 +126,7 @@ impl EngineName {
             server,
             image,
             cluster: false,
+            sentinel: false,
         })
     }
 
@@ -121,7 +134,10 @@ impl EngineName {
     /// "no such file" error names it).
     pub fn server_or_unset(&self) -> PathBuf {
         self.server.clone().unwrap_or_else(|| {
-            let base = self.name.strip_suffix(CLUSTER_SUFFIX).unwrap_or(&self.name);
+            let base = [CLUSTER_SUFFIX, SENTINEL_SUFFIX]
+                .iter()
+                .find_map(|s| self.name.strip_suffix(s))
+                .unwrap_or(&self.name);
             PathBuf::from(format!("unset:{}_SERVER", var_prefix(base)))
         })
     }

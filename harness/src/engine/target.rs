@@ -1,5 +1,6 @@
 //! Where a connector connects ([`Target`]), and SPEC R9.1 for an engine given by url.
 
+use crate::protocol::sentinel::Sentinels;
 use crate::protocol::url::{EngineUrl, UrlError};
 
 /// Where a connector connects: the url of `connect`, and whether it names a cluster's seed node
@@ -10,6 +11,8 @@ pub struct Target {
     pub cluster: bool,
     /// The CA file of a TLS engine (`connect`'s `ca_file`, SPEC R10.1).
     pub ca_file: Option<String>,
+    /// On a Sentinel deployment, its name and Sentinels; the url names the first (SPEC R11.1).
+    pub sentinel: Option<Sentinels>,
 }
 
 impl Target {
@@ -19,6 +22,7 @@ impl Target {
             url: url.into(),
             cluster: false,
             ca_file: None,
+            sentinel: None,
         }
     }
 
@@ -80,6 +84,7 @@ mod tests {
             url: "rediss://emq:pw@localhost:7000/3".into(),
             cluster: true,
             ca_file: Some("/ca.pem".into()),
+            sentinel: None,
         };
         assert_eq!(t.engine_url().map(|u| u.db), Ok(Some(3)));
         let moved = t.map_url(|u| u.with_port(7003).with_db(Some(0)));

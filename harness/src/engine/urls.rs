@@ -28,8 +28,7 @@ impl Engine {
     /// Where the harness reaches the booted node at the engine's port: its own port, or on a
     /// TLS engine its plaintext back.
     fn booted_admin_port(&self) -> u16 {
-        self.node_at(self.port)
-            .and_then(|id| self.booted_node(id).ok())
+        self.booted_node(self.seed())
             .map_or(self.port, |n| n.admin_port())
     }
 
@@ -45,6 +44,7 @@ impl Engine {
                     url: self.tls_url(self.announced_port(self.seed()), 0),
                     cluster: true,
                     ca_file: Some(run.ca_file()),
+                    sentinel: None,
                 },
                 None => Target {
                     url: url_of(
@@ -55,20 +55,38 @@ impl Engine {
                     ),
                     cluster: true,
                     ca_file: None,
+                    sentinel: None,
                 },
             },
-            // Provisional (no Target for Sentinel yet): the booted primary's TLS front, by name.
-            Handle::Sentinel(s) if s.tls.is_some() => Target {
-                url: self.tls_url(self.announced_port(self.seed()), db),
-                cluster: false,
-                ca_file: s.tls.as_ref().map(|run| run.ca_file()),
-            },
+            // The first Sentinel (its proxy), with every Sentinel in order (SPEC R11.1).
+            Handle::Sentinel(s) => {
+                let host = super::sentinel::announced_host(s.tls.is_some());
+                let nodes: Vec<String> = s
+                    .sentinels
+                    .iter()
+                    .map(|n| format!("{host}:{}", n.announced()))
+                    .collect();
+                let first = s.sentinels[0].announced();
+                Target {
+                    url: match &s.tls {
+                        Some(_) => self.tls_url(first, db),
+                        None => url_of(host, first, &self.connector_auth, db),
+                    },
+                    cluster: false,
+                    ca_file: s.tls.as_ref().map(|run| run.ca_file()),
+                    sentinel: Some(crate::protocol::sentinel::Sentinels {
+                        name: super::sentinel::PRIMARY_NAME.into(),
+                        nodes,
+                    }),
+                }
+            }
             _ => match &self.tls {
                 // Through the TLS proxy, by the name its certificate gives (SPEC §10).
                 Some(t) => Target {
                     url: self.tls_url(t.front.port(), db),
                     cluster: false,
                     ca_file: Some(t.run.ca_file()),
+                    sentinel: None,
                 },
                 None => Target::single(self.url(db)),
             },

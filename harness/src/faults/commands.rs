@@ -70,8 +70,8 @@ fn route(
             out.extend(split.take_rest());
             return (out, Some(Action::Tunnel));
         }
-        if readonly(shared, conn, &cmd) {
-            let _ = tx.send(Action::Inject(READONLY));
+        if let Some(reply) = answered(shared, conn, &cmd) {
+            let _ = tx.send(Action::Inject(reply));
             continue;
         }
         let fault = pick(shared, conn, *index, &cmd);
@@ -99,14 +99,23 @@ fn route(
 /// The reply of a demoted primary to a write ([`Proxy::readonly_before_now`]).
 const READONLY: &[u8] = b"-READONLY You can't write against a read only replica.\r\n";
 
-/// True when `cmd` on connection `conn` is answered `-READONLY` (and counted).
-fn readonly(shared: &Shared, conn: u64, cmd: &Command) -> bool {
+/// The proxy's own reply to `cmd` on connection `conn`, if it gives one: `-READONLY` to a script
+/// ([`super::Proxy::readonly_before_now`], counted) or an [`super::Proxy::answer`]. Every
+/// command is journaled here first ([`super::Proxy::journal`]).
+fn answered(shared: &Shared, conn: u64, cmd: &Command) -> Option<std::sync::Arc<[u8]>> {
     let mut s = shared.lock();
-    let hit = conn <= s.readonly_upto && cmd.name() == "EVALSHA";
-    if hit {
-        s.readonly_given += 1;
+    if let Some(j) = s.journal.as_mut() {
+        j.entry(conn).or_default().push(cmd.clone());
     }
-    hit
+    if conn <= s.readonly_upto && cmd.name() == "EVALSHA" {
+        s.readonly_given += 1;
+        return Some(std::sync::Arc::from(READONLY));
+    }
+    let (name, arg1) = (cmd.name(), cmd.arg1().unwrap_or_default());
+    s.answers
+        .iter()
+        .find(|(n, a, _)| *n == name && *a == arg1)
+        .map(|(_, _, reply)| reply.clone())
 }
 
 /// The first armed rule that picks `cmd`, counting it against every rule it matches.

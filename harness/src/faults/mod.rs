@@ -71,6 +71,13 @@ struct State {
     readonly_given: u64,
     /// Delayed replies whose delay has passed (sent, or their client gone).
     delayed_out: u64,
+    /// Commands answered by the proxy itself, never forwarded ([`Proxy::answer`]): a command
+    /// name and first argument (lower case), and the reply's bytes.
+    answers: Vec<(String, String, Arc<[u8]>)>,
+    /// New connections are read and never answered ([`Proxy::mute`]).
+    muting: bool,
+    /// Each connection's commands while journaling ([`Proxy::journal`]); `None`: not journaling.
+    journal: Option<std::collections::BTreeMap<u64, Vec<resp::Command>>>,
 }
 
 struct Shared {
@@ -106,7 +113,7 @@ enum Action {
     /// Forward once the hold's window (its number) closes ([`Proxy::hold`]).
     Held(u32),
     /// Answer these bytes instead of an engine reply (the command was not forwarded).
-    Inject(&'static [u8]),
+    Inject(Arc<[u8]>),
     /// From here on relay the engine's bytes as they come ([`resp::Command::ends_commands`]).
     Tunnel,
 }
@@ -255,6 +262,39 @@ impl Proxy {
         std::mem::take(&mut s.readonly_given)
     }
 
+    /// From now on the proxy answers `name arg1` itself with `reply` (RESP bytes), on every
+    /// connection, and forwards nothing of it: a Sentinel that names a replica as the primary
+    /// (SPEC R11.2). Ended by [`Proxy::end_answers`].
+    pub fn answer(&self, name: &str, arg1: &str, reply: &[u8]) {
+        self.shared.lock().answers.push((
+            name.to_ascii_uppercase(),
+            arg1.to_ascii_lowercase(),
+            Arc::from(reply),
+        ));
+    }
+
+    /// Ends every [`Proxy::answer`].
+    pub fn end_answers(&self) {
+        self.shared.lock().answers.clear();
+    }
+
+    /// While `on`, each new connection is accepted and read, and nothing of it goes to the
+    /// engine or back: a server that hangs (a Sentinel stopped but for its socket, SPEC R11.1).
+    /// Its connections stay open until their client closes them.
+    pub fn mute(&self, on: bool) {
+        self.shared.lock().muting = on;
+    }
+
+    /// Starts recording every command of every connection ([`Proxy::take_journal`]).
+    pub fn journal(&self) {
+        self.shared.lock().journal = Some(Default::default());
+    }
+
+    /// Stops recording; each connection's commands since [`Proxy::journal`], by connection.
+    pub fn take_journal(&self) -> std::collections::BTreeMap<u64, Vec<resp::Command>> {
+        self.shared.lock().journal.take().unwrap_or_default()
+    }
+
     /// Closes every open connection (the listener stays).
     pub fn close_all(&self) {
         for (a, b) in std::mem::take(&mut self.shared.lock().open).into_values() {
@@ -304,6 +344,13 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
                 let _ = client.shutdown(Shutdown::Both);
                 continue;
             }
+            if s.muting {
+                drop(s);
+                let _ = std::thread::Builder::new()
+                    .name(format!("emq-proxy-{conn}-mute"))
+                    .spawn(move || swallow(client));
+                continue;
+            }
             conn
         };
         let shared = shared.clone();
@@ -340,6 +387,12 @@ fn serve(conn: u64, client: TcpStream, shared: &Arc<Shared>) {
         let _ = d.join();
     }
     shared.lock().open.remove(&conn);
+}
+
+/// A muted connection: read until the client closes, answer nothing.
+fn swallow(mut client: TcpStream) {
+    let mut buf = [0u8; 4096];
+    while matches!(std::io::Read::read(&mut client, &mut buf), Ok(n) if n > 0) {}
 }
 
 fn close(a: &TcpStream, b: &TcpStream) {

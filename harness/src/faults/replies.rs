@@ -43,7 +43,7 @@ pub(super) fn relay(
             break;
         }
         if let Action::Inject(bytes) = action {
-            if client.write_all(bytes).is_err() {
+            if client.write_all(&bytes).is_err() {
                 break;
             }
             continue;
@@ -137,7 +137,7 @@ fn deliver(client: &mut TcpStream, shared: &Shared, action: Action, reply: &[u8]
             false
         }
         Action::Lose | Action::Close => false,
-        Action::Inject(bytes) => client.write_all(bytes).is_ok(),
+        Action::Inject(bytes) => client.write_all(&bytes).is_ok(),
         Action::Tunnel => false,
     }
 }

@@ -52,7 +52,16 @@ pub fn violation(
 /// Every node's admin connection: each node of a cluster (replicas too: a connector that reads
 /// from one is refused there), or the one engine.
 fn nodes(engine: &Engine) -> Vec<Result<Admin, crate::error::HarnessError>> {
-    if engine.is_cluster() {
+    if engine.kind == crate::engine::EngineKind::Sentinel {
+        // Every data node, and every Sentinel: what a connector asks a Sentinel is judged
+        // there (SPEC R11.4).
+        let data = engine.nodes().into_iter().map(|n| engine.node_admin(n));
+        let sentinels = engine
+            .sentinels()
+            .into_iter()
+            .map(|s| engine.sentinel_admin(s));
+        data.chain(sentinels).collect()
+    } else if engine.is_cluster() {
         engine
             .nodes()
             .into_iter()

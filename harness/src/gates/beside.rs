@@ -15,8 +15,9 @@
 //! gate ([`super::acl::judge_part`]).
 //!
 //! Only where the engine has numbered databases of its own to give ([`Engine::has_databases`]:
-//! not a cluster, not a `url` engine); elsewhere the part runs in line, where it stands, on the
-//! gate's database, as before.
+//! not a cluster, not a `url` engine) and the part a proxy of its own (not behind Sentinel, where
+//! the primary's proxy carries every session); elsewhere the part runs in line, where it stands,
+//! on the gate's database, as before.
 //!
 //! [`Engine::has_databases`]: crate::engine::Engine::has_databases
 
@@ -177,7 +178,9 @@ pub fn with_part<'c>(
     reach: Reach,
     body: impl FnOnce(&mut GateOutcome, &mut Beside<'_, '_, 'c>) -> Result<(), GateError>,
 ) -> Result<(), GateError> {
-    if !ctx.engine.has_databases() {
+    // Behind Sentinel the part's proxy is the primary's own, which every other part's traffic
+    // crosses too: a rule it arms could fire on another part's command. So it runs in line.
+    if !ctx.engine.has_databases() || ctx.engine.kind == crate::engine::EngineKind::Sentinel {
         return body(out, &mut Beside::InLine { ctx, id, part });
     }
     if reach == Reach::LaterGates {

@@ -1,6 +1,6 @@
 //! The contract's version: what a record certifies (SPEC's rules, the gates' checks, the case
 //! corpus), versioned apart from the bundle (the scripts) and the harness, so a record made last
-//! month can say which contract it holds. The one source is SPEC §11's changelog: the version is
+//! month can say which contract it holds. The one source is SPEC §12's changelog: the version is
 //! its newest entry, and the rules each entry added or changed are read from it, so `check` can
 //! name what an older record was never judged on. The catalogue's digest ties a record to the
 //! exact rule catalogue it was judged by; a test pins it, so the catalogue cannot change without
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::gates::rules::{CATALOGUE, SPEC};
 
 /// The heading SPEC's changelog begins with.
-const SECTION: &str = "## 11. The contract's versions";
+const SECTION: &str = "## 12. The contract's versions";
 /// Each version's heading: `### Contract <n>`.
 const VERSION_HEADING: &str = "### Contract ";
 
@@ -27,7 +27,7 @@ pub struct Entry {
     pub changed: Vec<String>,
 }
 
-/// A changelog SPEC's text does not spell as §11 says.
+/// A changelog SPEC's text does not spell as §12 says.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChangelogError {
     #[error("spec has no section {SECTION:?}")]
@@ -40,7 +40,7 @@ pub enum ChangelogError {
     BadLine(String),
 }
 
-/// SPEC §11's changelog, newest first. Pure: `spec` is the text.
+/// SPEC §12's changelog, newest first. Pure: `spec` is the text.
 pub fn parse(spec: &str) -> Result<Vec<Entry>, ChangelogError> {
     let at = spec.find(SECTION).ok_or(ChangelogError::NoSection)?;
     let body = &spec[at + SECTION.len()..];
@@ -124,7 +124,7 @@ fn changelog() -> Vec<Entry> {
     parse(SPEC).unwrap_or_default()
 }
 
-/// The contract this `emq-gate` judges by: the newest version in SPEC §11.
+/// The contract this `emq-gate` judges by: the newest version in SPEC §12.
 pub fn current() -> u32 {
     changelog().first().map_or(UNVERSIONED, |e| e.version)
 }
@@ -237,7 +237,7 @@ pub fn catalogue_digest() -> String {
     crate::protocol::bundle::sha1_hex(text.as_bytes())
 }
 
-/// The digest of SPEC's rule texts: SHA-1 of every unit of §1–§10 (all but §11's changelog,
+/// The digest of SPEC's rule texts: SHA-1 of every unit of §1–§11 (all but §12's changelog,
 /// the last section, which names rules without declaring them) that declares a rule
 /// (`**R<n>.<m>**`: a bullet with its continuation lines, a table row, or a paragraph), its
 /// whitespace collapsed, in SPEC's order. It is pinned beside the catalogue's, so a rule's words
@@ -276,7 +276,7 @@ mod tests {
 
     /// The digest of the catalogue contract [`current`] was written for. A change to a rule's
     /// summary, checks, cases or gates changes it: then decide whether a rule now asks for, or
-    /// is judged on, something new (add a `### Contract <n+1>` entry to SPEC §11) or only reads
+    /// is judged on, something new (add a `### Contract <n+1>` entry to SPEC §12) or only reads
     /// better (keep the version), and pin the new digest here. Either way the committed records
     /// name the old digest and `check` asks for them to be regenerated.
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
@@ -295,7 +295,7 @@ mod tests {
                 spec_rules_digest(SPEC).as_str()
             ),
             PINNED,
-            "the rule catalogue, a rule's text in SPEC, or SPEC §11 changed: see PINNED's comment"
+            "the rule catalogue, a rule's text in SPEC, or SPEC §12 changed: see PINNED's comment"
         );
     }
 
@@ -303,7 +303,7 @@ mod tests {
     fn a_rule_text_changes_the_spec_digest_and_other_prose_does_not() {
         let spec = "## 1. A\n\n- **R1.1** a name is short,\n  over two lines\n- **R1.2** ids\n\n\
                     Prose that names no rule.\n\n| **R5.1** | row |\n\n## 10. Last\n\n- **R10.1** tls\n\n\
-                    ## 11. The contract's versions\n\n### Contract 1\n\n- added: R1.1, R1.2, R5.1\n";
+                    ## 12. The contract's versions\n\n### Contract 1\n\n- added: R1.1, R1.2, R5.1\n";
         let d = spec_rules_digest(spec);
         assert_ne!(d, spec_rules_digest(&spec.replace("short", "long")));
         assert_ne!(d, spec_rules_digest(&spec.replace("| row |", "| rows |")));
@@ -334,17 +334,17 @@ mod tests {
             assert_eq!(
                 added.iter().filter(|a| a == &&id).count(),
                 1,
-                "{id} is added by no contract version, or by several: SPEC §11"
+                "{id} is added by no contract version, or by several: SPEC §12"
             );
         }
         for e in &entries {
             for id in e.added.iter().chain(&e.changed) {
-                assert!(catalogue.contains(id), "SPEC §11 names {id}, no rule");
+                assert!(catalogue.contains(id), "SPEC §12 names {id}, no rule");
             }
         }
     }
 
-    const SAMPLE: &str = "intro\n\n## 11. The contract's versions\n\nProse with R1.1.\n\n\
+    const SAMPLE: &str = "intro\n\n## 12. The contract's versions\n\nProse with R1.1.\n\n\
         ### Contract 3\n\n- R2.1 added: a new rule\n- R1.1 changed: asks more\n\n\
         ### Contract 2\n\n- R1.1 changed: asks more,\n  over two lines\n- R1.2 changed: x\n\n\
         ### Contract 1\n\n- added: R1.1,\n  R1.2\n\n## 12. After\n\n- not a changelog line\n";

@@ -150,6 +150,7 @@ fn parts(
     judge_first_actions(&obs, ctx.bundle, out);
     super::g1_release::check(ctx, out, &mut admin, db, &url, beside)?;
     super::g1_tls::check(ctx, out, &url)?;
+    super::g1_sentinel::check(ctx, out, db)?;
     super::g1_stop::check(ctx, out, &url)?;
 
     refusal(ctx, out, &mut admin, db, &url)

@@ -211,12 +211,12 @@ fn landed_whole(
 /// The proxy that carries `key`'s commands: on one engine a proxy of the check's own (kept in
 /// `own`), with the url through it; on a cluster the proxy the key's node announces, and the url
 /// as it is (the seed is a proxy too).
-fn proxy_for<'a>(
-    ctx: &'a GateContext<'_>,
+fn proxy_for<'a, 'c: 'a>(
+    ctx: &'c GateContext<'_>,
     admin: &crate::engine::admin::Admin,
     url: &crate::engine::Target,
     key: &str,
-    own: &'a mut Option<crate::faults::Proxy>,
+    own: &'a mut Option<crate::gates::GateProxy<'c>>,
 ) -> Result<(&'a crate::faults::Proxy, crate::engine::Target), GateError> {
     if ctx.engine.is_cluster() {
         let node = ctx.engine.primary_of(admin, key)?;

@@ -6,6 +6,7 @@ pub mod beside;
 pub mod contract;
 pub mod g1_fence;
 pub mod g1_release;
+mod g1_sentinel;
 mod g1_stop;
 pub mod g1_tls;
 mod g1_tls_nodes;
@@ -74,11 +75,17 @@ impl GateContext<'_> {
     }
 
     /// A fault proxy of the gate's own in front of a single engine, and `url` pointed through it
-    /// (G5's withheld replies, G8's faults and late reply).
+    /// (G5's withheld replies, G8's faults and late reply). Behind Sentinel the primary's own
+    /// proxy, and `url` as it is: the Sentinels name that proxy, so a session reaches the primary
+    /// through it and no other way (SPEC §11).
     pub fn proxied(
         &self,
         url: &crate::engine::Target,
-    ) -> Result<(crate::faults::Proxy, crate::engine::Target), GateError> {
+    ) -> Result<(GateProxy<'_>, crate::engine::Target), GateError> {
+        if self.engine.kind == crate::engine::EngineKind::Sentinel {
+            let p = self.engine.proxy_of(self.engine.seed())?;
+            return Ok((GateProxy::Node(p), url.clone()));
+        }
         let (host, port) = (&self.engine.host, self.engine.port);
         let upstream = format!("{host}:{port}");
         let proxy = match self.engine.tls() {
@@ -87,7 +94,7 @@ impl GateContext<'_> {
         }
         .map_err(|e| GateError::instrument(format!("the fault proxy did not start: {e}")))?;
         let through = url.at(proxy.url_for(&url.url, host, port));
-        Ok((proxy, through))
+        Ok((GateProxy::Own(proxy), through))
     }
 
     /// A fresh connector with `session` connected to `url`; a refused connect is recorded as a
@@ -105,6 +112,31 @@ impl GateContext<'_> {
                 out.fail(format!("connect failed (kind {}: {})", e.kind, e.message));
                 Ok(None)
             }
+        }
+    }
+}
+
+/// The fault proxy a check arms ([`GateContext::proxied`]): its own, stopped when dropped, or
+/// a node's, which outlives the check (its unfired rules are disarmed when this is dropped).
+pub enum GateProxy<'a> {
+    Own(crate::faults::Proxy),
+    Node(&'a crate::faults::Proxy),
+}
+
+impl std::ops::Deref for GateProxy<'_> {
+    type Target = crate::faults::Proxy;
+    fn deref(&self) -> &crate::faults::Proxy {
+        match self {
+            Self::Own(p) => p,
+            Self::Node(p) => p,
+        }
+    }
+}
+
+impl Drop for GateProxy<'_> {
+    fn drop(&mut self) {
+        if let Self::Node(p) = self {
+            p.disarm();
         }
     }
 }

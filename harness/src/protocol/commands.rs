@@ -105,6 +105,8 @@ pub const ALLOWED: &[Allowed] = &[
         ..sent("client|setinfo")
     },
     sent("client|setname"),
+    // A Sentinel deployment's check of the node a Sentinel named (SPEC R11.2).
+    sent("role"),
     // A cluster client (SPEC §8).
     sent("cluster|slots"),
     sent("cluster|shards"),

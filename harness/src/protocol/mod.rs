@@ -8,4 +8,5 @@ pub mod embedded;
 pub mod gate;
 pub mod grammar;
 pub mod keyspace;
+pub mod sentinel;
 pub mod url;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct Header {
     pub schema: String,
     pub harness_version: String,
-    /// The contract judged by (SPEC §11: the rules, checks and cases, versioned apart from the
+    /// The contract judged by (SPEC §12: the rules, checks and cases, versioned apart from the
     /// bundle and the harness). Absent in a record made before the contract had a version, which
     /// is taken as contract 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +159,9 @@ impl Header {
         }
         if self.engine_kind == "cluster" {
             name.push_str(crate::engine::named::CLUSTER_SUFFIX);
+        }
+        if self.engine_kind == "sentinel" {
+            name.push_str(crate::engine::named::SENTINEL_SUFFIX);
         }
         name
     }

@@ -81,13 +81,15 @@ pub fn cell_key(connector: &str, engine: &str) -> String {
 /// The records and the matrix are one set of cells, judged once: `matrix --check` compares
 /// both, and `matrix` writes both.
 pub fn record_stem(connector: &str, engine: &str) -> Option<String> {
-    use crate::engine::named::{CLUSTER_SUFFIX, DEFAULT_NAMES, TLS_SUFFIX};
+    use crate::engine::named::{CLUSTER_SUFFIX, DEFAULT_NAMES, SENTINEL_SUFFIX, TLS_SUFFIX};
     let suffix = engine.strip_prefix(DEFAULT_NAMES[0])?;
     [
         "".to_string(),
         CLUSTER_SUFFIX.to_string(),
         TLS_SUFFIX.to_string(),
         format!("{TLS_SUFFIX}{CLUSTER_SUFFIX}"),
+        SENTINEL_SUFFIX.to_string(),
+        format!("{TLS_SUFFIX}{SENTINEL_SUFFIX}"),
     ]
     .contains(&suffix.to_string())
     .then(|| format!("{connector}{suffix}"))

@@ -75,6 +75,10 @@ pub enum On {
     Tls,
     /// A Valkey Cluster over TLS (SPEC §10 on §8).
     TlsCluster,
+    /// A primary, its replicas and three Sentinels (SPEC §11).
+    Sentinel,
+    /// The same over TLS (SPEC §10 on §11).
+    TlsSentinel,
     /// Another engine of the matrix, by name (`valkey-8.1`, `redis-7.0`).
     Named(&'static str),
 }
@@ -84,6 +88,8 @@ pub fn boot(on: On) -> Engine {
         On::Cluster => super::cluster_engine(),
         On::Tls => super::tls_engine(),
         On::TlsCluster => super::tls_cluster_engine(),
+        On::Sentinel => super::named_engine("valkey-9.1-sentinel"),
+        On::TlsSentinel => super::named_engine("valkey-9.1-tls-sentinel"),
         On::Named(name) => super::named_engine(name),
         On::One => super::binary_engine(),
     }
@@ -155,6 +161,8 @@ pub fn judge(
         On::Cluster => "a cluster",
         On::Tls => "a TLS engine",
         On::TlsCluster => "a TLS cluster",
+        On::Sentinel => "a Sentinel engine",
+        On::TlsSentinel => "a TLS Sentinel engine",
         On::Named(name) => name,
         On::One => "a single engine",
     };

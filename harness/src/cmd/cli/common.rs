@@ -176,8 +176,8 @@ impl EngineArgs {
             o.image = named.image;
             o.valkey_server = named.valkey_server;
             o.tls = named.tls;
-            if named.choice == EngineChoice::Cluster {
-                o.choice = EngineChoice::Cluster;
+            if matches!(named.choice, EngineChoice::Cluster | EngineChoice::Sentinel) {
+                o.choice = named.choice;
             }
         }
         o

@@ -47,7 +47,13 @@ impl Handler for Reference {
     }
 
     fn connect(&mut self, a: fields::Connect<'_>) -> Answer {
-        self.open_session(a.session, a.url, *a.cluster, a.ca_file.as_deref())?;
+        let target = crate::engine::Target {
+            url: a.url.clone(),
+            cluster: *a.cluster,
+            ca_file: a.ca_file.clone(),
+            sentinel: a.sentinel.clone(),
+        };
+        self.open_session(a.session, &target)?;
         Ok(Reply::Unit)
     }
 

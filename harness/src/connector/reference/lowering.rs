@@ -40,7 +40,7 @@ impl Reference {
         session: &str,
         target: &crate::engine::Target,
     ) -> Result<(), ConnectorError> {
-        let dial = self.dial(&target.url, target.cluster, target.ca_file.as_deref())?;
+        let dial = self.dial(target)?;
         let link = Self::open(&dial)?;
         self.sessions.insert(session.to_string(), link);
         Ok(())

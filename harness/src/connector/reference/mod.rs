@@ -164,12 +164,13 @@ impl Reference {
 
     /// How `connect` dials: its url, and on `rediss://` the CAs of `ca_file`, read now: a file
     /// that cannot be read or holds no certificate is `invalid`, nothing sent (SPEC R10.1).
-    fn dial(
-        &self,
-        url: &str,
-        cluster: bool,
-        ca_file: Option<&str>,
-    ) -> Result<Dial, ConnectorError> {
+    fn dial(&self, target: &crate::engine::Target) -> Result<Dial, ConnectorError> {
+        let crate::engine::Target {
+            url,
+            cluster,
+            ca_file,
+            sentinel,
+        } = target;
         let ca = match ca_file {
             None => None,
             Some(path) => {
@@ -186,8 +187,10 @@ impl Reference {
         };
         Ok(Dial {
             url: url.to_string(),
-            cluster,
+            cluster: *cluster,
             ca,
+            sentinel: sentinel.clone(),
+            sentinel_quirks: self.quirks.sentinel,
             accept_any: self.quirks.tls_accept_any,
             skip_names: self.quirks.tls_skip_names,
             seed_only: self.quirks.tls_seed_only,
@@ -200,11 +203,9 @@ impl Reference {
     fn open_session(
         &mut self,
         session: &str,
-        url: &str,
-        cluster: bool,
-        ca_file: Option<&str>,
+        target: &crate::engine::Target,
     ) -> Result<(), ConnectorError> {
-        let dial = self.dial(url, cluster, ca_file)?;
+        let dial = self.dial(target)?;
         let mut link = match Self::open_timed(&dial, self.io_timeout()) {
             // P3.4: a connection closed before the fence read is dialled once more.
             Err(e) if self.permits.redial_at_connect && e.kind == ErrorKind::Engine => {

@@ -70,4 +70,6 @@ pub struct Quirks {
     /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
     /// the connection that said it stays (breaks R8.11).
     pub readonly_final: bool,
+    /// Behind Sentinel, the departures of [`super::link::SentinelQuirks`] (SPEC §11).
+    pub sentinel: super::link::SentinelQuirks,
 }

@@ -13,12 +13,14 @@ impl Request {
             url,
             cluster,
             ca_file,
+            sentinel,
         } = target.clone();
         Self::Connect {
             session: session.into(),
             url,
             cluster,
             ca_file,
+            sentinel,
         }
     }
 
@@ -30,12 +32,14 @@ impl Request {
                 url,
                 cluster,
                 ca_file,
+                sentinel,
             } => Some((
                 session,
                 Target {
                     url: url.clone(),
                     cluster: *cluster,
                     ca_file: ca_file.clone(),
+                    sentinel: sentinel.clone(),
                 },
             )),
             _ => None,
@@ -60,6 +64,7 @@ mod tests {
             url: "rediss://:pw@localhost:7000/0".into(),
             cluster: true,
             ca_file: Some("/ca.pem".into()),
+            sentinel: None,
         }
     }
 
@@ -73,6 +78,7 @@ mod tests {
                 url: "rediss://:pw@localhost:7000/0".into(),
                 cluster: true,
                 ca_file: Some("/ca.pem".into()),
+                sentinel: None,
             }
         );
         assert_eq!(r.as_connect(), Some(("s", tls())));

@@ -150,13 +150,17 @@ verbs! {
     Connect connect -> Unit {
         session: String,
         // `connect` may name a url (to pin R9.1); without one it is the case's database.
-        url: String [arg = "", check connect_url(url, *cluster, ca_file.as_deref())],
+        url: String [arg = "", check connect_url(url, *cluster, ca_file.as_deref(), sentinel.as_ref())],
         /// The url names a cluster's seed node (SPEC R8.1); absent on a single engine.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cluster: bool,
         /// The PEM file of the CAs a `rediss://` session trusts (SPEC R10.1); absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ca_file: Option<String> [arg = Value::Null],
+        /// The Sentinel deployment whose first Sentinel the url names (SPEC R11.1); absent on
+        /// every other engine.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sentinel: Option<crate::protocol::sentinel::Sentinels>,
     }, typed {
         /// Opens `session` on `target` (the connector reads the fence first): a url for a
         /// single engine, or an [`crate::engine::Target`] that may name a cluster or a CA.

@@ -66,6 +66,9 @@ pub struct Running {
     pub sentinels: Vec<Node>,
     /// A TLS engine's certificates (SPEC §10).
     pub tls: Option<Arc<RunTls>>,
+    /// The data node that is the primary now: node 0 at boot, another after G8's failover
+    /// ([`crate::engine::Engine::seed`]; the harness's own connections follow it).
+    pub primary: std::sync::atomic::AtomicUsize,
 }
 
 impl Running {
@@ -102,6 +105,7 @@ pub fn start(
         nodes: Vec::new(),
         sentinels: Vec::new(),
         tls,
+        primary: Default::default(),
     };
     let boot = Boot::new(server, users, running.tls.as_ref());
     for i in 0..=REPLICAS {

@@ -177,7 +177,12 @@ impl Engine {
     /// The boot's wait: every replica in sync with node 0, and every Sentinel settled on it
     /// ([`Engine::sentinel_settled`]).
     pub(in crate::engine) fn wait_sentinel_ready(&self) -> Result<(), HarnessError> {
-        let primary = NodeId::new(0);
+        self.wait_settled(NodeId::new(0))
+    }
+
+    /// Every replica in sync with `primary`, and every Sentinel settled on it: after a boot, and
+    /// after a failover once the old primary follows the new one.
+    pub fn wait_settled(&self, primary: NodeId) -> Result<(), HarnessError> {
         for replica in self.nodes().into_iter().filter(|n| *n != primary) {
             self.wait_in_sync(primary, replica)?;
         }
@@ -192,6 +197,33 @@ impl Engine {
                 .into_iter()
                 .try_for_each(|id| self.sentinel_settled(id, primary));
             Ok(noting(&mut missing, settled))
+        })
+        .map_err(|e| held_up(e, &missing))
+        .map(drop)
+    }
+
+    /// `SENTINEL FAILOVER` of the primary, asked of the first Sentinel: coordinated where the
+    /// engine can (Valkey 9: the primary pauses writes and hands over to the replica, losing
+    /// nothing), else forced. Asked again while the Sentinel answers that no replica is fit yet
+    /// (`NOGOODSLAVE`: it has not refreshed them) or a failover is under way (`INPROG`).
+    pub fn sentinel_failover(&self) -> Result<(), HarnessError> {
+        let mut missing = String::new();
+        let ask = || -> Result<(), String> {
+            let mut a = self
+                .sentinel_admin(SentinelId::new(0))
+                .map_err(|e| e.to_string())?;
+            let failover = |a: &mut Admin, extra: &[&str]| {
+                let mut args = vec!["SENTINEL", "FAILOVER", PRIMARY_NAME];
+                args.extend_from_slice(extra);
+                a.query::<String>(&args).map(drop).map_err(|e| e.to_string())
+            };
+            match failover(&mut a, &["COORDINATED"]) {
+                Err(e) if e.contains("NOGOODPRIMARY") => failover(&mut a, &[]),
+                other => other,
+            }
+        };
+        try_wait_until("a Sentinel taking SENTINEL FAILOVER", || {
+            Ok(noting(&mut missing, ask()))
         })
         .map_err(|e| held_up(e, &missing))
         .map(drop)

@@ -93,9 +93,22 @@ impl Engine {
         nodes.iter().position(|n| n.has_port(port)).map(NodeId::new)
     }
 
-    /// The node a cluster url names (its seed), or the one engine.
+    /// The node a cluster url names (its seed), a Sentinel engine's primary now, or the one
+    /// engine.
     pub fn seed(&self) -> NodeId {
+        if let Handle::Sentinel(s) = &self.handle {
+            return NodeId::new(s.primary.load(std::sync::atomic::Ordering::SeqCst));
+        }
         self.node_at(self.port).unwrap_or(NodeId::new(0))
+    }
+
+    /// After a failover on a Sentinel engine: `id` is the primary the harness's own connections
+    /// (its admin, `MONITOR`, the gates' proxies) reach from now on. Nothing on other engines.
+    pub fn set_primary(&self, id: NodeId) {
+        if let Handle::Sentinel(s) = &self.handle {
+            s.primary
+                .store(id.index(), std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// The port `id` listens on, for evidence (a cluster's node's own; the engine's).

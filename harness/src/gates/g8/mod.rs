@@ -33,6 +33,7 @@ pub mod late_reply;
 mod ledger;
 pub mod migration;
 mod plan;
+pub mod sentinel;
 pub mod unclean;
 
 use crashes::crashes;
@@ -96,6 +97,8 @@ fn phases(
         migration::run(ctx, out)?;
     } else {
         beside.here(out)?;
+        // Behind Sentinel: READONLY, then a failover (R11.3).
+        sentinel::run(ctx, out)?;
     }
     crashes(ctx, out)
 }

@@ -36,6 +36,9 @@ pub const CLUSTER_SECTION: u8 = 8;
 /// SPEC's section of the TLS rules.
 pub const TLS_SECTION: u8 = 10;
 
+/// SPEC's section of the Sentinel rules.
+pub const SENTINEL_SECTION: u8 = 11;
+
 /// One rule of SPEC.
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
@@ -66,6 +69,12 @@ impl Rule {
     /// must PASS every gate on an engine without TLS (no `rediss://` url reaches it there).
     pub fn on_tls(&self) -> bool {
         self.id.section == TLS_SECTION
+    }
+
+    /// True for the Sentinel rules (SPEC §11): their doubles are judged on a Sentinel engine,
+    /// and each must PASS every gate on an engine without Sentinels (no `sentinel` reaches it).
+    pub fn on_sentinel(&self) -> bool {
+        self.id.section == SENTINEL_SECTION
     }
 
     /// True when some connector can break it (it then needs a double).
@@ -147,6 +156,12 @@ pub fn is_cluster_double(double: Double) -> bool {
     broken_by(double).any(Rule::on_cluster)
 }
 
+/// True for a double of SPEC §11 (it breaks a Sentinel rule), or one the table judges on a TLS
+/// Sentinel engine: judged on a Sentinel engine, and on any other it passes every gate.
+pub fn is_sentinel_double(double: Double) -> bool {
+    double.on_tls_sentinel() || broken_by(double).any(Rule::on_sentinel)
+}
+
 /// True for a double of SPEC §10 (it breaks a TLS rule): judged on a TLS engine, and on an
 /// engine without TLS it passes every gate.
 pub fn is_tls_double(double: Double) -> bool {
@@ -158,6 +173,7 @@ mod cluster;
 mod connector;
 pub mod permits;
 mod protocol;
+mod sentinel;
 mod tls;
 pub mod triggers;
 mod url;
@@ -167,7 +183,8 @@ mod wire;
 pub use ways::{How, Way};
 
 /// Every rule of SPEC, in SPEC's order: §1–§3 (the protocol), §4 (the connector), §5 (the wire),
-/// §8 (a cluster), §9 (the url), then §10 (over TLS), one file per part of SPEC.
+/// §8 (a cluster), §9 (the url), §10 (over TLS), then §11 (behind Sentinel), one file per part
+/// of SPEC.
 pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
     protocol::PROTOCOL
         .iter()
@@ -176,6 +193,7 @@ pub static CATALOGUE: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(
         .chain(cluster::CLUSTER)
         .chain(url::URL)
         .chain(tls::TLS)
+        .chain(sentinel::SENTINEL)
         .copied()
         .collect()
 });

@@ -33,7 +33,7 @@ pub const TLS: &[Rule] = &[
         id: RuleId::new(10, 2),
         summary: "every connection of a rediss:// session speaks TLS from its first byte, never falling back to plaintext",
         checks: &[
-            "G1-G8 on a TLS engine: every TLS front reads each connection's first byte; one that is not a TLS handshake record fails the gate running",
+            "G1-G8 on a TLS engine: every TLS front (every node's and every Sentinel's) reads each connection's first byte; one that is not a TLS handshake record fails the gate running",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -42,6 +42,11 @@ pub const TLS: &[Rule] = &[
                 How::Otherwise,
                 "a rediss:// url taken as redis://: plaintext to a TLS server",
                 &[Double::PlaintextOnRediss],
+            ),
+            Way::by(
+                How::TooFew,
+                "TLS to the data nodes, plaintext to the Sentinels (redis-py's Sentinel without TLS in sentinel_kwargs)",
+                &[Double::PlaintextToSentinels],
             ),
             Way::not(
                 How::TooFew,

@@ -196,6 +196,9 @@ impl Run<'_> {
             {
                 map.insert("ca_file".into(), Value::String(ca));
             }
+            if let Some(sentinel) = target.sentinel {
+                map.insert("sentinel".into(), serde_json::json!(sentinel));
+            }
         }
         serde_json::from_value(obj)
             .map_err(|e| format!("arguments do not form a {verb} request: {e}"))

@@ -21,6 +21,10 @@ pub(in crate::connector::reference) struct Dial {
     pub seed_only: bool,
     /// A permission double's paths ([`super::super::Permits::resp3`], `greet`).
     pub permits: super::super::Permits,
+    /// A Sentinel deployment the url's first Sentinel belongs to (SPEC R11.1).
+    pub sentinel: Option<crate::protocol::sentinel::Sentinels>,
+    /// A double's Sentinel departures.
+    pub sentinel_quirks: super::SentinelQuirks,
 }
 
 impl Dial {

@@ -15,8 +15,10 @@
 
 mod dial;
 mod pipes;
+mod sentinel;
 
 pub(super) use dial::Dial;
+pub use sentinel::SentinelQuirks;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,6 +37,8 @@ const MAX_REDIRECTS: usize = 5;
 pub(super) enum Link {
     One(redis::Connection),
     Cluster(Box<Cluster>),
+    /// The primary of a Sentinel deployment (SPEC §11).
+    Sentinel(Box<sentinel::Primary>),
 }
 
 /// A session's cluster client and its per-node pipeline connections.
@@ -112,6 +116,10 @@ impl Link {
     /// map from the seed `url` and uses its password on every node).
     pub(super) fn open(dial: &Dial, timeout: Duration) -> RedisResult<Self> {
         let url = dial.url.as_str();
+        if let Some(sentinels) = &dial.sentinel {
+            let p = sentinel::Primary::open(dial, sentinels, timeout, dial.sentinel_quirks)?;
+            return Ok(Self::Sentinel(Box::new(p)));
+        }
         if !dial.cluster {
             return Ok(Self::One(dial.connection(url, timeout)?));
         }
@@ -172,6 +180,9 @@ impl Link {
     /// again, on fresh connections, and the session reads the fence first (R8.9). The failed
     /// call itself is never sent again (R4.17).
     pub(super) fn after_error(&mut self, e: &redis::RedisError) {
+        if let Self::Sentinel(p) = self {
+            p.after_error(e);
+        }
         if let Self::Cluster(c) = self {
             let lost = e.is_io_error()
                 || e.is_connection_dropped()
@@ -190,9 +201,14 @@ impl Link {
         matches!(self, Self::Cluster(_))
     }
 
-    /// True when a redirect was followed since the slot map was read.
+    /// True when a redirect was followed since the slot map was read, or the primary behind
+    /// Sentinel may have moved (R11.3).
     pub(super) fn is_stale(&self) -> bool {
-        matches!(self, Self::Cluster(c) if c.stale)
+        match self {
+            Self::Cluster(c) => c.stale,
+            Self::Sentinel(p) => p.stale,
+            Self::One(_) => false,
+        }
     }
 
     /// Reads the slot map again before the next call (a pipeline met a redirect).
@@ -208,6 +224,9 @@ impl Link {
     /// Every node of the last slot map is a seed besides the url's: the seed node may be the one
     /// that died (R8.11).
     pub(super) fn reconnect(&mut self) -> RedisResult<()> {
+        if let Self::Sentinel(p) = self {
+            return p.reconnect();
+        }
         if let Self::Cluster(c) = self {
             let mut seeds = vec![c.url.clone()];
             for (primary, _, replicas) in &c.slots {
@@ -229,6 +248,7 @@ impl Link {
     fn con(&mut self) -> &mut dyn ConnectionLike {
         match self {
             Self::One(c) => c,
+            Self::Sentinel(p) => &mut p.con,
             Self::Cluster(c) => &mut c.con,
         }
     }
@@ -288,6 +308,7 @@ impl Link {
     pub(super) fn ping_for(&mut self, key: &str) -> RedisResult<Value> {
         match self {
             Self::One(c) => c.req_command(&redis::cmd("PING")),
+            Self::Sentinel(p) => p.con.req_command(&redis::cmd("PING")),
             Self::Cluster(c) => c.con.route_command(
                 &redis::cmd("PING"),
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
@@ -304,6 +325,13 @@ impl Link {
         let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).to_owned();
         let first = match self {
             Self::One(c) => return c.req_command(&load).and_then(Value::extract_error),
+            Self::Sentinel(p) => {
+                let r = p.con.req_command(&load).and_then(Value::extract_error);
+                if let Err(e) = &r {
+                    p.after_error(e);
+                }
+                return r;
+            }
             Self::Cluster(c) if !c.load_by_slot && c.answered_by.is_some() => {
                 let (host, port) = c.answered_by.clone().expect("checked");
                 return c
@@ -328,6 +356,7 @@ impl Link {
         let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).to_owned();
         match self {
             Self::One(c) => c.req_command(&load).and_then(Value::extract_error),
+            Self::Sentinel(p) => p.con.req_command(&load).and_then(Value::extract_error),
             Self::Cluster(c) => c
                 .con
                 .route_command(&load, by_address(&c.seed.0, c.seed.1))

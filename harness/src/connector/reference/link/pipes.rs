@@ -14,6 +14,7 @@ impl Link {
     fn pipe_for(&mut self, key: &str) -> RedisResult<&mut redis::Connection> {
         match self {
             Self::One(c) => Ok(c),
+            Self::Sentinel(p) => Ok(&mut p.con),
             Self::Cluster(c) => {
                 let slot = shards::slot(key.as_bytes());
                 let port = c

@@ -14,7 +14,7 @@ pub(super) type NodeSlot = (
 /// Where the phase's faults are armed: its own proxy in front of a single engine, or the proxies
 /// a cluster's nodes announce.
 pub(super) enum Proxies<'a> {
-    Single(Proxy),
+    Single(crate::gates::GateProxy<'a>),
     Cluster(&'a crate::engine::Engine),
 }
 

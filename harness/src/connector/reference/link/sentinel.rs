@@ -1,0 +1,228 @@
+//! A session behind Sentinel (SPEC §11): the primary found by asking the Sentinels in order
+//! (R11.1), checked with `ROLE` on the connection that will carry the session (R11.2), and found
+//! afresh after a lost connection, a timeout or `READONLY` (R11.3). Part of the seam.
+//!
+//! Written here, not taken from the redis crate's `sentinel` module: that module finds the
+//! primary with `SENTINEL MASTERS`, which a least-privilege Sentinel user does not hold (R11.4),
+//! checks `ROLE` on a throw-away connection and then opens another (the check proves nothing
+//! about the connection used), and never re-points a connection it handed out.
+
+use std::time::Duration;
+
+use redis::{ConnectionLike, ErrorKind as RedisKind, RedisResult, ServerErrorKind, Value};
+
+use super::Dial;
+use crate::protocol::sentinel::Sentinels;
+use crate::protocol::url::EngineUrl;
+
+/// How long one Sentinel may take to answer before the next is asked (R11.1): a share of the
+/// request's 10 s (R5.8) small enough for three silent Sentinels to leave room for the primary.
+const SENTINEL_WITHIN: Duration = Duration::from_secs(1);
+
+/// The Sentinel departures a double asks for; all off in the reference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SentinelQuirks {
+    /// Uses the node a Sentinel names without asking it `ROLE` (breaks R11.2).
+    pub no_role: bool,
+    /// Asks the first Sentinel only (breaks R11.1).
+    pub first_only: bool,
+    /// Waits on a Sentinel as long as on the engine (breaks R11.1 on a silent Sentinel).
+    pub no_sentinel_timeout: bool,
+    /// Reconnects to the address found at `connect`, never asking again (breaks R11.3).
+    pub sticky: bool,
+    /// Takes `READONLY` as the call's error only, keeping the connection (breaks R11.3).
+    pub readonly_final: bool,
+    /// Asks a Sentinel `SENTINEL MASTERS`, as redis-rs and redis-py do (breaks R11.4).
+    pub masters: bool,
+    /// Speaks plaintext to the Sentinels of a `rediss://` session (breaks R10.2; redis-py's
+    /// `Sentinel` without TLS in `sentinel_kwargs`).
+    pub plaintext: bool,
+}
+
+/// A session's connection to the primary the Sentinels named.
+pub(in crate::connector::reference) struct Primary {
+    pub(super) con: redis::Connection,
+    sentinels: Sentinels,
+    dial: Dial,
+    timeout: Duration,
+    /// Where the last discovery found the primary.
+    at: (String, u16),
+    /// The primary may have moved: the next call finds it again first (R11.3).
+    pub(super) stale: bool,
+    pub(super) quirks: SentinelQuirks,
+}
+
+impl Primary {
+    /// Finds the primary (R11.1, R11.2) and connects to it.
+    pub(super) fn open(
+        dial: &Dial,
+        sentinels: &Sentinels,
+        timeout: Duration,
+        quirks: SentinelQuirks,
+    ) -> RedisResult<Self> {
+        let (con, at) = discover(dial, sentinels, timeout, quirks)?;
+        Ok(Self {
+            con,
+            sentinels: sentinels.clone(),
+            dial: dial.clone(),
+            timeout,
+            at,
+            stale: false,
+            quirks,
+        })
+    }
+
+    /// After a failed command (R11.3): a lost connection, a timeout or `READONLY` says the
+    /// primary may have moved.
+    pub(super) fn after_error(&mut self, e: &redis::RedisError) {
+        let lost = e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_timeout();
+        let readonly = e.kind() == RedisKind::Server(ServerErrorKind::ReadOnly);
+        if lost || (readonly && !self.quirks.readonly_final) {
+            self.stale = true;
+        }
+    }
+
+    /// A fresh connection to the primary the Sentinels name now; the old one is closed as it
+    /// is replaced. The caller reads the fence on it (R3.5).
+    pub(super) fn reconnect(&mut self) -> RedisResult<()> {
+        let (con, at) = if self.quirks.sticky {
+            let url = primary_url(&self.dial.url, &self.at.0, self.at.1)?;
+            (self.dial.connection(&url, self.timeout)?, self.at.clone())
+        } else {
+            discover(&self.dial, &self.sentinels, self.timeout, self.quirks)?
+        };
+        self.con = con;
+        self.at = at;
+        self.stale = false;
+        Ok(())
+    }
+}
+
+/// R11.1 and R11.2: each Sentinel in order, until one names a node that says it is the primary.
+fn discover(
+    dial: &Dial,
+    sentinels: &Sentinels,
+    timeout: Duration,
+    quirks: SentinelQuirks,
+) -> RedisResult<(redis::Connection, (String, u16))> {
+    let addrs = sentinels
+        .addrs()
+        .map_err(|e| redis::RedisError::from((RedisKind::InvalidClientConfig, "sentinel", e)))?;
+    let take = if quirks.first_only { 1 } else { addrs.len() };
+    let mut why = Vec::new();
+    for (host, port) in addrs.into_iter().take(take) {
+        let named = ask(dial, &host, port, &sentinels.name, quirks, timeout);
+        let (ph, pp) = match named {
+            Ok(Some(at)) => at,
+            Ok(None) => {
+                why.push(format!("{host}:{port} knows no {:?}", sentinels.name));
+                continue;
+            }
+            Err(e) => {
+                why.push(format!("{host}:{port}: {e}"));
+                continue;
+            }
+        };
+        match checked(dial, &ph, pp, timeout, quirks) {
+            Ok(con) => return Ok((con, (ph, pp))),
+            Err(e) => why.push(format!("{host}:{port} named {ph}:{pp}: {e}")),
+        }
+    }
+    Err(redis::RedisError::from((
+        RedisKind::Io,
+        "no Sentinel named a primary",
+        why.join("; "),
+    )))
+}
+
+/// One Sentinel's answer: the primary's host and port, or `None` when it knows no such name.
+fn ask(
+    dial: &Dial,
+    host: &str,
+    port: u16,
+    name: &str,
+    quirks: SentinelQuirks,
+    timeout: Duration,
+) -> RedisResult<Option<(String, u16)>> {
+    let within = if quirks.no_sentinel_timeout {
+        timeout
+    } else {
+        SENTINEL_WITHIN
+    };
+    // No database: a Sentinel has none, and the crate sends `SELECT` for any other than 0.
+    let mut url = parse(&dial.url)?;
+    url.host = host.to_string();
+    url.port = Some(port);
+    url.db = None;
+    if quirks.plaintext {
+        url.scheme = crate::protocol::url::Scheme::Redis;
+    }
+    let mut con = dial
+        .client(&url.to_string())?
+        .get_connection_with_timeout(within)?;
+    con.set_read_timeout(Some(within))?;
+    con.set_write_timeout(Some(within))?;
+    if quirks.masters {
+        con.req_command(redis::cmd("SENTINEL").arg("MASTERS"))?
+            .extract_error()?;
+    }
+    let reply = con
+        .req_command(
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(name),
+        )?
+        .extract_error()?;
+    let fields: Vec<String> = match reply {
+        Value::Nil => return Ok(None),
+        other => redis::from_redis_value(other)?,
+    };
+    match fields.as_slice() {
+        [h, p] => Ok(p.parse().ok().map(|p| (h.clone(), p))),
+        _ => Ok(None),
+    }
+}
+
+/// A connection to `host:port` that said `ROLE` `master` (R11.2), with the session's database.
+fn checked(
+    dial: &Dial,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    quirks: SentinelQuirks,
+) -> RedisResult<redis::Connection> {
+    let mut con = dial.connection(&primary_url(&dial.url, host, port)?, timeout)?;
+    if quirks.no_role {
+        return Ok(con);
+    }
+    let role = con.req_command(&redis::cmd("ROLE"))?.extract_error()?;
+    let first = match &role {
+        Value::Array(items) => items.first().and_then(super::super::text),
+        _ => None,
+    };
+    if first.as_deref() == Some("master") {
+        return Ok(con);
+    }
+    // Dropped: closed before anything else is sent on it.
+    Err(redis::RedisError::from((
+        RedisKind::Io,
+        "not the primary",
+        format!("ROLE says {}", first.unwrap_or_else(|| format!("{role:?}"))),
+    )))
+}
+
+/// The session's url (scheme, user, password, database) at the primary's `host:port`.
+fn primary_url(url: &str, host: &str, port: u16) -> RedisResult<String> {
+    let mut u = parse(url)?;
+    u.host = host.to_string();
+    Ok(u.with_port(port).to_string())
+}
+
+fn parse(url: &str) -> RedisResult<EngineUrl> {
+    EngineUrl::parse(url).map_err(|e| {
+        redis::RedisError::from((RedisKind::InvalidClientConfig, "bad url", e.to_string()))
+    })
+}
