@@ -18,6 +18,12 @@ package main
 //     session's CAs only (ca_file; the system store without it), the host name of that connection
 //     checked against the certificate, TLS from the first byte. Verification is never switched off
 //     and nothing falls back to plaintext.
+//   - Sentinel (SPEC §11): every (re)connect asks the Sentinels in order (AUTH and
+//     SENTINEL get-master-addr-by-name only, no SELECT, each closed after its answer, 1 s each),
+//     sends ROLE to the node named before anything else but AUTH and uses it only if it says
+//     master; a lost connection, a timeout or READONLY forgets the primary, and the next verb
+//     finds it again the same way (fence first). The Sentinels are dialled by dial below, with the
+//     session's TLS options.
 
 import (
 	"crypto/tls"
@@ -76,6 +82,18 @@ type Target struct {
 	TLS      bool           // rediss:// (SPEC §10): every connection of the session speaks TLS
 	CAFile   string         // connect's ca_file, when given
 	RootCAs  *x509.CertPool // the CAs of ca_file, and only those; nil: the system's store (R10.1)
+	Sentinel *SentinelField // connect's sentinel (R11.1): the primary is found through these
+}
+
+// UseSentinel makes the session one behind Sentinel (R11.1): the url names the first Sentinel and
+// gives the scheme, the user, the password and the database; the Sentinels of s.Nodes, asked in
+// order, name the primary. Not with "cluster": true (invalid, nothing dialled).
+func (t *Target) UseSentinel(s *SentinelField) *WireError {
+	if t.Cluster {
+		return invalidf("sentinel and \"cluster\": true exclude each other: a Sentinel deployment is one primary")
+	}
+	t.Sentinel = s
+	return nil
 }
 
 // ParseTarget checks the url (scheme redis or rediss, SPEC §5 and §10; database 0 on a cluster,
@@ -221,6 +239,7 @@ type Engine struct {
 	nodes   []string // cluster: every address seen, to find the slot map again
 	broken  bool     // a connection failed: reconnect (fence first) at the next verb
 	inFence bool     // reading or installing the fence (no fence re-read from inside it)
+	primary string   // behind Sentinel: the primary this connect found (R11.1), never reused after a loss
 }
 
 // Open connects a session: dial, (cluster: learn the slot map), read the fence (SPEC §3).
@@ -251,6 +270,12 @@ func (e *Engine) fail(addr string, err error) *WireError {
 func (e *Engine) establish() *WireError {
 	e.Close()
 	e.broken = true
+	if e.t.Sentinel != nil {
+		// Behind Sentinel every (re)connect asks the Sentinels afresh and checks ROLE (R11.1-R11.3).
+		if err := e.discover(); err != nil {
+			return err
+		}
+	}
 	if e.t.Cluster {
 		if err := e.refreshSlots(); err != nil {
 			return err
@@ -276,7 +301,11 @@ func (e *Engine) ready() *WireError {
 	if !e.broken {
 		return nil
 	}
-	e.logf("session to %s reconnects (fence first)", e.t.Addr)
+	if e.t.Sentinel != nil {
+		e.logf("session behind Sentinel %q reconnects (Sentinels asked again, ROLE, fence first)", e.t.Sentinel.Name)
+	} else {
+		e.logf("session to %s reconnects (fence first)", e.t.Addr)
+	}
 	return e.establish()
 }
 
@@ -287,10 +316,30 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 		}
 		return nil, e.fail(addr, c.Err())
 	}
+	if e.t.Sentinel != nil {
+		// Behind Sentinel only discover dials a data node (ROLE first, R11.2); a connection that
+		// is gone is found again through the Sentinels at the next verb (R11.3).
+		e.Close()
+		e.broken = true
+		return nil, enginef("the connection to the primary %s is gone; the next call asks the Sentinels again", addr)
+	}
+	c, err := e.dial(addr, dialTimeout, ioTimeout, !e.t.Cluster && e.t.DB != 0)
+	if err != nil {
+		return nil, err
+	}
+	e.conns[addr] = c
+	return c, nil
+}
+
+// dial opens one connection to addr, authenticated as the url's user (AUTH before anything else,
+// R4.19), with SELECT of the url's database when withDB. Every connection of the session (data
+// nodes and Sentinels alike) is dialled here, so a rediss:// session speaks TLS from the first
+// byte of each (R10.2), with the session's CAs and addr's host as the name to verify.
+func (e *Engine) dial(addr string, connect, rw time.Duration, withDB bool) (redis.Conn, *WireError) {
 	opts := []redis.DialOption{
-		redis.DialConnectTimeout(dialTimeout),
-		redis.DialReadTimeout(ioTimeout),
-		redis.DialWriteTimeout(ioTimeout),
+		redis.DialConnectTimeout(connect),
+		redis.DialReadTimeout(rw),
+		redis.DialWriteTimeout(rw),
 	}
 	if e.t.Password != "" {
 		opts = append(opts, redis.DialPassword(e.t.Password))
@@ -298,25 +347,139 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 			opts = append(opts, redis.DialUsername(e.t.User))
 		}
 	}
-	if !e.t.Cluster && e.t.DB != 0 {
+	if withDB {
 		opts = append(opts, redis.DialDatabase(e.t.DB))
 	}
 	if e.t.TLS {
-		// Every connection of a rediss:// session is dialled here, so each gets TLS from its
-		// first byte (R10.2). redigo wraps the TCP connection in tls.Client before AUTH
-		// (conn.go:243-276), clones this config and keeps its ServerName (:248-257).
+		// redigo wraps the TCP connection in tls.Client before AUTH (conn.go:243-276), clones
+		// this config and keeps its ServerName (:248-257).
 		cfg, err := e.t.tlsConfig(addr)
 		if err != nil {
 			return nil, enginef("connect to %s: TLS: %v", addr, err)
 		}
 		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(cfg),
-			redis.DialTLSHandshakeTimeout(dialTimeout))
+			redis.DialTLSHandshakeTimeout(connect))
 	}
 	c, err := redis.Dial("tcp", addr, opts...)
 	if err != nil {
 		return nil, e.t.dialError(addr, err)
 	}
-	e.conns[addr] = c
+	return c, nil
+}
+
+// ---- behind Sentinel (SPEC §11) ----
+
+const (
+	// sentinelTimeout bounds each Sentinel (dial, TLS handshake, each reply): a refusing or
+	// silent one costs about this much and the next is asked (R11.1), within R5.8's 10 s.
+	sentinelTimeout = time.Second
+	// namedTimeout bounds the dial and the ROLE reply of a node a Sentinel named (R11.2).
+	namedTimeout = 2 * time.Second
+)
+
+// discover finds the primary (R11.1, R11.2): each Sentinel in order, on its own connection
+// (AUTH as the url's user, no SELECT, closed after the answer), is asked
+// SENTINEL get-master-addr-by-name, and nothing else (R11.4). The node it names is dialled
+// without SELECT and sent ROLE; only a "master" reply makes it the session's primary (then
+// SELECT of the url's database). Anything else closes that connection with nothing more sent,
+// and the next Sentinel is asked. No address is remembered from an earlier connect (R11.3).
+func (e *Engine) discover() *WireError {
+	s := e.t.Sentinel
+	e.primary = ""
+	var why []string
+	answered, named := 0, 0
+	for _, sa := range s.Nodes {
+		host, port, err := e.askSentinel(sa, s.Name)
+		if err != nil {
+			why = append(why, fmt.Sprintf("Sentinel %s: %s", sa, err))
+			continue
+		}
+		answered++
+		if host == "" {
+			why = append(why, fmt.Sprintf("Sentinel %s does not know %q (null)", sa, s.Name))
+			continue
+		}
+		named++
+		addr := net.JoinHostPort(host, port)
+		c, werr := e.checkPrimary(addr)
+		if werr != nil {
+			why = append(why, fmt.Sprintf("Sentinel %s named %s: %s", sa, addr, werr.Msg))
+			continue
+		}
+		e.conns[addr] = c
+		e.primary = addr
+		return nil
+	}
+	summary := "no Sentinel named a primary that answers ROLE with master"
+	switch {
+	case answered == 0:
+		summary = "no Sentinel answered"
+	case named == 0:
+		summary = fmt.Sprintf("no Sentinel knows the name %q", s.Name)
+	}
+	return enginef("Sentinel discovery of %q failed, %s: %s", s.Name, summary, strings.Join(why, "; "))
+}
+
+// askSentinel asks one Sentinel for the primary's address; ("", "", nil) is a null answer.
+func (e *Engine) askSentinel(addr, name string) (string, string, error) {
+	c, werr := e.dial(addr, sentinelTimeout, sentinelTimeout, false)
+	if werr != nil {
+		return "", "", errors.New(werr.Msg)
+	}
+	defer c.Close()
+	v, err := c.Do("SENTINEL", "get-master-addr-by-name", name)
+	if err != nil {
+		if re, ok := err.(redis.Error); ok {
+			return "", "", fmt.Errorf("error reply %s", string(re))
+		}
+		return "", "", fmt.Errorf("no answer: %v", err)
+	}
+	if v == nil {
+		return "", "", nil
+	}
+	xs, err := redis.Strings(v, nil)
+	if err != nil || len(xs) != 2 {
+		return "", "", fmt.Errorf("unexpected reply %#v", v)
+	}
+	if p, err := strconv.Atoi(xs[1]); err != nil || p < 1 || p > 65535 || xs[0] == "" {
+		return "", "", fmt.Errorf("unexpected address %q %q", xs[0], xs[1])
+	}
+	return xs[0], xs[1], nil
+}
+
+// checkPrimary opens a connection to a node a Sentinel named and sends ROLE before anything but
+// AUTH (R11.2); it keeps the connection (and then selects the url's database) only if the node
+// says master. On any other outcome the connection is closed with nothing more sent on it.
+func (e *Engine) checkPrimary(addr string) (redis.Conn, *WireError) {
+	c, werr := e.dial(addr, namedTimeout, ioTimeout, false)
+	if werr != nil {
+		return nil, werr
+	}
+	v, err := redis.DoWithTimeout(c, namedTimeout, "ROLE")
+	if err != nil {
+		c.Close()
+		if re, ok := err.(redis.Error); ok {
+			return nil, enginef("ROLE answered %s", string(re))
+		}
+		return nil, enginef("ROLE: %v", err)
+	}
+	role := ""
+	if xs, err := redis.Values(v, nil); err == nil && len(xs) > 0 {
+		role, _ = redis.String(xs[0], nil)
+	}
+	if role != "master" {
+		c.Close()
+		if role == "" {
+			return nil, enginef("ROLE answered %#v", v)
+		}
+		return nil, enginef("ROLE says %s, not master", role)
+	}
+	if e.t.DB != 0 {
+		if _, err := c.Do("SELECT", e.t.DB); err != nil {
+			c.Close()
+			return nil, enginef("SELECT %d: %v", e.t.DB, err)
+		}
+	}
 	return c, nil
 }
 
@@ -512,6 +675,13 @@ func parseSlots(v interface{}, defaultHost string) ([]string, []string, error) {
 }
 
 func (e *Engine) route(key string) (string, *WireError) {
+	if e.t.Sentinel != nil {
+		if e.primary == "" {
+			e.broken = true
+			return "", enginef("no primary: the next call asks the Sentinels again")
+		}
+		return e.primary, nil
+	}
 	if !e.t.Cluster {
 		return e.t.Addr, nil
 	}
@@ -638,6 +808,14 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 							continue
 						}
 						kind := errPrefix(re)
+						if strings.HasPrefix(string(re), "READONLY ") && (e.t.Cluster || e.t.Sentinel != nil) {
+							// R8.11, R11.3: the node was demoted (its error reply; the command of
+							// that name is never sent). The call fails (it did not run, and is not
+							// sent again, R4.17); the session starts afresh at its next verb, on new
+							// connections (the slot map read again, or the Sentinels asked again),
+							// fence first.
+							readonly = true
+						}
 						if !e.t.Cluster && kind != "NOSCRIPT" {
 							// One engine: a redirect is an error reply like any other (kind engine);
 							// a connect without "cluster": true never follows one (R8.1).
@@ -650,13 +828,6 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 							if debugRedirects {
 								e.logf("round %d: %s answered %s to %s %v", round, addr, string(re), ops[i].cmd, ops[i].key)
 							}
-						}
-						if strings.HasPrefix(string(re), "READONLY ") {
-							// R8.11: the node was demoted (its error reply; the command of that name
-							// is never sent). The call fails (it did not run, and is not sent again,
-							// R4.17); the session starts afresh at its next verb: the slot map read
-							// again, on new connections, fence first.
-							readonly = true
 						}
 						switch kind {
 						case "MOVED":

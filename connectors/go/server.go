@@ -176,9 +176,20 @@ func (s *Server) connect(req *Request) (interface{}, *WireError) {
 	if err != nil {
 		return nil, err
 	}
+	sentinel, err := req.OptSentinel()
+	if err != nil {
+		return nil, err
+	}
 	t, err := ParseTarget(url, cluster)
 	if err != nil {
 		return nil, err
+	}
+	// R11.1: behind Sentinel the url names the first Sentinel, its scheme, user, password and
+	// database being the session's; the primary is found through the Sentinels at every connect.
+	if sentinel != nil {
+		if err := t.UseSentinel(sentinel); err != nil {
+			return nil, err
+		}
 	}
 	// R10.1: ca_file needs rediss://; it is read (and must hold a certificate) before anything is
 	// dialled, so a bad one is invalid with nothing sent.

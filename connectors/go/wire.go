@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // Error kinds (SPEC §5).
@@ -190,6 +192,76 @@ func (r *Request) OptStrings(name string) ([]string, bool, *WireError) {
 		}
 	}
 	return out, true, nil
+}
+
+// SentinelField is connect's sentinel (R11.1): the name the Sentinels monitor the primary by and
+// every Sentinel's host:port, in the order to ask them.
+type SentinelField struct {
+	Name  string
+	Nodes []string
+}
+
+// OptSentinel reads connect's optional sentinel field (absent or null: nil, SPEC §7). Present, it
+// must be an object with a non-empty string name and a non-empty array nodes of host:port
+// strings (a non-empty host, a decimal port in 1..=65535); otherwise invalid, before anything is
+// dialled. Unknown members are ignored, as unknown request fields are.
+func (r *Request) OptSentinel() (*SentinelField, *WireError) {
+	v, ok := r.raw("sentinel")
+	if !ok {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if bytes.TrimSpace(v)[0] != '{' || json.Unmarshal(v, &obj) != nil {
+		return nil, invalidf("sentinel must be an object {\"name\": ..., \"nodes\": [\"host:port\", ...]}")
+	}
+	sub := &Request{Fields: obj}
+	name, err := sub.String("name")
+	if err != nil {
+		return nil, invalidf("sentinel: %s", err.Msg)
+	}
+	if name == "" {
+		return nil, invalidf("sentinel: name must be a non-empty string")
+	}
+	rawNodes, ok := obj["nodes"]
+	if !ok || isNull(rawNodes) {
+		return nil, invalidf("sentinel: missing field nodes")
+	}
+	var raws []json.RawMessage
+	if bytes.TrimSpace(rawNodes)[0] != '[' || json.Unmarshal(rawNodes, &raws) != nil {
+		return nil, invalidf("sentinel: nodes must be an array of \"host:port\" strings")
+	}
+	if len(raws) == 0 {
+		return nil, invalidf("sentinel: nodes must name at least one Sentinel")
+	}
+	nodes := make([]string, len(raws))
+	for i, e := range raws {
+		if len(bytes.TrimSpace(e)) == 0 || bytes.TrimSpace(e)[0] != '"' || json.Unmarshal(e, &nodes[i]) != nil {
+			return nil, invalidf("sentinel: nodes[%d] must be a \"host:port\" string", i)
+		}
+		if err := checkHostPort(nodes[i]); err != nil {
+			return nil, invalidf("sentinel: nodes[%d] %q: %s", i, nodes[i], err.Msg)
+		}
+	}
+	return &SentinelField{Name: name, Nodes: nodes}, nil
+}
+
+// checkHostPort accepts host:port ([v6]:port too) with a non-empty host and a port of decimal
+// digits only in 1..=65535.
+func checkHostPort(s string) *WireError {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return invalidf("must be host:port")
+	}
+	if host == "" || strings.ContainsAny(host, " \t\r\n/@?#") {
+		return invalidf("has no valid host")
+	}
+	if port == "" || strings.Trim(port, "0123456789") != "" {
+		return invalidf("port must be decimal")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return invalidf("port must be in 1..=65535")
+	}
+	return nil
 }
 
 // Session reads the session name: a non-empty string (SPEC §7).

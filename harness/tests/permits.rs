@@ -30,6 +30,7 @@ fn taker_engines(t: Taker) -> &'static [On] {
         Taker::ReconnectReadsFirst | Taker::PingsEveryVerb => &[On::One],
         Taker::EagerNodeConnections => &[On::Cluster, On::TlsCluster],
         Taker::ReadsEverySlotMap | Taker::RetriesTryagain => &[On::Cluster],
+        Taker::SentinelExtras => &[On::Sentinel],
         _ => &[On::One, On::Cluster],
     }
 }

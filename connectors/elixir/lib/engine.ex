@@ -262,21 +262,23 @@ defmodule EchoMQ.Engine do
   # ------------------------------------------------------------------ sessions and the fence
 
   @doc """
-  connect (R3.1-R3.4, R8.1, R10.1): open, learn the slot map on a cluster, read the fence.
-  `cacerts` is nil or the DER certificates of `ca_file` (checked by `Validate.ca_file/2`).
+  connect (R3.1-R3.4, R8.1, R10.1, R11.1): open (behind Sentinel: find the primary first), learn
+  the slot map on a cluster, read the fence. `sentinel` is nil or `Validate.sentinel/2`'s
+  `%{name, nodes}`; `cacerts` is nil or the DER certificates of `ca_file` (checked by
+  `Validate.ca_file/2`).
   """
-  def connect(bundle, name, url, cluster, cacerts, dl) do
+  def connect(bundle, name, url, cluster, sentinel, cacerts, dl) do
     if url.tls do
       case tls_settings(cacerts) do
-        {:ok, tls} -> do_connect(bundle, name, url, cluster, tls, dl)
+        {:ok, tls} -> do_connect(bundle, name, url, cluster, sentinel, tls, dl)
         {:error, m} -> {:error, :engine, m}
       end
     else
-      do_connect(bundle, name, url, cluster, nil, dl)
+      do_connect(bundle, name, url, cluster, sentinel, nil, dl)
     end
   end
 
-  defp do_connect(bundle, name, url, cluster, tls, dl) do
+  defp do_connect(bundle, name, url, cluster, sentinel, tls, dl) do
     auth =
       case {url.user, url.password} do
         {nil, nil} -> nil
@@ -284,13 +286,21 @@ defmodule EchoMQ.Engine do
         {u, p} -> ["AUTH", u, p || ""]
       end
 
-    s = %Router{name: name, cluster: cluster, seed: {url.host, url.port}, auth: auth, db: url.db, tls: tls, bundle: bundle}
+    # behind Sentinel the url names the first Sentinel, not a data node: the seed is found (R11.1)
+    seed = if sentinel, do: nil, else: {url.host, url.port}
+
+    s = %Router{name: name, cluster: cluster, seed: seed, auth: auth, db: url.db, tls: tls, sentinel: sentinel, bundle: bundle}
 
     result =
-      if cluster do
-        with {:ok, s} <- Router.init_cluster(s, dl), do: read_fence(s, dl)
-      else
-        with {:ok, _pid, s} <- Router.conn(s, s.seed, dl), do: read_fence(s, dl)
+      cond do
+        cluster ->
+          with {:ok, s} <- Router.init_cluster(s, dl), do: read_fence(s, dl)
+
+        sentinel ->
+          with {:ok, s} <- Router.ensure_primary(s, dl), do: read_fence(s, dl)
+
+        true ->
+          with {:ok, _pid, s} <- Router.conn(s, s.seed, dl), do: read_fence(s, dl)
       end
 
     case result do
@@ -372,7 +382,7 @@ defmodule EchoMQ.Engine do
 
         {:ok, replies} ->
           m = Enum.find_value(replies, inspect(replies), fn {:err, m} -> m; _ -> nil end)
-          {:error, :engine, "installing the fence #{@fence_key}: #{m}", s}
+          {:error, :engine, "installing the fence #{@fence_key}: #{m}", Router.after_readonly(s, replies)}
 
         {:error, reason} ->
           {:error, :engine, "installing the fence: connection failed (#{describe_reason(reason)})", Router.drop(s, node)}

@@ -15,10 +15,17 @@ defmodule EchoMQ.Router do
   command of a verb is sent on it (R3.1): `conns` marks each connection `fenced` only after a
   fence read that followed its opening.
 
+  Behind Sentinel (SPEC §11) the session's one node is the primary the Sentinels name
+  (`EchoMQ.Sentinel`): `seed` is the node found by the last discovery, and a connection to it is
+  only ever opened by a discovery (R11.2's `ROLE` check included), never by redialling a
+  remembered address. A lost connection, a timeout or a `READONLY` reply closes it (R11.3), so
+  the next call finds no live connection and asks the Sentinels again before it sends anything;
+  the new connection is unfenced, so the fence is read on it before its first script.
+
   This module sends through `EchoMQ.Engine`, the seam; it names no key and no raw client.
   """
 
-  alias EchoMQ.Engine
+  alias EchoMQ.{Engine, Sentinel}
 
   defstruct name: nil,
             cluster: false,
@@ -27,6 +34,8 @@ defmodule EchoMQ.Router do
             db: 0,
             # nil (plaintext), or the seam's TLS settings for every connection of the session (R10.2)
             tls: nil,
+            # nil, or %{name, nodes: [{host, port}]} (R11.1): the primary is found through these
+            sentinel: nil,
             bundle: nil,
             conns: %{},
             slots: nil
@@ -38,7 +47,33 @@ defmodule EchoMQ.Router do
 
   # ------------------------------------------------------------------ connections
 
-  @doc "The live connection to `node`, opening it (unfenced) when there is none."
+  @doc """
+  The live connection to `node`, opening it (unfenced) when there is none. Behind Sentinel a
+  connection is opened only by a new discovery (R11.3); should that name another primary than
+  `node`, the call bound for `node` is not sent (it fails with kind `engine`; the session now
+  points at the new primary).
+  """
+  def conn(%__MODULE__{sentinel: %{}} = s, node, dl) do
+    case s.conns do
+      %{^node => %{pid: pid}} ->
+        if Process.alive?(pid), do: {:ok, pid, s}, else: conn(drop(s, node), node, dl)
+
+      _ ->
+        case rediscover(s, dl) do
+          {:ok, s} ->
+            if s.seed == node or node == nil,
+              do: {:ok, s.conns[s.seed].pid, s},
+              else:
+                {:error, :engine,
+                 "the connection to #{addr(node)} was lost and the Sentinels now name #{addr(s.seed)} " <>
+                   "as the primary; the call was not sent", s}
+
+          error ->
+            error
+        end
+    end
+  end
+
   def conn(s, node, dl) do
     case s.conns do
       %{^node => %{pid: pid}} ->
@@ -65,6 +100,33 @@ defmodule EchoMQ.Router do
       {%{pid: pid}, conns} ->
         Engine.close_conn(pid)
         %{s | conns: conns}
+    end
+  end
+
+  @doc """
+  Behind Sentinel: a live connection to the session's primary, found afresh (R11.1, R11.2) when
+  there is none. Elsewhere a no-op.
+  """
+  def ensure_primary(%__MODULE__{sentinel: %{}, seed: seed} = s, dl) do
+    case s.conns do
+      %{^seed => %{pid: pid}} when seed != nil ->
+        if Process.alive?(pid), do: {:ok, s}, else: rediscover(s, dl)
+
+      _ ->
+        rediscover(s, dl)
+    end
+  end
+
+  def ensure_primary(s, _dl), do: {:ok, s}
+
+  # Every connection of the session goes first (R5.13: one to an old primary included), then
+  # the Sentinels are asked; the connection discovery opened is the session's only one.
+  defp rediscover(s, dl) do
+    s = close_all(s)
+
+    case Sentinel.discover(s, dl) do
+      {:ok, node, pid} -> {:ok, %{s | seed: node, conns: %{node => %{pid: pid, fenced: false}}}}
+      {:error, m} -> {:error, :engine, "finding the primary through Sentinel: " <> m, s}
     end
   end
 
@@ -189,20 +251,25 @@ defmodule EchoMQ.Router do
     # a pending call: {index, item, redirect target or nil, asking?, NOSCRIPTs seen}
     pending = items |> Enum.with_index() |> Enum.map(fn {it, i} -> {i, it, nil, false, 0} end)
 
-    case loop(s, pending, [], 0, dl, opts) do
-      {:ok, replies, s} -> {:ok, replies, after_readonly(s, replies)}
-      other -> other
+    with {:ok, s} <- ensure_primary(s, dl) do
+      case loop(s, pending, [], 0, dl, opts) do
+        {:ok, replies, s} -> {:ok, replies, after_readonly(s, replies)}
+        other -> other
+      end
     end
   end
 
-  # R8.11: a node that answered READONLY was demoted. Those calls failed (they did not run and are
-  # not sent again, R4.16); every connection of the session goes, so the next verb opens new ones
-  # (fence first) and follows the demoted node's MOVED to the slot's new primary.
-  defp after_readonly(%__MODULE__{cluster: true} = s, replies) do
+  @doc """
+  R8.11, R11.3: a node that answered READONLY was demoted. Those calls failed (they did not run
+  and are not sent again, R4.16); every connection of the session goes, so the next verb opens
+  new ones (fence first): on a cluster it follows the demoted node's MOVED to the slot's new
+  primary; behind Sentinel it asks the Sentinels again.
+  """
+  def after_readonly(%__MODULE__{} = s, replies) when s.cluster or s.sentinel != nil do
     if Enum.any?(replies, &match?({:err, "READONLY" <> _}, &1)), do: close_all(s), else: s
   end
 
-  defp after_readonly(s, _replies), do: s
+  def after_readonly(s, _replies), do: s
 
   defp loop(s, [], done, _round, _dl, _opts) do
     {:ok, done |> Enum.sort_by(fn {i, _} -> i end) |> Enum.map(fn {_, v} -> v end), s}
@@ -221,8 +288,10 @@ defmodule EchoMQ.Router do
           {:ok, replies, s} ->
             case classify(s, node, its, replies, retry, flags) do
               # the common case: one node, one round, nothing to redo: replies are in order
-              {_finals, [], _} when round == 0 and length(groups) == 1 ->
-                {:halt, {:fast, replies, s}}
+              # (the finals, not the raw replies: a script's error reply that the raw client returned as a
+              # value, e.g. a cut READONLY, is the error it was)
+              {finals, [], _} when round == 0 and length(groups) == 1 ->
+                {:halt, {:fast, finals, s}}
 
               {finals, retry, flags} ->
                 {:cont, {:ok, s, finals ++ done, retry, flags}}
@@ -243,8 +312,9 @@ defmodule EchoMQ.Router do
       end)
 
     case result do
-      {:fast, replies, s} ->
-        {:ok, replies, s}
+      {:fast, finals, s} ->
+        # classify built them last first
+        {:ok, finals |> Enum.reverse() |> Enum.map(&elem(&1, 1)), s}
 
       {:error, _, _, _} = e ->
         e

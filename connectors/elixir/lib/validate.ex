@@ -226,6 +226,64 @@ defmodule EchoMQ.Validate do
     end
   end
 
+  @doc """
+  R11.1: `connect`'s optional `sentinel` (absent or null: nil), checked before anything is
+  dialled: an object with `name` (a non-empty string, the name the Sentinels monitor the primary
+  by) and `nodes` (a non-empty list of `host:port` strings, port 1..65535, `[v6]:port` for an IPv6
+  address), not with `"cluster": true`. Returns `%{name, nodes: [{host, port}]}`.
+  """
+  def sentinel(req, cluster) do
+    case Map.get(req, "sentinel") do
+      nil ->
+        nil
+
+      %{} = m ->
+        if cluster, do: fail(~s(sentinel cannot go with "cluster": true))
+
+        name =
+          case Map.get(m, "name") do
+            n when is_binary(n) and n != "" -> n
+            "" -> fail("sentinel.name must be a non-empty string")
+            nil -> fail("missing field sentinel.name")
+            v -> fail("sentinel.name must be a string, got #{describe(v)}")
+          end
+
+        nodes =
+          case Map.get(m, "nodes") do
+            [_ | _] = l -> Enum.map(l, &sentinel_node/1)
+            [] -> fail("sentinel.nodes must name at least one Sentinel")
+            nil -> fail("missing field sentinel.nodes")
+            v -> fail("sentinel.nodes must be a list of host:port strings, got #{describe(v)}")
+          end
+
+        %{name: name, nodes: nodes}
+
+      v ->
+        fail("sentinel must be an object or null, got #{describe(v)}")
+    end
+  end
+
+  defp sentinel_node(n) when is_binary(n) do
+    bad = fn why -> fail("sentinel node #{inspect(n)} #{why}; expected host:port") end
+
+    case n do
+      "[" <> rest ->
+        case :binary.split(rest, "]:") do
+          [h, p] when h != "" -> {h, port(p, bad)}
+          _ -> bad.("is not [address]:port")
+        end
+
+      _ ->
+        case :binary.split(n, ":") do
+          [h, p] when h != "" -> {h, port(p, bad)}
+          [_] -> bad.("has no port")
+          _ -> bad.("is not host:port")
+        end
+    end
+  end
+
+  defp sentinel_node(v), do: fail("sentinel node must be a string (host:port), got #{describe(v)}")
+
   defp decode(s, bad) do
     URI.decode(s)
   rescue

@@ -104,6 +104,8 @@ defmodule EchoMQ.Wire do
     url = Validate.url(Map.get(req, "url") || Validate.fail("missing field url"))
     cluster = Validate.optional_bool(req, "cluster")
     if cluster and url.db != 0, do: Validate.fail("a cluster url names database 0 (or none), got #{url.db}")
+    # R11.1: the Sentinels to ask and the name they know the primary by (nil on other engines)
+    sentinel = Validate.sentinel(req, cluster)
     # R10.1: read and checked here, before the old session is closed or anything is dialled
     cacerts = Validate.ca_file(req, url)
 
@@ -118,7 +120,7 @@ defmodule EchoMQ.Wire do
           %{state | sessions: rest}
       end
 
-    case Engine.connect(state.bundle, name, url, cluster, cacerts, deadline(0)) do
+    case Engine.connect(state.bundle, name, url, cluster, sentinel, cacerts, deadline(0)) do
       {:ok, s} -> {{:ok, %{}}, %{state | sessions: Map.put(state.sessions, name, s)}}
       {:error, k, m} -> {{:error, k, m}, state}
     end

@@ -5,7 +5,9 @@ knows the key schema (SPEC §1). Everything else talks to `Session` methods and 
 exceptions of `errors` (a test in tests/test_seam.py fails if `redis` is imported elsewhere).
 
 Commands sent, and nothing else (besides what redis-py sends at connect: AUTH as the url's user,
-SELECT; on a cluster CLUSTER SLOTS, never COMMAND: `_cluster_class`; SPEC R4.19's list):
+SELECT; on a cluster CLUSTER SLOTS, never COMMAND: `_cluster_class`; behind Sentinel, ROLE on
+every connection to a node a Sentinel named, and to each Sentinel AUTH and SENTINEL
+get-master-addr-by-name only: `SentinelSession`; SPEC R4.19's and R11.4's lists):
   - at every new engine connection, before anything else (the fence, SPEC §3):
       HGETALL emq:fence; if empty: MULTI, HSETNX x3, EXEC, HGETALL emq:fence
   - transitions: EVALSHA <sha> ...; on a NOSCRIPT reply one SCRIPT LOAD <source> and the EVALSHA
@@ -25,9 +27,10 @@ import os
 import socket
 import ssl
 import sys
+import time
 import warnings
 from typing import Any, Callable
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 import redis.connection
@@ -276,6 +279,13 @@ def _server_message(err: BaseException) -> str:
     return msg or type(err).__name__
 
 
+def _failed(args: tuple, err: BaseException) -> None:
+    """Tell the session a call failed with `err` (a Sentinel session may give its primary up)."""
+    hook = getattr(args[0], "_on_failure", None) if args else None
+    if hook is not None:
+        hook(err)
+
+
 def _engine(fn: Callable) -> Callable:
     """Translate redis-py / socket failures into the wire error kinds."""
 
@@ -285,15 +295,46 @@ def _engine(fn: Callable) -> Callable:
         except _FenceRejected as e:
             raise FenceError(str(e)) from None
         except RedisError as e:
+            _failed(args, e)
             raise EngineError(_server_message(e)) from None
         except RedisClusterException as e:  # cluster mode: no reachable node, slots not covered...
             raise EngineError(f"cluster: {e}") from None
         except OSError as e:
+            _failed(args, e)
             raise EngineError(f"connection error: {e}") from None
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+def _first_connection(client: redis.Redis) -> None:
+    """Open the client's (only) connection now, so that connect answers for it: the connect
+    function runs (AUTH, the fence, ...). On any failure the client is closed."""
+    pool = client.connection_pool
+    try:
+        try:
+            conn = pool.get_connection()
+        except TypeError:  # redis-py 5 wants a command name
+            conn = pool.get_connection("_")
+        pool.release(conn)
+    except BaseException:
+        _close_client(client)
+        raise
+
+
+def _close_client(client: redis.Redis | None) -> None:
+    """Close every socket of a client's pool, then the client (R5.13)."""
+    if client is None:
+        return
+    try:
+        client.connection_pool.disconnect()
+    except Exception:  # closing a dead socket is not an error worth reporting
+        pass
+    try:
+        client.close()
+    except Exception:
+        pass
 
 
 def _s(value: Any) -> str:
@@ -325,6 +366,10 @@ class Session:
     def _fence(self, conn: Any) -> None:
         """redis_connect_func: runs on EVERY new socket, before any command of ours."""
         conn.on_connect()  # AUTH / SELECT as redis-py does them (CLIENT SETINFO disabled)
+        self._read_fence(conn)
+
+    def _read_fence(self, conn: Any) -> None:
+        """R3.1/R3.2 on a connection that is authenticated and in the session's database."""
         fence = self.bundle.fence_key
         current = self._hgetall(conn, fence)
         if not current:
@@ -373,11 +418,18 @@ class Session:
 
     @_engine
     def open(self) -> None:
+        client = self._new_client(self.url, self._on_new_connection)
+        _first_connection(client)
+        self._client = client
+
+    def _new_client(self, url: str, connect_func: Callable, connect_timeout: float = CONNECT_TIMEOUT_S) -> redis.Redis:
+        """The session's redis-py client on `url` (nothing dialled yet): one connection at most,
+        RESP2, no retries, no CLIENT SETINFO, `connect_func` run on every connection it opens."""
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # lib_name/lib_version deprecation in redis-py 8
-                client = redis.Redis.from_url(
-                    self.url,
+                return redis.Redis.from_url(
+                    url,
                     protocol=2,
                     decode_responses=False,
                     # Never resend a script call behind our back (SPEC §4), unless broken on purpose.
@@ -388,8 +440,8 @@ class Session:
                     lib_name=None,
                     lib_version=None,  # no CLIENT SETINFO
                     socket_timeout=SOCKET_TIMEOUT_S,
-                    socket_connect_timeout=CONNECT_TIMEOUT_S,
-                    redis_connect_func=self._on_new_connection,
+                    socket_connect_timeout=connect_timeout,
+                    redis_connect_func=connect_func,
                     # rediss:// (SPEC §10): ConnectionPool.from_url keeps a given connection_class
                     # over the url's SSLConnection (redis/connection.py:2961-2962) and builds every
                     # connection of the pool, replacements included, from it.
@@ -397,17 +449,6 @@ class Session:
                 )
         except (ValueError, TypeError) as e:
             raise Invalid(f"url: {e}") from None
-        pool = client.connection_pool
-        try:
-            try:
-                conn = pool.get_connection()
-            except TypeError:  # redis-py 5 wants a command name
-                conn = pool.get_connection("_")
-            pool.release(conn)
-        except BaseException:
-            client.close()
-            raise
-        self._client = client
 
     def close(self) -> None:
         client, self._client = self._client, None
@@ -982,3 +1023,245 @@ class ClusterSession(Session):
                 load = script if missed else None
                 todo = missed
         return done
+
+
+# ---------------------------------------------------------------------------------------------
+# Behind Sentinel (SPEC §11): `connect` with "sentinel": {"name", "nodes"}. The url names the first
+# Sentinel; its scheme, user, password and /db are the session's.
+
+SENTINEL_TIMEOUT_S = 1.0  # each Sentinel: its TCP (and TLS) connect within 1 s, each reply within 1 s
+DISCOVERY_BUDGET_S = 7.0  # every Sentinel asked in one discovery, within R5.8's 10 s for connect
+PRIMARY_CHECK_TIMEOUT_S = 3.0  # the node a Sentinel named: connect, AUTH and ROLE within 3 s
+
+
+class _NotPrimary(RedisError):
+    """The node a Sentinel named answers ROLE with something other than `master` (R11.2)."""
+
+
+class _Replaced(RedisConnectionError):
+    """redis-py's pool re-opening a lost connection by itself, to the address it remembers: a
+    Sentinel session asks the Sentinels again instead (R11.3), so the call fails (nothing sent)."""
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, (RedisTimeoutError, TimeoutError)):
+        return f"no answer within {SENTINEL_TIMEOUT_S:g}s ({err})"
+    return _server_message(err) if isinstance(err, RedisError) else f"{type(err).__name__}: {err}"
+
+
+class SentinelSession(Session):
+    """One session on the primary a Sentinel deployment names (SPEC §11).
+
+    Discovery (R11.1, `_resolve`), at connect and again before the first call after a loss: each
+    Sentinel of `nodes` in order, on its own connection (TLS as the session's, verified against
+    the host `nodes` gives, R10.2-R10.4), authenticated as the url's user, asked
+    `SENTINEL get-master-addr-by-name <name>` and closed. Nothing else goes to a Sentinel (R11.4):
+    db 0 (no SELECT: a Sentinel has no databases), RESP2 (no HELLO), no CLIENT SETINFO, no PING.
+    redis-py's own `redis.sentinel.Sentinel` is not used: it asks `SENTINEL MASTERS` and
+    `SENTINEL SLAVES` (refused by the Sentinels' ACL: R11.4), and it talks plaintext to the
+    Sentinels unless `sentinel_kwargs` repeat the TLS settings (R10.2). A Sentinel that refuses,
+    stays silent past SENTINEL_TIMEOUT_S, answers an error or null is skipped.
+
+    The node named gets a client of its own (`Session._new_client`: one connection, no retries);
+    its connection sends AUTH, then `ROLE` (R11.2), and only if the reply begins with `master`
+    SELECT <db> and the fence (R3.1): a node that is not the primary sees nothing but AUTH and
+    ROLE, and the next Sentinel is asked.
+
+    Losing the primary (R11.3): a connection error, a timeout or a READONLY reply fails the call
+    with kind engine (never re-sent, R4.17), closes the client, and the next call resolves the
+    primary afresh (never a remembered address) and reads the fence on the new connection before
+    its script; `_evalsha` answers the new node's NOSCRIPT with SCRIPT LOAD there (R4.9). A
+    connection that died while idle (the engine closed it: EOF on the socket) is found before the
+    next call sends anything (`r`), and that call resolves the primary afresh too. redis-py's
+    pool would re-open it by itself to the address it remembers: that is refused (`_Replaced`).
+    """
+
+    def __init__(self, bundle: Bundle, url: str, tls: TLS | None, name: str, sentinels: list[tuple[str, int]]):
+        super().__init__(bundle, url, tls)
+        self.name = name
+        self.sentinels = list(sentinels)
+        parts = urlsplit(url)
+        self._username = unquote(parts.username) if parts.username else None
+        self._password = unquote(parts.password) if parts.password is not None else None
+        db = parts.path.lstrip("/")
+        self._db = int(db) if db else 0
+        self._stale = False  # the primary was lost: the next call resolves it again
+        self._closed = False
+        self.primary: tuple[str, int] | None = None  # where the current client is (for messages)
+
+    # ----------------------------------------------------------------------------- discovery
+
+    def _sentinel_connection(self, host: str, port: int, timeout: float) -> Any:
+        cls = self.tls.connection_class() if self.tls else redis.connection.Connection
+        kwargs: dict[str, Any] = {}
+        if self.tls is not None:
+            kwargs = {k: v for k, v in self.tls.redis_kwargs().items() if k != "connection_class"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # lib_name/lib_version deprecation in redis-py 8
+            return cls(
+                host=host,
+                port=port,
+                username=self._username,
+                password=self._password,
+                db=0,  # a Sentinel has no databases: no SELECT (R11.1)
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+                retry_on_timeout=False,
+                health_check_interval=0,
+                protocol=2,
+                lib_name=None,
+                lib_version=None,  # no CLIENT SETINFO
+                **kwargs,
+            )
+
+    def _ask(self, host: str, port: int, timeout: float) -> tuple[str, int] | None:
+        """One Sentinel's answer: the primary's (host, port), or None when it does not know the
+        name. Raises on a refused connection, a timeout or an error reply. The connection is
+        closed whatever happens."""
+        conn = self._sentinel_connection(host, port, timeout)
+        try:
+            conn.connect()  # TCP, TLS on rediss://, AUTH as the url's user: nothing else
+            conn.send_command("SENTINEL", "get-master-addr-by-name", self.name)
+            reply = conn.read_response()
+        finally:
+            conn.disconnect()
+        if reply is None:
+            return None
+        if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+            raise ResponseError(f"unexpected reply to SENTINEL get-master-addr-by-name: {reply!r}")
+        try:
+            return _s(reply[0]), int(reply[1])
+        except ValueError:
+            raise ResponseError(f"unexpected port in SENTINEL get-master-addr-by-name's reply: {reply!r}") from None
+
+    def _primary_url(self, host: str, port: int) -> str:
+        """The url of the node a Sentinel named: the session's scheme and credentials, database 0
+        (the SELECT is sent by `_on_primary_connection`, after ROLE)."""
+        parts = urlsplit(self.url)
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        shown = f"[{host}]" if ":" in host else host
+        return urlunsplit((parts.scheme, f"{userinfo}{at}{shown}:{port}", "/0", "", ""))
+
+    def _on_primary_connection(self, opened: list[bool], conn: Any) -> None:
+        """redis_connect_func of a client on a node a Sentinel named: AUTH, ROLE (R11.2), then
+        SELECT and the fence (R3.1). Only the client's first connection is let through: a second
+        one is redis-py's pool re-opening a lost connection to the remembered address (R11.3)."""
+        if opened[0]:
+            raise _Replaced(f"the connection to {conn.host}:{conn.port} was lost; the next call asks the Sentinels again")
+        opened[0] = True
+        sock = conn._sock
+        sock.settimeout(PRIMARY_CHECK_TIMEOUT_S)
+        conn.on_connect()  # AUTH as the url's user (db 0 on this connection: no SELECT yet)
+        conn.send_command("ROLE")
+        reply = conn.read_response()
+        role = _s(reply[0]) if isinstance(reply, (list, tuple)) and reply else repr(reply)
+        if role != "master":
+            raise _NotPrimary(f"{conn.host}:{conn.port} answers ROLE {role}, not master")
+        sock.settimeout(conn.socket_timeout)
+        if self._db:
+            conn.send_command("SELECT", self._db)
+            if _s(conn.read_response()) != "OK":
+                raise ResponseError(f"SELECT {self._db} failed")
+        self._read_fence(conn)
+
+    def _connect_primary(self, host: str, port: int) -> redis.Redis:
+        opened = [False]
+        client = self._new_client(
+            self._primary_url(host, port),
+            functools.partial(self._on_primary_connection, opened),
+            connect_timeout=PRIMARY_CHECK_TIMEOUT_S,
+        )
+        _first_connection(client)  # closes the client on any failure
+        return client
+
+    def _resolve(self) -> None:
+        """R11.1 and R11.2: ask the Sentinels in order until one names a node that answers ROLE
+        master; open the session's connection there (fence included). Else kind engine, saying
+        why. A fence refusal, or an error reply of the primary itself (a SELECT it refuses), ends
+        it at once."""
+        deadline = time.monotonic() + DISCOVERY_BUDGET_S
+        notes: list[str] = []
+        silent = unknown = 0
+        for host, port in self.sentinels:
+            left = deadline - time.monotonic()
+            if left <= 0.05:
+                notes.append(f"{host}:{port} not asked: {DISCOVERY_BUDGET_S:g}s spent")
+                silent += 1
+                continue
+            try:
+                named = self._ask(host, port, min(SENTINEL_TIMEOUT_S, left))
+            except (RedisError, OSError) as e:
+                notes.append(f"{host}:{port}: {_why(e)}")
+                silent += 1
+                continue
+            if named is None:
+                notes.append(f"{host}:{port} does not know {self.name!r}")
+                unknown += 1
+                continue
+            try:
+                client = self._connect_primary(*named)
+            except _NotPrimary as e:
+                notes.append(f"{host}:{port} named {named[0]}:{named[1]}, which {str(e).split(' ', 1)[1]}")
+                continue
+            except (RedisConnectionError, RedisTimeoutError, OSError) as e:
+                notes.append(f"{host}:{port} named {named[0]}:{named[1]}: {_server_message(e)}")
+                continue
+            self._client, self.primary = client, named
+            return
+        if silent == len(self.sentinels):
+            why = "no Sentinel answered"
+        elif unknown == len(self.sentinels):
+            why = f"no Sentinel knows the name {self.name!r}"
+        else:
+            why = f"no Sentinel named a primary for {self.name!r}"
+        raise EngineError(f"sentinel: {why} ({'; '.join(notes)})")
+
+    # ----------------------------------------------------------------------------- session
+
+    @_engine
+    def open(self) -> None:
+        self._resolve()
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def _drop(self) -> None:
+        client, self._client, self.primary = self._client, None, None
+        _close_client(client)
+
+    def _on_failure(self, err: BaseException) -> None:
+        """R11.3: a lost connection, a timeout or READONLY makes the primary stale: its connection
+        is closed now, and the next call resolves the primary again."""
+        lost = isinstance(err, (RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError))
+        if lost or str(err).startswith("READONLY") or _server_message(err).startswith("READONLY"):
+            self._stale = True
+            self._drop()
+
+    @staticmethod
+    def _alive(client: redis.Redis) -> bool:
+        """The client's idle connection is still open and holds no data nobody asked for (a
+        closed socket reads EOF: the engine, or a failover, closed it)."""
+        for conn in list(getattr(client.connection_pool, "_available_connections", [])):
+            if getattr(conn, "_sock", None) is None:
+                return False
+            try:
+                if conn.can_read():
+                    return False
+            except (RedisError, OSError):
+                return False
+        return True
+
+    @property
+    def r(self) -> redis.Redis:
+        if self._closed:
+            raise EngineError("session is closed")
+        if self._client is not None and not self._stale and not self._alive(self._client):
+            self._stale = True
+            self._drop()
+        if self._stale or self._client is None:
+            self._drop()
+            self._resolve()  # raises while no primary is found: this call fails, the next one tries again
+            self._stale = False
+        return self._client

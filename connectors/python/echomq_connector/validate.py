@@ -76,6 +76,59 @@ def cluster_flag(req: dict) -> bool:
     return value
 
 
+MAX_SENTINELS = 64  # R11.1: far more than a deployment has; each one gets a bounded share of connect
+
+
+def _sentinel_node(value: Any, i: int) -> tuple[str, int]:
+    """One `host:port` of `sentinel.nodes` (R11.1): a host (an IPv6 literal in brackets) and a
+    decimal port 1..65535."""
+    what = f"sentinel.nodes[{i}]"
+    if not isinstance(value, str) or value == "":
+        raise Invalid(f"{what} must be a host:port string")
+    if any(c.isspace() or c in "/@?#\0" for c in value):
+        raise Invalid(f"{what} must be host:port, not {value!r}")
+    host, sep, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise Invalid(f"{what}: only an IPv6 literal goes in brackets, not {value!r}")
+    elif ":" in host:
+        raise Invalid(f"{what}: an IPv6 host goes in brackets ([::1]:26379), not {value!r}")
+    if not sep or host == "":
+        raise Invalid(f"{what} must be host:port, not {value!r}")
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise Invalid(f"{what} must name a port 1..65535, not {port!r}")
+    return host, int(port)
+
+
+def sentinel(req: dict, cluster: bool) -> tuple[str, list[tuple[str, int]]] | None:
+    """R11.1: the optional `sentinel` of `connect`, `{"name": ..., "nodes": ["host:port", ...]}`:
+    the name the Sentinels monitor the primary by and the Sentinels to ask, in order. Absent or
+    null = None (not a Sentinel deployment). A name that is not a non-empty string, `nodes` that is
+    not a non-empty list of host:port with a port 1..65535, or `sentinel` with `"cluster": true`
+    is invalid, before anything is sent."""
+    value = req.get("sentinel")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid('sentinel must be an object {"name": ..., "nodes": ["host:port", ...]} or null')
+    if cluster:
+        raise Invalid('sentinel and "cluster": true do not go together (SPEC R11.1, R8.1)')
+    name = value.get("name")
+    if not isinstance(name, str) or name == "":
+        raise Invalid("sentinel.name must be a non-empty string")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Invalid("sentinel.name must be valid UTF-8 (no lone surrogates)") from None
+    nodes = value.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        raise Invalid("sentinel.nodes must be a non-empty list of host:port")
+    if len(nodes) > MAX_SENTINELS:
+        raise Invalid(f"sentinel.nodes must hold at most {MAX_SENTINELS} Sentinels, not {len(nodes)}")
+    return name, [_sentinel_node(n, i) for i, n in enumerate(nodes)]
+
+
 def text(req: dict, name: str, allow_empty: bool = True) -> str:
     value = _field(req, name)
     if not isinstance(value, str):

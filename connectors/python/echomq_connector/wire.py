@@ -18,7 +18,7 @@ from . import seam
 from . import validate as v
 from .bundle import Bundle, load_bundle, resolve_bundle_dir
 from .errors import BundleError, ConnectorError, Invalid, Unsupported
-from .seam import ClusterSession, Session
+from .seam import ClusterSession, SentinelSession, Session
 
 
 class _Stop(Exception):
@@ -113,6 +113,7 @@ class Connector:
         url = v.url(req)
         ca_file = v.ca_file(req, url)
         cluster = v.cluster_flag(req)
+        sentinel = v.sentinel(req, cluster)  # R11.1: None on every other deployment
         if cluster:
             url = v.cluster_url(url)
         # rediss:// (SPEC §10): the TLS context is built here, before anything is dialled and before
@@ -122,7 +123,12 @@ class Connector:
         old = self.sessions.pop(name, None)
         if old is not None:
             old.close()
-        s = ClusterSession(self.bundle, url, tls) if cluster else Session(self.bundle, url, tls)
+        if sentinel is not None:
+            s = SentinelSession(self.bundle, url, tls, *sentinel)  # asks the Sentinels (§11)
+        elif cluster:
+            s = ClusterSession(self.bundle, url, tls)
+        else:
+            s = Session(self.bundle, url, tls)
         s.open()  # reads (and if absent installs) the fence before anything else
         self.sessions[name] = s
         return {}

@@ -82,6 +82,46 @@ class ClusterFlag(unittest.TestCase):
                     v.cluster_url(bad)
 
 
+class SentinelField(unittest.TestCase):
+    """R11.1: `connect.sentinel` is {"name", "nodes"}; absent or null is no Sentinel."""
+
+    GOOD = {"name": "emq", "nodes": ["127.0.0.1:26379", "localhost:26380", "[::1]:1", "s-3.example:65535"]}
+
+    def test_absent_or_null_is_none(self):
+        self.assertIsNone(v.sentinel({"session": "s"}, False))
+        self.assertIsNone(v.sentinel({"sentinel": None}, False))
+        self.assertIsNone(v.sentinel({"sentinel": None}, True))  # null is absent, even with a cluster
+
+    def test_good(self):
+        self.assertEqual(
+            v.sentinel({"sentinel": self.GOOD}, False),
+            ("emq", [("127.0.0.1", 26379), ("localhost", 26380), ("::1", 1), ("s-3.example", 65535)]),
+        )
+        self.assertEqual(v.sentinel({"sentinel": {"name": "x", "nodes": ["h:1"], "more": 1}}, False), ("x", [("h", 1)]))
+
+    def test_bad_is_invalid(self):
+        bad = [
+            "emq", ["emq"], 5, True,  # not an object
+            {"nodes": ["h:1"]}, {"name": "", "nodes": ["h:1"]}, {"name": 5, "nodes": ["h:1"]},
+            {"name": None, "nodes": ["h:1"]}, {"name": "\ud800", "nodes": ["h:1"]},
+            {"name": "emq"}, {"name": "emq", "nodes": []}, {"name": "emq", "nodes": "h:1"},
+            {"name": "emq", "nodes": None}, {"name": "emq", "nodes": {"h": 1}},
+            {"name": "emq", "nodes": ["h:1"] * 65},
+        ]
+        nodes = ["h", "h:", ":1", "h:0", "h:65536", "h:-1", "h:+1", "h: 1", "h:1x", "h:abc", " h:1", "h:1 ",
+                 "::1:1", "[h]:1", "[::1]", "h:1:2", "a@h:1", "h/1:1", "", 5, None, ["h:1"], "h:\u0661"]
+        bad += [{"name": "emq", "nodes": ["127.0.0.1:1", n]} for n in nodes]
+        for value in bad:
+            with self.subTest(sentinel=value):
+                with self.assertRaises(Invalid):
+                    v.sentinel({"sentinel": value}, False)
+
+    def test_not_with_a_cluster(self):
+        with self.assertRaises(Invalid):
+            v.sentinel({"sentinel": self.GOOD, "cluster": True}, True)
+        self.assertIsNotNone(v.sentinel({"sentinel": self.GOOD, "cluster": False}, False))
+
+
 class _Spy:
     """A session whose every method records its call: nothing may reach it for a bad request."""
 
@@ -117,12 +157,16 @@ class Dispatch(unittest.TestCase):
             def __init__(self, bundle, url, tls=None):
                 super().__init__(calls, url, tls)
 
-        self._saved = wire.Session, wire.ClusterSession
-        wire.Session, wire.ClusterSession = Single, Cluster
+        class Sentinel(_Spy):
+            def __init__(self, bundle, url, tls, name, nodes):
+                super().__init__(calls, url, tls, name, nodes)
+
+        self._saved = wire.Session, wire.ClusterSession, wire.SentinelSession
+        wire.Session, wire.ClusterSession, wire.SentinelSession = Single, Cluster, Sentinel
         self.c = wire.Connector(load_bundle(BUNDLE))
 
     def tearDown(self):
-        wire.Session, wire.ClusterSession = self._saved
+        wire.Session, wire.ClusterSession, wire.SentinelSession = self._saved
 
     def call(self, **req):
         import json
@@ -145,6 +189,26 @@ class Dispatch(unittest.TestCase):
                 self.assertEqual(reply["error"]["kind"], "invalid", reply)
         reply = self.call(cmd="connect", session="a", url="redis://:pw@127.0.0.1:7000/2", cluster=True)
         self.assertEqual(reply["error"]["kind"], "invalid", reply)
+        self.assertEqual(self.calls, [])
+
+    def test_a_sentinel_connect_makes_a_sentinel_session(self):
+        url = "redis://emq:pw@127.0.0.1:26379/5"
+        sentinel = {"name": "emq", "nodes": ["127.0.0.1:26379", "127.0.0.1:26380"]}
+        self.assertEqual(self.call(cmd="connect", session="a", url=url, sentinel=sentinel), {"seq": 1, "ok": {}})
+        self.assertEqual(self.call(cmd="connect", session="b", url=url, sentinel=None), {"seq": 1, "ok": {}})
+        self.assertEqual(self.call(cmd="connect", session="c", url=url, sentinel=sentinel, cluster=False), {"seq": 1, "ok": {}})
+        news = [c for c in self.calls if c[0] == "new"]
+        self.assertEqual([c[1] for c in news], ["Sentinel", "Single", "Sentinel"])
+        self.assertEqual(news[0][2:], (url, None, "emq", [("127.0.0.1", 26379), ("127.0.0.1", 26380)]))
+
+    def test_bad_sentinel_connects_send_nothing(self):
+        url = "redis://emq:pw@127.0.0.1:26379/0"
+        for sentinel, extra in (({"name": "emq", "nodes": []}, {}), ({"name": "", "nodes": ["h:1"]}, {}),
+                                ({"name": "emq", "nodes": ["h:0"]}, {}), ({"name": "emq", "nodes": ["h"]}, {}),
+                                ("emq", {}), ({"name": "emq", "nodes": ["h:1"]}, {"cluster": True})):
+            with self.subTest(sentinel=sentinel, extra=extra):
+                reply = self.call(cmd="connect", session="a", url=url, sentinel=sentinel, **extra)
+                self.assertEqual(reply["error"]["kind"], "invalid", reply)
         self.assertEqual(self.calls, [])
 
     def test_bad_batches_send_nothing(self):

@@ -48,13 +48,16 @@ pub enum Taker {
     /// A script call answered `TRYAGAIN` or `CLUSTERDOWN` is sent again after a pause, for a
     /// bounded time.
     RetriesTryagain,
+    /// Behind Sentinel, asks each Sentinel also `SENTINEL sentinels` and
+    /// `get-primary-addr-by-name`, and subscribes to `+switch-master` there (P11.1).
+    SentinelExtras,
     /// Every permission above at once.
     Permissive,
 }
 
 impl Taker {
     /// Every permission double, in the order the self-tests run them.
-    pub const ALL: [Taker; 13] = [
+    pub const ALL: [Taker; 14] = [
         Taker::ReconnectReadsFirst,
         Taker::HmgetPayloads,
         Taker::Resp3Hello,
@@ -67,6 +70,7 @@ impl Taker {
         Taker::ReadsEverySlotMap,
         Taker::RedialsAtConnect,
         Taker::RetriesTryagain,
+        Taker::SentinelExtras,
         Taker::Permissive,
     ];
 
@@ -87,6 +91,7 @@ impl Taker {
             Self::ReadsEverySlotMap => p.every_slot_map = true,
             Self::RedialsAtConnect => p.redial_at_connect = true,
             Self::RetriesTryagain => p.retry_tryagain = true,
+            Self::SentinelExtras => p.sentinel_extras = true,
             Self::Permissive => p = Permits::ALL,
         }
         p

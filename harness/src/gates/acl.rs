@@ -36,6 +36,13 @@ pub fn violation(
             "R4.19: AUTH failed as user {:?}{times}, {client}: a connector authenticates as the url's user ({url_user:?}) with AUTH user password",
             entry.username
         ),
+        // Only a Sentinel knows `SENTINEL`: what a connector asks there is R11.4's.
+        "command" if entry.object.starts_with("sentinel") => format!(
+            "R11.4: a Sentinel refused {} to user {:?}{times} ({}), {client}: a Sentinel is asked only what a client asks",
+            spelt(&entry.object),
+            entry.username,
+            entry.context
+        ),
         "command" => format!(
             "R4.19: the engine refused {} to user {:?}{times} ({}), {client}: only the commands SPEC R4.19 lists may be sent",
             spelt(&entry.object),

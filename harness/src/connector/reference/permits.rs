@@ -47,6 +47,9 @@ pub struct Permits {
     /// A script call answered `TRYAGAIN` or `CLUSTERDOWN` (it did not run) is sent again after
     /// a pause, for at most [`TRYAGAIN_FOR`] (P8.2).
     pub retry_tryagain: bool,
+    /// Behind Sentinel, each Sentinel asked also `SENTINEL sentinels`, the newer
+    /// `get-primary-addr-by-name`, and subscribes to `+switch-master` before it is left (P11.1).
+    pub sentinel_extras: bool,
 }
 
 /// How long [`Permits::retry_tryagain`] keeps trying: well within the harness's 10 s request
@@ -68,6 +71,7 @@ impl Permits {
         every_slot_map: true,
         redial_at_connect: true,
         retry_tryagain: true,
+        sentinel_extras: true,
     };
 }
 

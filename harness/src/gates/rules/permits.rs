@@ -243,6 +243,21 @@ pub const PERMITS: &[Permit] = &[
         untaken: "taken by a child fixture in tests/tls.rs: its TLS record says TLS not certified \
                   with that answer, exit 4, no FAIL, and it passes G1 without TLS",
     },
+    Permit {
+        id: "P11.1",
+        rule: RuleId::new(11, 4),
+        what: "behind Sentinel, SENTINEL sentinels, get-primary-addr-by-name and a subscription to +switch-master on a Sentinel",
+        takers: &[Taker::SentinelExtras],
+        untaken: "",
+    },
+    Permit {
+        id: "P11.2",
+        rule: RuleId::new(11, 1),
+        what: "no Sentinel support: a connect that names a Sentinel deployment answered with kind unsupported",
+        takers: &[],
+        untaken: "taken by a child fixture in tests/sentinel_gate.rs: its Sentinel record says \
+                  Sentinel not certified with that answer, no FAIL",
+    },
 ];
 
 /// The permission ids SPEC declares (`**P<n>.<m>**`), in order of first appearance.

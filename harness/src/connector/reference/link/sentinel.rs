@@ -148,7 +148,8 @@ fn ask(
     timeout: Duration,
 ) -> RedisResult<Option<(String, u16)>> {
     let within = if quirks.no_sentinel_timeout {
-        timeout
+        // As long as a request may take (R5.8): no bound of a Sentinel's own.
+        crate::connector::child::DEFAULT_TIMEOUT.min(timeout)
     } else {
         SENTINEL_WITHIN
     };
@@ -176,6 +177,9 @@ fn ask(
                 .arg(name),
         )?
         .extract_error()?;
+    if dial.permits.sentinel_extras {
+        extras(&mut con, name)?;
+    }
     let fields: Vec<String> = match reply {
         Value::Nil => return Ok(None),
         other => redis::from_redis_value(other)?,
@@ -184,6 +188,23 @@ fn ask(
         [h, p] => Ok(p.parse().ok().map(|p| (h.clone(), p))),
         _ => Ok(None),
     }
+}
+
+/// What P11.1 lets a connector ask a Sentinel besides: its peers, the primary by its newer
+/// name, and a subscription to `+switch-master` (left at once: this connection is closed next).
+fn extras(con: &mut redis::Connection, name: &str) -> RedisResult<()> {
+    con.req_command(redis::cmd("SENTINEL").arg("sentinels").arg(name))?
+        .extract_error()?;
+    con.req_command(
+        redis::cmd("SENTINEL")
+            .arg("get-primary-addr-by-name")
+            .arg(name),
+    )?
+    .extract_error()?;
+    let mut sub = con.as_pubsub();
+    sub.subscribe(crate::engine::acl::SWITCH_CHANNEL)?;
+    sub.unsubscribe(crate::engine::acl::SWITCH_CHANNEL)?;
+    Ok(())
 }
 
 /// A connection to `host:port` that said `ROLE` `master` (R11.2), with the session's database.
