@@ -11,19 +11,21 @@ const VERSION = '0.1.0';
 class Connector {
   /**
    * @param bundle the verified bundle (bundle.js)
-   * @param opts.open  (url, bundle, log, {cluster, ca}) => Promise<engine session>; EngineSession.open,
-   *                   or ClusterEngineSession.open when cluster is true (SPEC §8), by default; `ca`
+   * @param opts.open  (url, bundle, log, {cluster, ca, sentinel}) => Promise<engine session>;
+   *                   EngineSession.open, ClusterEngineSession.open when cluster is true (SPEC §8),
+   *                   or SentinelEngineSession.open with a `sentinel` (SPEC §11), by default; `ca`
    *                   is the PEM certificates of connect's ca_file (R10.1), undefined without one
    * @param opts.log   (line) => void, for stderr
    */
   constructor(bundle, { open, log = () => {} } = {}) {
     this.bundle = bundle;
-    this.open = open || ((url, b, l, { cluster, ca, seeds } = {}) => {
+    this.open = open || ((url, b, l, { cluster, ca, seeds, sentinel } = {}) => {
       const engine = require('./engine');
+      if (sentinel) return engine.SentinelEngineSession.open(url, b, l, { ca, sentinel });
       return cluster ? engine.ClusterEngineSession.open(url, b, l, { ca, seeds }) : engine.EngineSession.open(url, b, l, { ca });
     });
     this.log = log;
-    this.sessions = new Map(); // name -> {url, cluster, ca, engine}
+    this.sessions = new Map(); // name -> {url, cluster, ca, sentinel, engine}
   }
 
   hello(req) {
@@ -41,7 +43,7 @@ class Connector {
     if (cmd === 'hello') return this.hello(req);
     if (!Object.prototype.hasOwnProperty.call(VERBS, cmd)) throw unsupported(`unknown cmd ${JSON.stringify(cmd)}`);
     const { session, args } = validateVerb(cmd, req);
-    if (cmd === 'connect') return this.connect(session, args.url, args.cluster, args.ca);
+    if (cmd === 'connect') return this.connect(session, args.url, args.cluster, args.ca, args.sentinel);
     if (cmd === 'disconnect') return this.disconnect(session);
     const entry = this.sessions.get(session);
     if (!entry) throw invalid(`unknown session ${JSON.stringify(session)} (not connected)`);
@@ -50,12 +52,14 @@ class Connector {
     return this[cmd](engine, args);
   }
 
-  async connect(name, url, cluster = false, ca = undefined) {
+  async connect(name, url, cluster = false, ca = undefined, sentinel = undefined) {
     const old = this.sessions.get(name);
     this.sessions.delete(name);
     if (old && old.engine) old.engine.close();
-    const engine = await this.open(url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster, ca });
-    this.sessions.set(name, { url, cluster, ca, engine });
+    const opts = { cluster, ca };
+    if (sentinel) opts.sentinel = sentinel;
+    const engine = await this.open(url, this.bundle, (line) => this.log(`[${name}] ${line}`), opts);
+    this.sessions.set(name, { url, cluster, ca, sentinel, engine });
     return {};
   }
 
@@ -67,7 +71,11 @@ class Connector {
     return {};
   }
 
-  /** The session's live connection; a lost one is replaced by a fresh connect (fence included). */
+  /**
+   * The session's live connection; a lost one is replaced by a fresh connect (fence included). Behind
+   * Sentinel that connect asks the Sentinels again (R11.3: never an address remembered); if it
+   * fails, this verb fails (kind `engine`) and the next one tries again.
+   */
   async engineOf(name, entry) {
     if (entry.engine && entry.engine.alive) return entry.engine;
     // On a cluster every node the last slot map named is a seed too: the url's node may be the
@@ -75,7 +83,9 @@ class Connector {
     if (entry.engine?.knownNodes) entry.seeds = entry.engine.knownNodes();
     entry.engine = null;
     this.log(`[${name}] reconnecting`);
-    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), { cluster: entry.cluster, ca: entry.ca, seeds: entry.seeds });
+    const opts = { cluster: entry.cluster, ca: entry.ca, seeds: entry.seeds };
+    if (entry.sentinel) opts.sentinel = entry.sentinel;
+    entry.engine = await this.open(entry.url, this.bundle, (line) => this.log(`[${name}] ${line}`), opts);
     return entry.engine;
   }
 

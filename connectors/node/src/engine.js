@@ -400,6 +400,268 @@ class EngineSession {
   }
 }
 
+// ---- Sentinel (SPEC §11) ------------------------------------------------------------------------
+
+const SENTINEL_ASK_MS = 1000; // R11.1: each Sentinel's share (connect, AUTH, the answer)
+const CANDIDATE_MS = 2000; // R11.2: the named node's connect, AUTH and ROLE
+const DISCOVERY_MS = 8000; // the whole discovery, inside R5.8's 10 s for `connect`
+
+/**
+ * `host:port` (or `[v6]:port`) -> { host, port }, or null when it is not one: a non-empty host
+ * (no `:` unless bracketed) and a decimal port 1..65535.
+ */
+function parseHostPort(address) {
+  if (typeof address !== 'string') return null;
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]/@?#]+)):([0-9]{1,5})$/.exec(address);
+  if (!m) return null;
+  const port = Number(m[3]);
+  if (port < 1 || port > 65535) return null;
+  return { host: m[1] ?? m[2], port };
+}
+
+/** `url` with its host and port replaced and no `/db` (node-redis then sends no SELECT). */
+function urlAt(url, host, port) {
+  const u = new URL(url);
+  u.host = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
+  u.pathname = '';
+  return u.href;
+}
+
+/** The url's database (R5.12), 0 when it names none. */
+function databaseOf(url) {
+  const db = new URL(url).pathname.replace(/^\//, '');
+  return db === '' ? 0 : Number(db);
+}
+
+/**
+ * A node-redis client for `url` that never re-sends and never reconnects by itself (as every
+ * client of this module), for a step bounded to `ms` (see bounded), TLS per tlsSocketOptions (rediss://: TLS from the first byte, `ca` only,
+ * the name checked against the url's host). Its 'error' listener closes it at once (node-redis
+ * would otherwise reconnect: socket #onSocketError checks isOpen after emitting), then tells
+ * `onError`, if any.
+ */
+function oneShotClient(url, ca, ms, onError = () => {}) {
+  const { createClient } = loadRedis();
+  // The socket's own connect timeout ends before bounded()'s, so when that fires the socket is
+  // either gone or known to the client (whose disconnect then destroys it): none is left behind.
+  const connectTimeout = Math.max(1, Math.floor(ms * 0.8));
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout,
+      reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+      ...tlsSocketOptions(url, ca),
+    },
+  });
+  client.on('error', (err) => {
+    if (client.isOpen) client.disconnect().catch(() => {});
+    onError(err);
+  });
+  return client;
+}
+
+/** Closes `client` now (node-redis 4.5 `disconnect`: flushes its queue, destroys the socket; no QUIT). */
+function closeClient(client) {
+  if (client.isOpen) client.disconnect().catch(() => {});
+}
+
+/**
+ * Resolves `work(client)` on a client connected within `ms` (connect and AUTH, then what `work`
+ * sends), or rejects with an Error whose message says why: refused, a failed handshake, no answer
+ * within `ms`, an error reply. The client is left open on success (the caller owns it), and closed
+ * on any failure, a timeout included (which also rejects every command still waiting).
+ */
+function bounded(client, ms, work) {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const timer = setTimeout(() => {
+      if (done) return;
+      done = true;
+      closeClient(client);
+      reject(new Error(`no answer within ${ms} ms`));
+    }, ms);
+    (async () => {
+      try {
+        await client.connect();
+      } catch (err) {
+        throw err?.socketError ?? err;
+      }
+      return work(client);
+    })().then(
+      (value) => {
+        clearTimeout(timer);
+        if (done) return;
+        done = true;
+        resolve(value);
+      },
+      (err) => {
+        clearTimeout(timer);
+        closeClient(client);
+        if (done) return;
+        done = true;
+        reject(err);
+      },
+    );
+  });
+}
+
+/** A short reason for a failed step (Node's code when it has one: ECONNREFUSED, CERT_..., ...). */
+function reasonOf(err) {
+  const code = typeof err?.code === 'string' ? ` [${err.code}]` : '';
+  const what = err?.constructor?.name === 'ErrorReply' ? 'answered ' : '';
+  return `${what}${err?.message ?? String(err)}${code}`;
+}
+
+/**
+ * R11.1: asks the Sentinel at `node` (`host:port`) `SENTINEL get-master-addr-by-name <name>` on a
+ * connection of its own, authenticated as the url's user (node-redis sends AUTH from the url, and
+ * no SELECT: the url handed to it names no database), over TLS for rediss:// with the name checked
+ * against the Sentinel's host. Nothing else is sent to a Sentinel (R11.4). The connection is
+ * closed before this returns. Resolves to { host, port }, or rejects with the reason.
+ */
+async function askSentinel(url, node, name, ca, ms) {
+  const { host, port } = parseHostPort(node);
+  const client = oneShotClient(urlAt(url, host, port), ca, ms);
+  try {
+    const reply = await bounded(client, ms, (c) => c.sendCommand(['SENTINEL', 'get-master-addr-by-name', name]));
+    if (reply === null || reply === undefined) throw new Error(`does not know the name ${JSON.stringify(name)} (null)`);
+    const at = Array.isArray(reply) && reply.length === 2 ? parseHostPort(`${net.isIPv6(String(reply[0])) ? `[${reply[0]}]` : reply[0]}:${reply[1]}`) : null;
+    if (!at) throw new Error(`answered ${JSON.stringify(reply)}, not a host and a port`);
+    return at;
+  } finally {
+    closeClient(client);
+  }
+}
+
+/**
+ * R11.2: a connection to the node a Sentinel named (`at`), authenticated as the url's user; its
+ * first command after AUTH is `ROLE`. Resolves to the open client when the reply's first element is
+ * `master`, after selecting the url's database (so nothing but AUTH and ROLE reaches a node that is
+ * not the primary); otherwise the client is closed, nothing else sent on it, and this rejects with
+ * the reason. `onError` is the client's 'error' listener (see oneShotClient).
+ */
+async function openPrimary(url, at, ca, ms, onError) {
+  const client = oneShotClient(urlAt(url, at.host, at.port), ca, ms, (err) => onError(client, err));
+  const role = await bounded(client, ms, (c) => c.sendCommand(['ROLE']));
+  const first = Array.isArray(role) ? String(role[0]) : String(role);
+  if (first !== 'master') {
+    closeClient(client);
+    throw new Error(`its ROLE is ${JSON.stringify(first)}, not master`);
+  }
+  const db = databaseOf(url);
+  if (db !== 0) {
+    try {
+      await client.select(db);
+    } catch (err) {
+      closeClient(client);
+      throw err;
+    }
+  }
+  return client;
+}
+
+/**
+ * R11.1/R11.2: asks the Sentinels of `sentinel.nodes` in order, each within SENTINEL_ASK_MS, and
+ * connects to the first named node whose ROLE is master. Resolves to that open client; rejects
+ * with kind `engine` naming what each Sentinel did when none leads to a primary. Never remembers
+ * an address: every call asks again.
+ */
+async function discoverPrimary(url, sentinel, ca, log, onError) {
+  const deadline = Date.now() + DISCOVERY_MS;
+  const what = [];
+  let answered = 0;
+  let knew = 0;
+  for (const node of sentinel.nodes) {
+    const left = deadline - Date.now();
+    if (left <= 0) {
+      what.push(`${node}: not asked (discovery out of time)`);
+      continue;
+    }
+    let at;
+    try {
+      at = await askSentinel(url, node, sentinel.name, ca, Math.min(SENTINEL_ASK_MS, left));
+    } catch (err) {
+      if (err?.constructor?.name === 'ErrorReply' || /^does not know|^answered/.test(err?.message ?? '')) answered++;
+      what.push(`Sentinel ${node}: ${reasonOf(err)}`);
+      continue;
+    }
+    answered++;
+    knew++;
+    const named = `${net.isIPv6(at.host) ? `[${at.host}]` : at.host}:${at.port}`;
+    try {
+      const client = await openPrimary(url, at, ca, Math.max(1, Math.min(CANDIDATE_MS, deadline - Date.now())), onError);
+      return { client, address: named, sentinel: node };
+    } catch (err) {
+      what.push(`Sentinel ${node} named ${named}: ${reasonOf(err)}`);
+      log(`Sentinel ${node} named ${named}, not used: ${reasonOf(err)}`);
+    }
+  }
+  const why = answered === 0
+    ? 'no Sentinel answered'
+    : knew === 0
+      ? `no Sentinel knows the name ${JSON.stringify(sentinel.name)}`
+      : 'no Sentinel named a primary that answers ROLE master';
+  throw engineError(`Sentinel discovery of ${JSON.stringify(sentinel.name)} failed: ${why} (${what.join('; ')})`);
+}
+
+const isReadOnly = (err) => err?.constructor?.name === 'ErrorReply' && /^READONLY\b/.test(err.message ?? '');
+
+/**
+ * A session behind Sentinel (`connect` with `sentinel`, SPEC §11): one connection to the primary
+ * the Sentinels name, found afresh at every open (R11.1, R11.2), fence first (R3.1, R3.5). It is
+ * an EngineSession in everything else (EVALSHA first, pipelines, no re-send). A lost connection
+ * (the 'error' listener) or a READONLY reply (R11.3: the node was demoted) closes the connection
+ * and marks the session dead; the call that met it fails with kind `engine` and is not sent again,
+ * and the connector's next verb opens the session again: discovery, ROLE, fence, then its script.
+ */
+class SentinelEngineSession extends EngineSession {
+  static async open(url, bundle, log = () => {}, { ca, sentinel } = {}) {
+    loadRedis();
+    const session = new SentinelEngineSession(bundle, log);
+    const onError = (client, err) => {
+      if (session.client === client) session._onClientError(err);
+    };
+    const { client, address, sentinel: asked } = await discoverPrimary(url, sentinel, ca, log, onError);
+    session.client = client;
+    session.primary = address;
+    log(`primary ${address} (named by Sentinel ${asked}, ROLE master)`);
+    try {
+      await session._checkFence();
+    } catch (err) {
+      session.close();
+      throw asEngineError(err);
+    }
+    return session;
+  }
+
+  constructor(bundle, log) {
+    super(bundle, log);
+    this.primary = null;
+  }
+
+  /** R11.3: READONLY says the primary moved; the connection is closed (R5.13), the session dead. */
+  _staleOn(err) {
+    if (!isReadOnly(err) || !this.alive) return;
+    this.log(`primary ${this.primary} answered READONLY: connection closed, the next call asks the Sentinels again`);
+    this._kill();
+  }
+
+  _sendRaw(args) {
+    return super._sendRaw(args).catch((err) => {
+      this._staleOn(err);
+      throw err;
+    });
+  }
+
+  async _pipeline(argsList) {
+    const settled = await super._pipeline(argsList);
+    const stale = settled.find((s) => s.status === 'rejected' && isReadOnly(s.reason));
+    if (stale) this._staleOn(stale.reason);
+    return settled;
+  }
+}
+
 // ---- cluster mode (SPEC §8) ---------------------------------------------------------------------
 
 /** CRC16/XMODEM, the hash of Valkey Cluster's key slots. */
@@ -804,4 +1066,4 @@ class ClusterEngineSession extends EngineSession {
 }
 
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts };
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, SentinelEngineSession, parseHostPort, discoverPrimary, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts };

@@ -3,7 +3,7 @@
 // Every check here runs before a byte is sent; a failure is kind `invalid`.
 
 const { invalid } = require('./errors');
-const { isEchoMqKey, KEY_PREFIX, readCaFile } = require('./engine'); // key schema and TLS material live in the seam module
+const { isEchoMqKey, KEY_PREFIX, readCaFile, parseHostPort } = require('./engine'); // key schema and TLS material live in the seam module
 
 const MAX_MS = 1_000_000_000_000; // delay/lease/backoff cap: keeps now + ms exact in Lua
 // Caps SPEC §4 does not state but the gate's cases pin (cases/invalid-int-above-i32-max.yaml,
@@ -84,10 +84,29 @@ function caFile(req, u) {
   }
 }
 
+/**
+ * R11.1: `connect`'s optional `sentinel`: absent or null = none; else an object with `name`, a
+ * non-empty string (the name the Sentinels monitor the primary by), and `nodes`, a non-empty list
+ * of every Sentinel's `host:port` (port 1..65535), in the order to ask them. Not with a cluster.
+ */
+function sentinel(req, isCluster) {
+  if (!Object.prototype.hasOwnProperty.call(req, 'sentinel') || req.sentinel === null) return undefined;
+  const v = req.sentinel;
+  if (typeof v !== 'object' || Array.isArray(v)) throw invalid('sentinel must be an object {"name": ..., "nodes": [...]} or null');
+  if (isCluster) throw invalid('sentinel and "cluster": true do not go together (SPEC R11.1)');
+  if (typeof v.name !== 'string' || v.name.length === 0) throw invalid('sentinel.name must be a non-empty string');
+  if (!Array.isArray(v.nodes) || v.nodes.length === 0) throw invalid('sentinel.nodes must be a non-empty list of "host:port"');
+  v.nodes.forEach((n, i) => {
+    if (!parseHostPort(n)) throw invalid(`sentinel.nodes[${i}] must be "host:port" with a port 1..65535, not ${JSON.stringify(n)}`);
+  });
+  return { name: v.name, nodes: [...v.nodes] };
+}
+
 /** connect: the url, and on a cluster (R8.1) the seed's database must be 0 (or absent). */
 function connectArgs(r) {
   const u = url(r);
   const c = cluster(r);
+  const s = sentinel(r, c);
   if (c) {
     const db = new URL(u).pathname.replace(/^\//, '');
     if (db !== '' && db !== '0') throw invalid(`a cluster url names database 0, not ${db}`);
@@ -95,6 +114,7 @@ function connectArgs(r) {
   const ca = caFile(r, u);
   const out = { url: u, cluster: c };
   if (ca !== undefined) out.ca = ca;
+  if (s !== undefined) out.sentinel = s;
   return out;
 }
 
