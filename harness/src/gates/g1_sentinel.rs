@@ -40,7 +40,11 @@ impl Trouble {
 const BEFORE_ROLE: [&str; 6] = ["AUTH", "HELLO", "SELECT", "PING", "CLIENT", "ROLE"];
 
 /// The `connect`s of R11.1 and R11.2; nothing on any other engine.
-pub(super) fn check(ctx: &GateContext<'_>, out: &mut GateOutcome, db: u32) -> Result<(), GateError> {
+pub(super) fn check(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    db: u32,
+) -> Result<(), GateError> {
     if ctx.engine.kind != EngineKind::Sentinel {
         return Ok(());
     }
@@ -53,7 +57,10 @@ pub(super) fn check(ctx: &GateContext<'_>, out: &mut GateOutcome, db: u32) -> Re
         .find(|n| *n != primary)
         .ok_or_else(|| GateError::instrument("a Sentinel engine with no replica"))?;
     for trouble in [Trouble::Refusing, Trouble::Silent, Trouble::Stale] {
-        (ctx.progress)(&format!("G1: connect with the first Sentinel {}", trouble.words()));
+        (ctx.progress)(&format!(
+            "G1: connect with the first Sentinel {}",
+            trouble.words()
+        ));
         let replica_proxy = ctx.engine.proxy_of(replica)?;
         arm(ctx, first, replica_proxy, replica, trouble);
         let t0 = Instant::now();
@@ -220,16 +227,28 @@ mod tests {
         let mut out = GateOutcome::new(crate::gates::GateId::G1, "fence");
         let ok = std::collections::BTreeMap::from([(
             1,
-            vec![cmd(&["AUTH", user, "pw"]), cmd(&["SELECT", "3"]), cmd(&["ROLE"])],
+            vec![
+                cmd(&["AUTH", user, "pw"]),
+                cmd(&["SELECT", "3"]),
+                cmd(&["ROLE"]),
+            ],
         )]);
         judge_replica(&mut out, NodeId::new(1), &ok);
         assert_eq!(out.verdict, crate::gates::Verdict::Pass);
         for bad in [
-            vec![cmd(&["AUTH", user, "pw"]), cmd(&["ROLE"]), cmd(&["HGETALL", "emq:fence"])],
+            vec![
+                cmd(&["AUTH", user, "pw"]),
+                cmd(&["ROLE"]),
+                cmd(&["HGETALL", "emq:fence"]),
+            ],
             vec![cmd(&["AUTH", user, "pw"]), cmd(&["HGETALL", "emq:fence"])],
         ] {
             let mut out = GateOutcome::new(crate::gates::GateId::G1, "fence");
-            judge_replica(&mut out, NodeId::new(1), &std::collections::BTreeMap::from([(1, bad)]));
+            judge_replica(
+                &mut out,
+                NodeId::new(1),
+                &std::collections::BTreeMap::from([(1, bad)]),
+            );
             assert_eq!(out.verdict, crate::gates::Verdict::Fail);
         }
     }

@@ -215,7 +215,9 @@ impl Engine {
             let failover = |a: &mut Admin, extra: &[&str]| {
                 let mut args = vec!["SENTINEL", "FAILOVER", PRIMARY_NAME];
                 args.extend_from_slice(extra);
-                a.query::<String>(&args).map(drop).map_err(|e| e.to_string())
+                a.query::<String>(&args)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
             };
             match failover(&mut a, &["COORDINATED"]) {
                 Err(e) if e.contains("NOGOODPRIMARY") => failover(&mut a, &[]),

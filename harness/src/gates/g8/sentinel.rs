@@ -126,7 +126,10 @@ fn readonly(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
         return Ok(());
     };
     if let Err(e) = c.enqueue("ro", queue, "ro-before", 0) {
-        out.fail(format!("an enqueue before READONLY failed ({})", e.evidence()));
+        out.fail(format!(
+            "an enqueue before READONLY failed ({})",
+            e.evidence()
+        ));
         return Ok(());
     }
     let proxy = ctx.engine.proxy_of(ctx.engine.seed())?;
@@ -163,7 +166,10 @@ fn failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
         match work.enqueue("work", queue, &format!("before-{i}"), 0) {
             Ok(_) => acked += 1,
             Err(e) => {
-                out.fail(format!("an enqueue before the failover failed ({})", e.evidence()));
+                out.fail(format!(
+                    "an enqueue before the failover failed ({})",
+                    e.evidence()
+                ));
                 return Ok(());
             }
         }
@@ -190,7 +196,11 @@ fn failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
     let _ = work.disconnect("work");
     let _ = idle.disconnect("idle");
     judge(out, "after SENTINEL FAILOVER, the session that worked", &w);
-    judge(out, "after SENTINEL FAILOVER, the session that sat idle", &i);
+    judge(
+        out,
+        "after SENTINEL FAILOVER, the session that sat idle",
+        &i,
+    );
     let (unfenced, judged) = unfenced_connections(&obs, ctx.bundle);
     out.figure("sentinel_new_connections_judged", judged as u64);
     match unfenced.first() {
@@ -203,7 +213,12 @@ fn failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
         )),
     }
     let n = pending(ctx, db, queue)?;
-    judge_jobs(out, "after SENTINEL FAILOVER", n, acked + w_acked.len() + i_acked.len());
+    judge_jobs(
+        out,
+        "after SENTINEL FAILOVER",
+        n,
+        acked + w_acked.len() + i_acked.len(),
+    );
     Ok(())
 }
 
@@ -253,8 +268,23 @@ mod tests {
         assert_eq!(rec(&[true, true]).breach(), None);
         assert_eq!(rec(&[false, true, true]).breach(), None);
         assert_eq!(rec(&[false, false, true]).breach(), None);
-        assert!(rec(&[false, false, false]).breach().unwrap().contains("no call of 3"));
-        assert!(rec(&[false, false, false, true]).breach().unwrap().contains("past 3"));
-        assert!(rec(&[false, true, false]).breach().unwrap().contains("after the first success"));
+        assert!(
+            rec(&[false, false, false])
+                .breach()
+                .unwrap()
+                .contains("no call of 3")
+        );
+        assert!(
+            rec(&[false, false, false, true])
+                .breach()
+                .unwrap()
+                .contains("past 3")
+        );
+        assert!(
+            rec(&[false, true, false])
+                .breach()
+                .unwrap()
+                .contains("after the first success")
+        );
     }
 }
