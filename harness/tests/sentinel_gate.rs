@@ -4,10 +4,6 @@
 
 mod common;
 
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn a_connector_without_sentinel_is_not_certified_behind_sentinel_and_judged_without() {
     let Some(python) = common::python_connector() else {
@@ -17,28 +13,7 @@ fn a_connector_without_sentinel_is_not_certified_behind_sentinel_and_judged_with
         );
         return;
     };
-    let no_sentinel = fixture("no_sentinel.py");
-    let run = |engine: &str| {
-        common::gate_with(
-            &[
-                "-q",
-                "run",
-                "--engine-name",
-                engine,
-                "--engine",
-                "binary",
-                "--gates",
-                "G1",
-                // A busy machine starts Python slowly; the point here is not its speed.
-                "--timeout",
-                "60",
-                "--",
-                "python3",
-                &no_sentinel,
-            ],
-            &[("EMQ_PYTHON_CONNECTOR", python.as_os_str())],
-        )
-    };
+    let run = |engine: &str| common::g1_of_fixture(&python, "no_sentinel.py", engine);
     let (code, text) = run("valkey-9.1-sentinel");
     assert_eq!(code, Some(4), "no verdict: {text}");
     assert!(text.contains("Sentinel not certified"), "{text}");

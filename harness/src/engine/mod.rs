@@ -78,9 +78,8 @@ pub enum EngineChoice {
     Url,
     /// A Valkey Cluster of binary nodes: three primaries, three replicas (SPEC §8).
     Cluster,
-    /// A primary and two replicas of binary nodes, watched by three Sentinels ([`sentinel`],
-    /// SPEC §11); `--engine-name valkey-9.1-sentinel`, or `valkey-9.1-tls-sentinel` (every
-    /// server TLS only).
+    /// A primary and two replicas of binary nodes, watched by three Sentinels (SPEC §11):
+    /// `--engine-name valkey-9.1-sentinel`, or `valkey-9.1-tls-sentinel` (every server TLS only).
     Sentinel,
 }
 

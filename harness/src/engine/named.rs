@@ -7,15 +7,18 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The engines a matrix runs by default, the pinned one first; the last is a Valkey Cluster of
-/// the pinned engine's binary (a name with [`CLUSTER_SUFFIX`]).
-pub const DEFAULT_NAMES: [&str; 6] = [
+/// The engines a matrix runs by default, the pinned one first; then a Valkey Cluster of the
+/// pinned engine's binary (a name with [`CLUSTER_SUFFIX`]), its TLS build, and the Sentinel
+/// deployments of both ([`SENTINEL_SUFFIX`]).
+pub const DEFAULT_NAMES: [&str; 8] = [
     "valkey-9.1",
     "valkey-8.1",
     "redis-7.0",
     "valkey-9.1-cluster",
     "valkey-9.1-tls",
     "valkey-9.1-tls-cluster",
+    "valkey-9.1-sentinel",
+    "valkey-9.1-tls-sentinel",
 ];
 
 /// `<name>-cluster` names a cluster booted from engine `<name>`'s binary.

@@ -5,7 +5,7 @@
 pub mod judge;
 pub mod lifecycle;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,32 @@ pub fn provisioned(var: &str) -> Option<PathBuf> {
 /// The Python connector `ci/provision` installed (`EMQ_PYTHON_CONNECTOR`), as [`provisioned`].
 pub fn python_connector() -> Option<PathBuf> {
     provisioned("EMQ_PYTHON_CONNECTOR")
+}
+
+/// `emq-gate run --gates G1` of the Python fixture `fixture` (a connector that leaves something
+/// out, forwarding the rest to the Python connector at `python`) on engine `engine`, as a binary:
+/// its exit code and everything it printed.
+pub fn g1_of_fixture(python: &Path, fixture: &str, engine: &str) -> (Option<i32>, String) {
+    let fixture = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    gate_with(
+        &[
+            "-q",
+            "run",
+            "--engine-name",
+            engine,
+            "--engine",
+            "binary",
+            "--gates",
+            "G1",
+            // A busy machine starts Python slowly; the point here is not its speed.
+            "--timeout",
+            "60",
+            "--",
+            "python3",
+            &fixture,
+        ],
+        &[("EMQ_PYTHON_CONNECTOR", python.as_os_str())],
+    )
 }
 
 /// Pids of the processes whose environment holds `var=marker`: a test marks what it starts, and

@@ -226,3 +226,38 @@ impl Common {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::named::EngineName;
+
+    /// A name that names a topology boots that topology, whatever `--engine` says: a Sentinel
+    /// name once booted the pinned engine's container and certified it as the Sentinel column.
+    #[test]
+    fn an_engine_name_of_a_topology_boots_that_topology() {
+        let named = |name: &str, cluster: bool, sentinel: bool| EngineName {
+            name: name.into(),
+            server: Some(PathBuf::from("/bin/valkey-server")),
+            image: None,
+            cluster,
+            tls: false,
+            sentinel,
+        };
+        for (name, cluster, sentinel, want) in [
+            ("valkey-9.1-sentinel", false, true, EngineChoice::Sentinel),
+            ("valkey-9.1-cluster", true, false, EngineChoice::Cluster),
+            ("valkey-9.1", false, false, EngineChoice::Auto),
+        ] {
+            let args = EngineArgs {
+                engine: EngineChoice::Auto,
+                url: None,
+                allow_flush: false,
+                image: DEFAULT_IMAGE.into(),
+                valkey_server: None,
+                engine_name: Some(named(name, cluster, sentinel)),
+            };
+            assert_eq!(args.options().choice, want, "{name}");
+        }
+    }
+}
