@@ -374,11 +374,12 @@ class SentinelLive(unittest.TestCase):
         the other node by hand (`REPLICAOF` keeps its normal clients connected, as a proxy in front
         of a demoted primary does: they meet READONLY), and the fake names the other node from
         then on. The real Sentinels stop monitoring meanwhile; the topology is put back after."""
+        # A queue of its own: the failover test before it leaves jobs 'a' and 'b' on queue q.
         old, new = self.primary, next(p for p in DATA if p != self.primary)
         where = [("127.0.0.1", old)]
         fake = self.fake(sentinel_naming(lambda: where[0]))
         self.assertIn("ok", self.connect("s", [fake.port]))
-        self.c.ok("enqueue", session="s", queue="q", payload="a", delay_ms=0)
+        self.c.ok("enqueue", session="s", queue="q-readonly", payload="a", delay_ms=0)
         self.assertEqual(data_admin(old).execute_command("WAIT", 1, 10000), 1)  # 'a' is on the replica too
         for p in SENTINELS:  # keep the real Sentinels from undoing the swap below
             sentinel_admin(p).execute_command("SENTINEL", "REMOVE", NAME)
@@ -387,14 +388,14 @@ class SentinelLive(unittest.TestCase):
             data_admin(old).execute_command("REPLICAOF", "127.0.0.1", new)
             where[0] = ("127.0.0.1", new)
             data_admin(new).execute_command("SCRIPT", "FLUSH")  # as on a promoted replica
-            e = self.c.err("enqueue", session="s", queue="q", payload="b", delay_ms=0)
+            e = self.c.err("enqueue", session="s", queue="q-readonly", payload="b", delay_ms=0)
             self.assertEqual(e["kind"], "engine")
             self.assertTrue(e["message"].startswith("READONLY"), e)
             self.assertEqual(self.clients(old), [])  # closed at once (R11.3, R5.13)
-            self.assertIn("ok", self.c.call("enqueue", session="s", queue="q", payload="c", delay_ms=0))
+            self.assertIn("ok", self.c.call("enqueue", session="s", queue="q-readonly", payload="c", delay_ms=0))
             r = data_admin(new)
             r.execute_command("SELECT", self.db)
-            self.assertEqual([r.hget("emq:{q}:job:" + j, "payload") for j in r.zrange("emq:{q}:pending", 0, -1)], ["a", "c"])
+            self.assertEqual([r.hget("emq:{q-readonly}:job:" + j, "payload") for j in r.zrange("emq:{q-readonly}:pending", 0, -1)], ["a", "c"])
         finally:
             data_admin(old).execute_command("REPLICAOF", "NO", "ONE")
             data_admin(new).execute_command("REPLICAOF", "127.0.0.1", old)
