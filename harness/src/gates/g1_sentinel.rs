@@ -144,11 +144,14 @@ fn judge(
             bound.as_secs()
         )),
         Ok(()) => out.pass(format!(
-            "R11.1: connect found the primary with the first Sentinel {} ({} ms)",
-            t.words(),
-            took.as_millis()
+            "R11.1: connect found the primary with the first Sentinel {}",
+            t.words()
         )),
     }
+    out.figure(
+        &format!("sentinel_connect_ms_{t:?}").to_ascii_lowercase(),
+        took.as_millis() as u64,
+    );
 }
 
 /// R11.2: what the connector's user sent to the replica the stale Sentinel named.
@@ -182,9 +185,10 @@ fn judge_replica(
             return;
         }
     }
+    out.figure("sentinel_replica_connections", reached as u64);
     out.pass(format!(
-        "R11.2: the {reached} connection(s) the connector opened to {replica}, the replica a stale \
-         Sentinel named, asked ROLE and carried nothing more"
+        "R11.2: every connection the connector opened to {replica}, the replica a stale Sentinel \
+         named, asked ROLE and carried nothing more"
     ));
 }
 

@@ -185,9 +185,10 @@ fn failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
     ctx.engine.set_primary(new);
     ctx.engine.mark_health();
     out.figure("sentinel_failover_ms", t0.elapsed().as_millis() as u64);
-    out.pass(format!(
-        "the Sentinels failed {old} over to {new} (SENTINEL FAILOVER; the gate's own, not an engine event)"
-    ));
+    out.figure("sentinel_failover", format!("{old} to {new}"));
+    out.pass(
+        "the Sentinels failed the primary over to a replica (SENTINEL FAILOVER; the gate's own, not an engine event)",
+    );
     let mut admin = ctx.engine.admin(db)?;
     let watch = Watch::start(&mut admin, db, &[])?;
     let (w, w_acked) = recover(work.as_mut(), "work", queue);
@@ -204,9 +205,9 @@ fn failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
     let (unfenced, judged) = unfenced_connections(&obs, ctx.bundle);
     out.figure("sentinel_new_connections_judged", judged as u64);
     match unfenced.first() {
-        None => out.pass(format!(
-            "R11.3: each of the {judged} connection(s) the sessions opened to the new primary read the fence before its first script"
-        )),
+        None => out.pass(
+            "R11.3: every connection the sessions opened to the new primary read the fence before its first script",
+        ),
         Some(u) => out.fail(format!(
             "{}: a connection to the new primary sent a script before reading the fence: {u}",
             cite(RuleId::new(11, 3))
@@ -223,10 +224,13 @@ fn failover(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErro
 }
 
 fn judge(out: &mut GateOutcome, when: &str, rec: &Recovery) {
+    out.figure(
+        &format!("sentinel_failed_first: {when}"),
+        rec.before.len() as u64,
+    );
     match rec.breach() {
         None => out.pass(format!(
-            "R11.3: {when}, a call succeeded after {} failed, and every call after it",
-            rec.before.len()
+            "R11.3: {when}, a call succeeded within {WITHIN} and every call after it"
         )),
         Some(b) => out.fail(format!("{}: {when}, {b}", cite(RuleId::new(11, 3)))),
     }
