@@ -28,6 +28,7 @@
 //! Sentinel resolves a name once, to its first address, and every proxy listens on 127.0.0.1:
 //! so `localhost` must resolve there first (`/etc/hosts`), not to `::1`.
 
+mod promotion;
 mod queries;
 
 use std::path::Path;

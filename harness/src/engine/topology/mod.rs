@@ -231,6 +231,55 @@ impl Engine {
             .map(|v| (v.role, v.failing))
     }
 
+    /// Waits until the engine agrees that `new` took over from `old`: on a cluster every node but
+    /// `old` sees `new` a primary (`old` may be flagged failing); behind Sentinel every Sentinel
+    /// names `new`, which says it is the primary, and the harness's own connections follow it
+    /// ([`Engine::set_primary`]). An error when the Sentinels named another node.
+    pub fn wait_promotion(&self, new: NodeId, old: NodeId) -> Result<Duration, HarnessError> {
+        if !matches!(self.handle, Handle::Sentinel(_)) {
+            return wait_until("the promotion agreed by every other node", || {
+                self.agreed(new, old, None, Some(old))
+            });
+        }
+        let t0 = Instant::now();
+        let named = self.wait_for_new_primary(old)?;
+        if named != new {
+            return Err(HarnessError::Engine(format!(
+                "the Sentinels promoted {named} (port {}), not {new} (port {}), the only replica with a priority",
+                self.port_of(named),
+                self.port_of(new)
+            )));
+        }
+        self.set_primary(new);
+        Ok(t0.elapsed())
+    }
+
+    /// Waits until `old` is a replica of `new` as the engine sees it: on a cluster every node
+    /// agrees; behind Sentinel `old` follows `new` with its link up (the Sentinels turned it).
+    pub fn wait_demotion(&self, old: NodeId, new: NodeId) -> Result<Duration, HarnessError> {
+        if matches!(self.handle, Handle::Sentinel(_)) {
+            let t0 = Instant::now();
+            self.wait_following(old, new)?;
+            return Ok(t0.elapsed());
+        }
+        wait_until("the old primary agreed a replica by every node", || {
+            self.agreed(new, old, Some(Role::Replica), None)
+        })
+    }
+
+    /// Waits until the engine is whole again after a failover from `old` to `new`: every replica
+    /// caught up with `new` (behind Sentinel also every Sentinel settled on it).
+    pub fn wait_whole(&self, new: NodeId, old: NodeId) -> Result<Duration, HarnessError> {
+        let t0 = Instant::now();
+        if matches!(self.handle, Handle::Sentinel(_)) {
+            self.wait_settled(new)?;
+        } else {
+            self.wait_demotion(old, new)?;
+            self.wait_in_sync(new, old)?;
+        }
+        Ok(t0.elapsed())
+    }
+
     /// True when every node but `absent` reports `cluster_state:ok`, sees `new` as a primary,
     /// agrees on the epoch, and flags no node failing; and sees `old` as `old_role`, or, with
     /// `None`, does not care (a dead `old` may be flagged failing).

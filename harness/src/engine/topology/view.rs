@@ -61,6 +61,9 @@ pub struct SentinelEntry {
     pub down: bool,
     /// A replica's primary, as it reports it (`master-port`).
     pub primary_port: Option<u16>,
+    /// A replica's `replica-priority` as the Sentinel last read it (`slave-priority`; 0: never
+    /// promoted).
+    pub priority: Option<u32>,
 }
 
 /// Parses one entry of `SENTINEL replicas` / `SENTINEL sentinels`.
@@ -80,6 +83,7 @@ pub fn parse_sentinel_entry(fields: &BTreeMap<String, String>) -> SentinelEntry 
             .iter()
             .any(|f| matches!(*f, "s_down" | "o_down" | "disconnected")),
         primary_port: port("master-port"),
+        priority: fields.get("slave-priority").and_then(|p| p.parse().ok()),
     }
 }
 
@@ -216,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn sentinel_entries_give_port_role_down_and_primary() {
+    fn sentinel_entries_give_port_role_down_primary_and_priority() {
         let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs
                 .iter()
@@ -228,6 +232,7 @@ mod tests {
             ("port", "7001"),
             ("flags", "slave"),
             ("master-port", "7000"),
+            ("slave-priority", "0"),
         ]);
         let e = parse_sentinel_entry(&replica);
         assert_eq!(
@@ -237,6 +242,7 @@ mod tests {
                 role: Some(Role::Replica),
                 down: false,
                 primary_port: Some(7000),
+                priority: Some(0),
             }
         );
         let gone = map(&[("port", "7000"), ("flags", "s_down,slave,disconnected")]);

@@ -104,6 +104,12 @@ fn redirect_of(e: &redis::RedisError) -> Option<Redirect> {
     }
 }
 
+/// True when `e` says the connection was lost (or never made, or timed out): the node may be
+/// gone, so what the session knows of where to send calls may be wrong (R8.11, R11.3).
+fn lost(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+}
+
 fn by_address(host: &str, port: u16) -> RoutingInfo {
     RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
         host: host.to_string(),
@@ -116,9 +122,8 @@ impl Link {
     /// map from the seed `url` and uses its password on every node).
     pub(super) fn open(dial: &Dial, timeout: Duration) -> RedisResult<Self> {
         let url = dial.url.as_str();
-        if let Some(sentinels) = &dial.sentinel {
-            let p = sentinel::Primary::open(dial, sentinels, timeout, dial.sentinel_quirks)?;
-            return Ok(Self::Sentinel(Box::new(p)));
+        if let Some(p) = sentinel::Primary::open(dial, timeout) {
+            return Ok(Self::Sentinel(Box::new(p?)));
         }
         if !dial.cluster {
             return Ok(Self::One(dial.connection(url, timeout)?));
@@ -184,11 +189,7 @@ impl Link {
             p.after_error(e);
         }
         if let Self::Cluster(c) = self {
-            let lost = e.is_io_error()
-                || e.is_connection_dropped()
-                || e.is_connection_refusal()
-                || e.is_timeout()
-                || e.kind() == RedisKind::Server(ServerErrorKind::ClusterDown);
+            let lost = lost(e) || e.kind() == RedisKind::Server(ServerErrorKind::ClusterDown);
             let readonly = e.kind() == RedisKind::Server(ServerErrorKind::ReadOnly);
             if (lost && c.refresh_on_loss) || (readonly && c.refresh_on_readonly) {
                 c.stale = true;

@@ -39,48 +39,37 @@ pub struct SentinelQuirks {
     pub plaintext: bool,
 }
 
-/// A session's connection to the primary the Sentinels named.
+/// A session's connection to the primary the Sentinels named; the Sentinels and the quirks are
+/// its `dial`'s.
 pub(in crate::connector::reference) struct Primary {
     pub(super) con: redis::Connection,
-    sentinels: Sentinels,
     dial: Dial,
     timeout: Duration,
     /// Where the last discovery found the primary.
     at: (String, u16),
     /// The primary may have moved: the next call finds it again first (R11.3).
     pub(super) stale: bool,
-    pub(super) quirks: SentinelQuirks,
 }
 
 impl Primary {
-    /// Finds the primary (R11.1, R11.2) and connects to it.
-    pub(super) fn open(
-        dial: &Dial,
-        sentinels: &Sentinels,
-        timeout: Duration,
-        quirks: SentinelQuirks,
-    ) -> RedisResult<Self> {
-        let (con, at) = discover(dial, sentinels, timeout, quirks)?;
-        Ok(Self {
+    /// Finds the primary (R11.1, R11.2) and connects to it; `None` when `dial` names no
+    /// Sentinels.
+    pub(super) fn open(dial: &Dial, timeout: Duration) -> Option<RedisResult<Self>> {
+        let sentinels = dial.sentinel.as_ref()?;
+        Some(discover(dial, sentinels, timeout).map(|(con, at)| Self {
             con,
-            sentinels: sentinels.clone(),
             dial: dial.clone(),
             timeout,
             at,
             stale: false,
-            quirks,
-        })
+        }))
     }
 
     /// After a failed command (R11.3): a lost connection, a timeout or `READONLY` says the
     /// primary may have moved.
     pub(super) fn after_error(&mut self, e: &redis::RedisError) {
-        let lost = e.is_io_error()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_timeout();
         let readonly = e.kind() == RedisKind::Server(ServerErrorKind::ReadOnly);
-        if lost || (readonly && !self.quirks.readonly_final) {
+        if super::lost(e) || (readonly && !self.dial.sentinel_quirks.readonly_final) {
             self.stale = true;
         }
     }
@@ -88,11 +77,16 @@ impl Primary {
     /// A fresh connection to the primary the Sentinels name now; the old one is closed as it
     /// is replaced. The caller reads the fence on it (R3.5).
     pub(super) fn reconnect(&mut self) -> RedisResult<()> {
-        let (con, at) = if self.quirks.sticky {
+        let sentinels = self
+            .dial
+            .sentinel
+            .as_ref()
+            .expect("a Primary's dial names Sentinels");
+        let (con, at) = if self.dial.sentinel_quirks.sticky {
             let url = primary_url(&self.dial.url, &self.at.0, self.at.1)?;
             (self.dial.connection(&url, self.timeout)?, self.at.clone())
         } else {
-            discover(&self.dial, &self.sentinels, self.timeout, self.quirks)?
+            discover(&self.dial, sentinels, self.timeout)?
         };
         self.con = con;
         self.at = at;
@@ -106,8 +100,8 @@ fn discover(
     dial: &Dial,
     sentinels: &Sentinels,
     timeout: Duration,
-    quirks: SentinelQuirks,
 ) -> RedisResult<(redis::Connection, (String, u16))> {
+    let quirks = dial.sentinel_quirks;
     let addrs = sentinels
         .addrs()
         .map_err(|e| redis::RedisError::from((RedisKind::InvalidClientConfig, "sentinel", e)))?;

@@ -1,13 +1,16 @@
-//! G8 on a cluster: two unclean failovers (SPEC R8.10, R8.11), after the graceful one, while a
-//! crew of the connector's sessions (a producer, two workers, a reaper: [`crew`]) runs
-//! throughout:
-//! - **kill**: SIGKILL to the primary of a seeded random shard; its replica promotes itself
-//!   (automatic failover on for this scenario only, with a short node timeout: [`tuning::Tuning`]);
-//!   then the node is started again and rejoins as a replica;
-//! - **stall**: SIGSTOP to the primary past the node timeout; once its replica is promoted,
-//!   SIGCONT: a zombie that runs what was waiting in its sockets as a primary, then answers as the
-//!   replica it became. Its proxy answers `-READONLY` on every connection opened before the
-//!   stall, as an endpoint that kept pointing at the demoted node would.
+//! G8 on a cluster and behind Sentinel: two unclean failovers (SPEC R8.10, R8.11; R11.3), after
+//! the graceful one, while a crew of the connector's sessions (a producer, two workers, a reaper:
+//! [`crew`]) runs throughout:
+//! - **kill**: SIGKILL to the primary of a seeded random shard (behind Sentinel, the primary);
+//!   its replica (a seeded one of two behind Sentinel) is promoted (automatic failover on for
+//!   this scenario only, with a short node timeout; behind Sentinel the one replica with a
+//!   priority: [`tuning::Tuning`]); then the node is started again and rejoins as a replica (the
+//!   Sentinels turn it);
+//! - **stall**: SIGSTOP to the primary past the node timeout (`down-after-milliseconds`); once
+//!   its replica is promoted, SIGCONT: a zombie that runs what was waiting in its sockets as a
+//!   primary, then answers as the replica it became. Its proxy answers `-READONLY` on every
+//!   connection opened before the stall, as an endpoint that kept pointing at the demoted node
+//!   would.
 //!
 //! Every acknowledged job is then attributed ([`attribution`]): what the engine lost in its
 //! asynchronous replication window is counted and reported, never a FAIL; what the connector
@@ -59,10 +62,12 @@ impl Kind {
 
 /// The phase: both scenarios, one after the other.
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
+    let GateDb {
+        url, mut admin, db, ..
+    } = ctx.database(GateId::G8)?;
     let t0 = Instant::now();
     for kind in [Kind::Kill, Kind::Stall] {
-        scenario(ctx, out, &url, &mut admin, kind)?;
+        scenario(ctx, out, &url, (&mut admin, db), kind)?;
     }
     out.figure("unclean_phase_ms", t0.elapsed().as_millis() as u64);
     Ok(())
@@ -120,18 +125,19 @@ fn scenario(
     ctx: &GateContext<'_>,
     out: &mut GateOutcome,
     url: &crate::engine::Target,
-    admin: &mut Admin,
+    (admin, db): (&mut Admin, u32),
     kind: Kind,
 ) -> Result<(), GateError> {
     let tag = kind.tag();
-    let (shard, primary, replica) = victim_shard(ctx, admin, kind)?;
-    let queues = admin.one_name_per_primary(&format!("g8{tag}"));
-    let victim: Vec<bool> = queues
-        .iter()
-        .map(|q| admin.shard_of(&key(q, "pending")) == shard)
-        .collect();
+    let Strike {
+        place,
+        primary,
+        replica,
+        queues,
+        victim,
+    } = strike(ctx, admin, kind)?;
     (ctx.progress)(&format!(
-        "G8: {tag}: the primary of shard {shard} (port {}) under a crew of {} sessions",
+        "G8: {tag}: {place} (port {}) under a crew of {} sessions",
         ctx.engine.port_of(primary),
         ROLES.len()
     ));
@@ -163,38 +169,71 @@ fn scenario(
     let timeline = timeline?;
     healed?;
     out.waited += timeline.waited;
-    // The cluster as the scenario left it: the old primary a replica of the new one, in sync.
-    out.waited += wait_for(
-        &format!("{tag}: the cluster settling after the rejoin"),
-        || {
-            ctx.engine
-                .agreed(replica, primary, Some(NodeRole::Replica), None)
-        },
-    )?;
-    ctx.engine.wait_in_sync(replica, primary)?;
+    // The engine as the scenario left it: the old primary a replica of the new one, in sync.
+    out.waited += ctx.engine.wait_whole(replica, primary)?;
     // Both failovers are the gate's doing: later changes are judged from here.
     ctx.engine.mark_health();
-    ctx.engine.refresh(admin)?;
+    if ctx.engine.is_cluster() {
+        ctx.engine.refresh(admin)?;
+    } else {
+        // Behind Sentinel the admin's connection went to the old primary.
+        *admin = ctx.engine.admin(db)?;
+    }
     let drained = drain(ctx, url, admin, &queues)?;
     judge(out, kind, &shared, &timeline, drained, admin, &queues)
 }
 
-/// The seeded shard whose primary the scenario fails over: its index, the primary and its
-/// replica, caught up, on a cluster nothing else changed yet.
-fn victim_shard(
-    ctx: &GateContext<'_>,
-    admin: &mut Admin,
-    kind: Kind,
-) -> Result<(usize, NodeId, NodeId), GateError> {
-    ctx.engine.refresh(admin)?;
-    let primaries = ctx.engine.primaries(admin);
+/// Where a scenario strikes: the primary it fails over and the replica that takes over, caught
+/// up, on an engine nothing else changed yet; the crew's queues, and which live on that primary.
+struct Strike {
+    /// The primary, in words for the progress line.
+    place: String,
+    primary: NodeId,
+    replica: NodeId,
+    queues: Vec<String>,
+    victim: Vec<bool>,
+}
+
+/// The seeded shard whose primary the scenario fails over (a queue on each shard), or behind
+/// Sentinel the primary and a seeded one of its replicas (two queues, both on it).
+fn strike(ctx: &GateContext<'_>, admin: &mut Admin, kind: Kind) -> Result<Strike, GateError> {
+    let e = ctx.engine;
+    let tag = kind.tag();
     let mut rng =
         StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
-    let shard = rng.random_range(0..primaries.len().max(1));
-    let primary = primaries[shard];
-    let replica = ctx.engine.replica_of(primary)?;
-    ctx.engine.wait_in_sync(primary, replica)?;
-    let events = ctx.engine.health_events();
+    let s = if e.is_cluster() {
+        e.refresh(admin)?;
+        let primaries = e.primaries(admin);
+        let shard = rng.random_range(0..primaries.len().max(1));
+        let primary = primaries[shard];
+        let queues = admin.one_name_per_primary(&format!("g8{tag}"));
+        let victim = queues
+            .iter()
+            .map(|q| admin.shard_of(&key(q, "pending")) == shard)
+            .collect();
+        Strike {
+            place: format!("the primary of shard {shard}"),
+            primary,
+            replica: e.replica_of(primary)?,
+            queues,
+            victim,
+        }
+    } else {
+        let primary = e.seed();
+        let replicas: Vec<NodeId> = e.nodes().into_iter().filter(|n| *n != primary).collect();
+        for r in &replicas {
+            e.wait_in_sync(primary, *r)?;
+        }
+        Strike {
+            place: format!("the primary {primary}"),
+            primary,
+            replica: replicas[rng.random_range(0..replicas.len())],
+            queues: vec![format!("g8{tag}-0"), format!("g8{tag}-1")],
+            victim: vec![true, true],
+        }
+    };
+    e.wait_in_sync(s.primary, s.replica)?;
+    let events = e.health_events();
     if !events.is_empty() {
         return Err(GateError::instrument(format!(
             "the engine changed during the gate, before its {} failover: {}",
@@ -202,7 +241,7 @@ fn victim_shard(
             events.join("; ")
         )));
     }
-    Ok((shard, primary, replica))
+    Ok(s)
 }
 
 /// A member of the crew: its role and its connected session.
@@ -255,9 +294,7 @@ impl Victim<'_> {
         })?;
         let promoted_ms = s.ms();
         let take_over = e.take_over(replica)?;
-        waited += wait_for("the promotion agreed by every other node", || {
-            e.agreed(replica, primary, None, Some(primary))
-        })?;
+        waited += e.wait_promotion(replica, primary)?;
         if kind == Kind::Stall {
             self.wake(s)?;
         }
@@ -298,8 +335,11 @@ impl Victim<'_> {
                 wait_for("a burst acknowledged past the cut-off replica", || {
                     s.victim_acks.load(Ordering::SeqCst) >= burst_from + BURST
                 })?;
-                // Clients reach the node again only once it has rejoined as a replica.
-                e.proxy_of(primary)?.refuse(true);
+                // Clients reach the node again only once it has rejoined as a replica. Not behind
+                // Sentinel: the Sentinels reach it through its proxy to turn it into one.
+                if e.is_cluster() {
+                    e.proxy_of(primary)?.refuse(true);
+                }
                 self.killed.set(true);
                 let fault_ms = s.ms();
                 e.kill_node(primary)?;
@@ -322,9 +362,7 @@ impl Victim<'_> {
         self.stopped.set(false);
         e.pause_node(primary, false)?;
         s.side_generation.fetch_add(1, Ordering::SeqCst);
-        wait_for("the woken primary's demotion", || {
-            e.agreed(replica, primary, Some(NodeRole::Replica), None)
-        })?;
+        e.wait_demotion(primary, replica)?;
         Ok(())
     }
 
@@ -338,9 +376,7 @@ impl Victim<'_> {
         }
         self.killed.set(false);
         e.restart_node(primary)?;
-        wait_for("the killed node's rejoin as a replica", || {
-            e.agreed(replica, primary, Some(NodeRole::Replica), None)
-        })?;
+        e.wait_demotion(primary, replica)?;
         proxy.refuse(false);
         Ok(0)
     }

@@ -1,5 +1,7 @@
-//! The cluster tuned for an unclean failover: failure detection for one scenario (restored
-//! after, whatever happened), and a replica cut off its primary. What the cluster looks like
+//! The engine tuned for an unclean failover: failure detection for one scenario (restored
+//! after, whatever happened), and a replica cut off its primary. A cluster's nodes detect the
+//! failure themselves (a short node timeout); behind Sentinel the Sentinels do, already within
+//! seconds (`down-after-milliseconds` 2 s), and the tuning pins the replica they promote. What the cluster looks like
 //! (a primary's replica, whether it caught up, whether the nodes agree) is the engine's
 //! topology (`crate::engine::topology`).
 
@@ -10,9 +12,11 @@ use crate::gates::{GateContext, GateError};
 /// replica promoted in a few seconds. It decides how soon the engine acts, never a verdict: the
 /// progress bound is measured from the promotion the harness saw.
 pub const SCENARIO_NODE_TIMEOUT_MS: u32 = 1_500;
-/// Failure detection for one scenario: a short node timeout on every node, and automatic
-/// failover on the one replica only (every other replica keeps `cluster-replica-no-failover`,
-/// so a neighbour starved of CPU is never promoted). Restored when dropped, whatever happened.
+/// Failure detection for one scenario: on a cluster a short node timeout on every node, and
+/// automatic failover on the one replica only (every other replica keeps
+/// `cluster-replica-no-failover`, so a neighbour starved of CPU is never promoted); behind
+/// Sentinel the one replica the Sentinels may promote ([`crate::engine::Engine::pin_promotion`]).
+/// Restored when dropped, whatever happened.
 pub struct Tuning<'a> {
     ctx: &'a GateContext<'a>,
     replica: NodeId,
@@ -22,6 +26,10 @@ impl<'a> Tuning<'a> {
     pub fn apply(ctx: &'a GateContext<'a>, replica: NodeId) -> Result<Self, GateError> {
         let t = Self { ctx, replica };
         let e = ctx.engine;
+        if !e.is_cluster() {
+            e.pin_promotion(replica)?;
+            return Ok(t);
+        }
         let refused = e.config_set_all(
             "cluster-node-timeout",
             &SCENARIO_NODE_TIMEOUT_MS.to_string(),
@@ -67,6 +75,10 @@ impl Drop for Tuning<'_> {
     fn drop(&mut self) {
         let e = self.ctx.engine;
         let _ = e.config_set(self.replica, "masterauth", e.password().unwrap_or_default());
+        if !e.is_cluster() {
+            e.unpin_promotion();
+            return;
+        }
         let _ = e.config_set(self.replica, "cluster-replica-no-failover", "yes");
         let _ = e.config_set(self.replica, "cluster-replica-validity-factor", "10");
         let _ = e.config_set_all(
