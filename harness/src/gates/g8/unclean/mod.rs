@@ -1,6 +1,8 @@
 //! G8 on a cluster and behind Sentinel: two unclean failovers (SPEC R8.10, R8.11; R11.3), after
 //! the graceful one, while a crew of the connector's sessions (a producer, two workers, a reaper:
-//! [`crew`]) runs throughout:
+//! [`crew`]) runs throughout (behind Sentinel the graceful one too):
+//! - **graceful** (behind Sentinel): a coordinated `SENTINEL FAILOVER` to a seeded replica; the
+//!   old primary pauses its writes, hands over and is a replica at once;
 //! - **kill**: SIGKILL to the primary of a seeded random shard (behind Sentinel, the primary);
 //!   its replica (a seeded one of two behind Sentinel) is promoted (automatic failover on for
 //!   this scenario only, with a short node timeout; behind Sentinel the one replica with a
@@ -44,9 +46,11 @@ const BURST: u64 = 10;
 /// The crew's workers.
 const WORKERS: usize = 2;
 
-/// The two scenarios.
+/// The scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Behind Sentinel only: the cluster's graceful failover is [`super::failover`]'s.
+    Graceful,
     Kill,
     Stall,
 }
@@ -54,8 +58,18 @@ pub enum Kind {
 impl Kind {
     pub fn tag(self) -> &'static str {
         match self {
+            Self::Graceful => "graceful",
             Self::Kill => "kill",
             Self::Stall => "stall",
+        }
+    }
+
+    /// The seed's share for this scenario's choice of primary and replica.
+    fn salt(self) -> u64 {
+        match self {
+            Self::Graceful => 0x9ace,
+            Self::Kill => 0xdead,
+            Self::Stall => 0x5709,
         }
     }
 }
@@ -66,7 +80,8 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
         url, mut admin, db, ..
     } = ctx.database(GateId::G8)?;
     let t0 = Instant::now();
-    for kind in [Kind::Kill, Kind::Stall] {
+    let graceful = (!ctx.engine.is_cluster()).then_some(Kind::Graceful);
+    for kind in graceful.into_iter().chain([Kind::Kill, Kind::Stall]) {
         scenario(ctx, out, &url, (&mut admin, db), kind)?;
     }
     out.figure("unclean_phase_ms", t0.elapsed().as_millis() as u64);
@@ -199,8 +214,7 @@ struct Strike {
 fn strike(ctx: &GateContext<'_>, admin: &mut Admin, kind: Kind) -> Result<Strike, GateError> {
     let e = ctx.engine;
     let tag = kind.tag();
-    let mut rng =
-        StdRng::seed_from_u64(ctx.seed ^ if kind == Kind::Kill { 0xdead } else { 0x5709 });
+    let mut rng = StdRng::seed_from_u64(ctx.seed ^ kind.salt());
     let s = if e.is_cluster() {
         e.refresh(admin)?;
         let primaries = e.primaries(admin);
@@ -295,8 +309,11 @@ impl Victim<'_> {
         let promoted_ms = s.ms();
         let take_over = e.take_over(replica)?;
         waited += e.wait_promotion(replica, primary)?;
-        if kind == Kind::Stall {
-            self.wake(s)?;
+        match kind {
+            Kind::Stall => self.wake(s)?,
+            // Coordinated, the old primary is a replica already; forced, once the Sentinels turn it.
+            Kind::Graceful => waited += e.wait_demotion(primary, replica)?,
+            Kind::Kill => {}
         }
         let announced_ms = s.ms();
         // Every worker claims on the shard again within a bound scaled to what this run measured:
@@ -352,6 +369,11 @@ impl Victim<'_> {
                 e.pause_node(primary, true)?;
                 Ok(fault_ms)
             }
+            Kind::Graceful => {
+                let fault_ms = s.ms();
+                e.sentinel_failover()?;
+                Ok(fault_ms)
+            }
         }
     }
 
@@ -371,8 +393,10 @@ impl Victim<'_> {
     fn rejoin(&self) -> Result<u64, GateError> {
         let (e, primary, replica) = (self.ctx.engine, self.node, self.replica);
         let proxy = e.proxy_of(primary)?;
-        if self.kind == Kind::Stall {
-            return Ok(proxy.end_readonly());
+        match self.kind {
+            Kind::Stall => return Ok(proxy.end_readonly()),
+            Kind::Graceful => return Ok(0),
+            Kind::Kill => {}
         }
         self.killed.set(false);
         e.restart_node(primary)?;
@@ -439,6 +463,8 @@ fn judge(
         drained,
         take_over: Some(t.take_over.clone()),
         fault_ms: t.fault_ms,
+        // The old primary acknowledges until it dies, or until it is a replica (woken, or
+        // handed over).
         lossy_until_ms: if kind == Kind::Kill {
             t.fault_ms
         } else {
