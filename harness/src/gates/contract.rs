@@ -282,8 +282,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         9,
-        "35c90ff739ff36a66b073bce25844066b0ee1e16",
-        "29c7c63a0bd75218070d63b159871dee47d9a28f",
+        "0d1e488004f115f9852b9d0bd64c16eb90532d89",
+        "a2ca7d3cceeedca155a67fd04ef3d09f4841bf29",
     );
 
     #[test]

@@ -1,6 +1,6 @@
-//! An unclean failover the harness lets the Sentinels make (G8's kill and stall, SPEC R11.3):
-//! which replica they promote, pinned so a scenario knows it before the fault, and how soon they
-//! act, shortened for the scenario and restored after.
+//! A failover the harness has the Sentinels make under G8's crew (the graceful one, the kill and
+//! the stall, SPEC R11.3): which replica they promote, pinned so a scenario knows it before the
+//! fault, and how soon they act, shortened for the scenario and restored after.
 //!
 //! Sentinel promotes the replica with the lowest non-zero `replica-priority` (then the largest
 //! offset), and reads a replica's priority in its `INFO` only every `info-period` (10 s). So the
@@ -9,6 +9,7 @@
 //! the one cut off, so it is always behind).
 
 use super::PRIMARY_NAME;
+use super::queries::{held_up, noting};
 use crate::engine::Engine;
 use crate::engine::topology::view::parse_sentinel_entry;
 use crate::engine::topology::{NodeId, try_wait_until};
@@ -33,46 +34,61 @@ impl Engine {
             let priority = if id == candidate { PROMOTABLE } else { "0" };
             self.config_set(id, "replica-priority", priority)?;
         }
-        self.sentinel_periods(&SCENARIO_PERIODS)?;
+        let failed = self.sentinel_periods(&SCENARIO_PERIODS);
+        if let Some(e) = failed.into_iter().next() {
+            return Err(e);
+        }
         let what = format!(
             "every Sentinel reading that only {candidate} (port {}) may be promoted",
             self.port_of(candidate)
         );
-        try_wait_until(&what, || self.priorities_read(candidate))?;
+        // A Sentinel that does not answer once is asked again, as every wait on them does.
+        let mut missing = String::new();
+        try_wait_until(&what, || {
+            Ok(noting(&mut missing, self.priorities_read(candidate)))
+        })
+        .map_err(|e| held_up(e, &missing))?;
         Ok(())
     }
 
     /// Every data node promotable again, the Sentinels' periods Valkey's defaults: what
-    /// [`Engine::pin_promotion`] changed, undone on the nodes and Sentinels that answer.
+    /// [`Engine::pin_promotion`] changed, undone on every node and Sentinel that answers (one
+    /// that does not keeps none from it).
     pub fn unpin_promotion(&self) {
         let _ = self.config_set_all("replica-priority", PROMOTABLE);
         let _ = self.sentinel_periods(&DEFAULT_PERIODS);
     }
 
-    fn sentinel_periods(&self, periods: &[(&str, &str)]) -> Result<(), HarnessError> {
+    /// `SENTINEL DEBUG` with `periods` on every Sentinel; the errors of those that refused.
+    fn sentinel_periods(&self, periods: &[(&str, &str)]) -> Vec<HarnessError> {
         let mut args = vec!["SENTINEL", "DEBUG"];
         args.extend(periods.iter().flat_map(|(k, v)| [*k, *v]));
-        for id in self.sentinels() {
-            self.sentinel_admin(id)?.query::<String>(&args)?;
-        }
-        Ok(())
+        self.sentinels()
+            .into_iter()
+            .filter_map(|id| {
+                self.sentinel_admin(id)
+                    .and_then(|mut a| a.query::<String>(&args))
+                    .err()
+            })
+            .collect()
     }
 
-    /// True when every Sentinel lists each replica with the priority [`Engine::pin_promotion`]
-    /// gave it.
-    fn priorities_read(&self, candidate: NodeId) -> Result<bool, HarnessError> {
+    /// `Ok` when every Sentinel lists each replica with the priority [`Engine::pin_promotion`]
+    /// gave it; else which Sentinel does not yet, or did not answer.
+    fn priorities_read(&self, candidate: NodeId) -> Result<(), String> {
         for id in self.sentinels() {
             let entries: Vec<std::collections::BTreeMap<String, String>> = self
-                .sentinel_admin(id)?
-                .query(&["SENTINEL", "REPLICAS", PRIMARY_NAME])?;
+                .sentinel_admin(id)
+                .and_then(|mut a| a.query(&["SENTINEL", "REPLICAS", PRIMARY_NAME]))
+                .map_err(|e| format!("{id}: {e}"))?;
             for e in entries.iter().map(parse_sentinel_entry) {
                 let node = e.port.and_then(|p| self.node_at(p));
                 let promotable = e.priority.is_some_and(|p| p > 0);
-                if node.is_some_and(|n| promotable != (n == candidate)) {
-                    return Ok(false);
+                if let Some(n) = node.filter(|n| promotable != (*n == candidate)) {
+                    return Err(format!("{id} reads {n}'s priority as {:?}", e.priority));
                 }
             }
         }
-        Ok(true)
+        Ok(())
     }
 }

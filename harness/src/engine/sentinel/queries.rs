@@ -205,9 +205,11 @@ impl Engine {
     /// `SENTINEL FAILOVER` of the primary, asked of the first Sentinel: coordinated where the
     /// engine can (Valkey 9: the primary pauses writes and hands over to the replica, losing
     /// nothing), else forced. Asked again while the Sentinel answers that no replica is fit yet
-    /// (`NOGOODSLAVE`: it has not refreshed them) or a failover is under way (`INPROG`).
-    pub fn sentinel_failover(&self) -> Result<(), HarnessError> {
+    /// (`NOGOODSLAVE`: it has not refreshed them) or a failover is under way (`INPROG`). True
+    /// when it was coordinated.
+    pub fn sentinel_failover(&self) -> Result<bool, HarnessError> {
         let mut missing = String::new();
+        let coordinated = std::cell::Cell::new(true);
         let ask = || -> Result<(), String> {
             let mut a = self
                 .sentinel_admin(SentinelId::new(0))
@@ -220,15 +222,18 @@ impl Engine {
                     .map_err(|e| e.to_string())
             };
             match failover(&mut a, &["COORDINATED"]) {
-                Err(e) if e.contains("NOGOODPRIMARY") => failover(&mut a, &[]),
+                Err(e) if e.contains("NOGOODPRIMARY") => {
+                    coordinated.set(false);
+                    failover(&mut a, &[])
+                }
                 other => other,
             }
         };
         try_wait_until("a Sentinel taking SENTINEL FAILOVER", || {
             Ok(noting(&mut missing, ask()))
         })
-        .map_err(|e| held_up(e, &missing))
-        .map(drop)
+        .map_err(|e| held_up(e, &missing))?;
+        Ok(coordinated.get())
     }
 
     /// Waits until every Sentinel names one primary other than `old`, and that node says it is
@@ -287,13 +292,13 @@ impl Engine {
 /// A wait's check that says what is still missing (`Err`), as [`try_wait_until`] asks it: not
 /// yet (never an error, so a Sentinel that does not answer is polled again), the text kept in
 /// `missing` for [`held_up`].
-fn noting(missing: &mut String, check: Result<(), String>) -> bool {
+pub(super) fn noting(missing: &mut String, check: Result<(), String>) -> bool {
     check.map_err(|m| *missing = m).is_ok()
 }
 
 /// The error of a wait that ran out, ending with the last thing `missing`: it names the node or
 /// Sentinel that held it up.
-fn held_up(e: HarnessError, missing: &str) -> HarnessError {
+pub(super) fn held_up(e: HarnessError, missing: &str) -> HarnessError {
     match e {
         HarnessError::Engine(m) => HarnessError::Engine(format!("{m}: {missing}")),
         other => other,

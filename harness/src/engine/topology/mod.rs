@@ -256,28 +256,41 @@ impl Engine {
 
     /// Waits until `old` is a replica of `new` as the engine sees it: on a cluster every node
     /// agrees; behind Sentinel `old` follows `new` with its link up (the Sentinels turned it).
-    pub fn wait_demotion(&self, old: NodeId, new: NodeId) -> Result<Duration, HarnessError> {
+    /// `what` names the step for the error of a wait that ran out.
+    pub fn wait_demotion(
+        &self,
+        what: &str,
+        old: NodeId,
+        new: NodeId,
+    ) -> Result<Duration, HarnessError> {
+        let t0 = Instant::now();
         if matches!(self.handle, Handle::Sentinel(_)) {
-            let t0 = Instant::now();
-            self.wait_following(old, new)?;
+            self.wait_following(old, new)
+                .map_err(|e| HarnessError::Engine(format!("{what}: {e}")))?;
             return Ok(t0.elapsed());
         }
-        wait_until("the old primary agreed a replica by every node", || {
-            self.agreed(new, old, Some(Role::Replica), None)
-        })
+        wait_until(what, || self.agreed(new, old, Some(Role::Replica), None))
     }
 
     /// Waits until the engine is whole again after a failover from `old` to `new`: every replica
     /// caught up with `new` (behind Sentinel also every Sentinel settled on it).
-    pub fn wait_whole(&self, new: NodeId, old: NodeId) -> Result<Duration, HarnessError> {
-        let t0 = Instant::now();
+    /// The time spent waiting on the nodes to agree (the replicas catching up is not counted, as
+    /// before Sentinel). `what` names the step.
+    pub fn wait_whole(
+        &self,
+        what: &str,
+        new: NodeId,
+        old: NodeId,
+    ) -> Result<Duration, HarnessError> {
         if matches!(self.handle, Handle::Sentinel(_)) {
-            self.wait_settled(new)?;
-        } else {
-            self.wait_demotion(old, new)?;
-            self.wait_in_sync(new, old)?;
+            let t0 = Instant::now();
+            self.wait_settled(new)
+                .map_err(|e| HarnessError::Engine(format!("{what}: {e}")))?;
+            return Ok(t0.elapsed());
         }
-        Ok(t0.elapsed())
+        let waited = self.wait_demotion(what, old, new)?;
+        self.wait_in_sync(new, old)?;
+        Ok(waited)
     }
 
     /// True when every node but `absent` reports `cluster_state:ok`, sees `new` as a primary,

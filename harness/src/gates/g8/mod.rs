@@ -14,8 +14,8 @@
 //! failover of [`failover`] follows, then the two unclean ones of [`unclean`] (a primary killed,
 //! a primary stalled) under a crew of the connector's sessions, every acknowledged job
 //! attributed to the engine or to the connector, then the slot migration of [`migration`].
-//! Behind Sentinel `READONLY` and `SENTINEL FAILOVER` ([`sentinel`]), then the same two unclean
-//! failovers, the Sentinels promoting.
+//! Behind Sentinel `READONLY` and `SENTINEL FAILOVER` ([`sentinel`]), then the crew through
+//! another `SENTINEL FAILOVER` and the same two unclean failovers, the Sentinels promoting.
 //!
 //! (c) Crash injection: a seeded worker loop (claim → complete / retry / abandon, reap, promote)
 //! while ≥ 100 connections are killed on the engine (`CLIENT KILL`) at random points — before a call

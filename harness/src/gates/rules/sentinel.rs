@@ -56,7 +56,7 @@ pub const SENTINEL: &[Rule] = &[
         checks: &[
             "G8 on a Sentinel engine: the primary's proxy answers each script on a session's open connections READONLY; the session's next calls must succeed within three",
             "G8 on a Sentinel engine: SENTINEL FAILOVER with two sessions connected, one working and one idle; once every Sentinel names the new primary each session succeeds within three calls and every call after, each new connection reads the fence before its first script",
-            "G8 on a Sentinel engine: a crew of sessions works through a coordinated SENTINEL FAILOVER, then while the primary is killed, then while the new one is stalled past down-after-milliseconds and woken; every worker claims again within R8.10's bound after every Sentinel names the new primary, and every acknowledged job is attributed to the engine's replication window or to the connector",
+            "G8 on a Sentinel engine: a crew of sessions works through a coordinated SENTINEL FAILOVER, then while the primary is killed, then while the new one is stalled past down-after-milliseconds and woken; every worker claims again within R8.10's bound after the announcement (every Sentinel names the new primary; after a stall or a failover the old primary follows it), and every acknowledged job is attributed to the engine's replication window or to the connector",
         ],
         cases: &[],
         gates: &[GateId::G8],

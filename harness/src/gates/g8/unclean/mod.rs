@@ -74,7 +74,7 @@ impl Kind {
     }
 }
 
-/// The phase: both scenarios, one after the other.
+/// The phase: the scenarios, one after the other (behind Sentinel the graceful one first).
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb {
         url, mut admin, db, ..
@@ -91,6 +91,10 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
 /// What the scenario saw happen, in ms since the crew began.
 struct Timeline {
     fault_ms: u64,
+    /// Until when the old primary could acknowledge a write the new one never gets: its death
+    /// (kill), or its demotion (stall; a forced graceful failover). A coordinated failover
+    /// hands over everything acknowledged: the fault.
+    lossy_until_ms: u64,
     promoted_ms: u64,
     announced_ms: u64,
     bound_ms: u64,
@@ -110,6 +114,8 @@ struct Victim<'a> {
     replica: NodeId,
     killed: Cell<bool>,
     stopped: Cell<bool>,
+    /// The graceful failover was coordinated (the engine's own fallback is forced).
+    coordinated: Cell<bool>,
 }
 
 impl Victim<'_> {
@@ -167,6 +173,7 @@ fn scenario(
         replica,
         killed: Cell::new(false),
         stopped: Cell::new(false),
+        coordinated: Cell::new(false),
     };
     let tuning = Tuning::apply(ctx, replica)?;
     let timeline = std::thread::scope(|sc| {
@@ -185,7 +192,11 @@ fn scenario(
     healed?;
     out.waited += timeline.waited;
     // The engine as the scenario left it: the old primary a replica of the new one, in sync.
-    out.waited += ctx.engine.wait_whole(replica, primary)?;
+    out.waited += ctx.engine.wait_whole(
+        &format!("{tag}: the engine settling after the rejoin"),
+        replica,
+        primary,
+    )?;
     // Both failovers are the gate's doing: later changes are judged from here.
     ctx.engine.mark_health();
     if ctx.engine.is_cluster() {
@@ -312,7 +323,9 @@ impl Victim<'_> {
         match kind {
             Kind::Stall => self.wake(s)?,
             // Coordinated, the old primary is a replica already; forced, once the Sentinels turn it.
-            Kind::Graceful => waited += e.wait_demotion(primary, replica)?,
+            Kind::Graceful => {
+                waited += e.wait_demotion("the old primary's demotion", primary, replica)?;
+            }
             Kind::Kill => {}
         }
         let announced_ms = s.ms();
@@ -328,8 +341,14 @@ impl Victim<'_> {
         let _ = wait_for("work after the rejoin", || {
             s.claimed_since(healed_ms) == WORKERS || s.ms() > healed_ms + bound_ms
         });
+        let lossy_until_ms = match kind {
+            Kind::Kill => fault_ms,
+            Kind::Graceful if self.coordinated.get() => fault_ms,
+            Kind::Graceful | Kind::Stall => announced_ms,
+        };
         Ok(Timeline {
             fault_ms,
+            lossy_until_ms,
             promoted_ms,
             announced_ms,
             bound_ms,
@@ -371,7 +390,7 @@ impl Victim<'_> {
             }
             Kind::Graceful => {
                 let fault_ms = s.ms();
-                e.sentinel_failover()?;
+                self.coordinated.set(e.sentinel_failover()?);
                 Ok(fault_ms)
             }
         }
@@ -384,7 +403,7 @@ impl Victim<'_> {
         self.stopped.set(false);
         e.pause_node(primary, false)?;
         s.side_generation.fetch_add(1, Ordering::SeqCst);
-        e.wait_demotion(primary, replica)?;
+        e.wait_demotion("the woken primary's demotion", primary, replica)?;
         Ok(())
     }
 
@@ -400,7 +419,7 @@ impl Victim<'_> {
         }
         self.killed.set(false);
         e.restart_node(primary)?;
-        e.wait_demotion(primary, replica)?;
+        e.wait_demotion("the killed node's rejoin as a replica", primary, replica)?;
         proxy.refuse(false);
         Ok(0)
     }
@@ -463,13 +482,7 @@ fn judge(
         drained,
         take_over: Some(t.take_over.clone()),
         fault_ms: t.fault_ms,
-        // The old primary acknowledges until it dies, or until it is a replica (woken, or
-        // handed over).
-        lossy_until_ms: if kind == Kind::Kill {
-            t.fault_ms
-        } else {
-            t.announced_ms
-        },
+        lossy_until_ms: t.lossy_until_ms,
         announced_ms: t.announced_ms,
         workers: ROLES
             .iter()
