@@ -132,7 +132,8 @@ fn plaintext_is_answered_only_without_tls(engine: &Engine) {
 }
 
 /// A write through the primary reaches both replicas; SIGKILLed, the primary is failed over to
-/// one of them, which the other follows, `+switch-master` says so, and the write is kept. The
+/// the one G8's pin lets the Sentinels promote (the second: without the pin either could win),
+/// which the other follows, `+switch-master` says so, and the write is kept; the pin undone. The
 /// new primary.
 fn a_write_survives_a_failover(engine: &Engine, switch: &mut Subscription) -> NodeId {
     let nodes = engine.nodes();
@@ -149,10 +150,14 @@ fn a_write_survives_a_failover(engine: &Engine, switch: &mut Subscription) -> No
         assert_eq!(got.as_deref(), Some("before"), "{r}");
     }
 
+    let pinned = replicas[1];
+    engine.pin_promotion(pinned).unwrap();
     let t1 = Instant::now();
     engine.kill_node(primary).unwrap();
     let new = engine.wait_for_new_primary(primary).unwrap();
-    assert!(replicas.contains(&new), "{new} is one of the replicas");
+    assert_eq!(new, pinned, "the one replica with a priority was promoted");
+    engine.unpin_promotion();
+    the_pin_is_undone(engine, &replicas);
     assert_eq!(engine.role(new), Some(Role::Primary));
     let other = *replicas.iter().find(|r| **r != new).unwrap();
     engine.wait_following(other, new).unwrap();
@@ -166,6 +171,31 @@ fn a_write_survives_a_failover(engine: &Engine, switch: &mut Subscription) -> No
     let kept = engine.node_admin(new).unwrap().get(KEY).unwrap();
     assert_eq!(kept.as_deref(), Some("before"), "the write survived");
     new
+}
+
+/// Every live data node promotable again, every Sentinel on Valkey's periods.
+fn the_pin_is_undone(engine: &Engine, live: &[NodeId]) {
+    for n in live {
+        let got: Vec<String> = engine
+            .node_admin(*n)
+            .unwrap()
+            .query(&["CONFIG", "GET", "replica-priority"])
+            .unwrap();
+        assert_eq!(got, ["replica-priority", "100"], "{n}");
+    }
+    for id in engine.sentinels() {
+        let periods: std::collections::BTreeMap<String, String> = engine
+            .sentinel_admin(id)
+            .unwrap()
+            .query(&["SENTINEL", "DEBUG"])
+            .unwrap();
+        let at = |k: &str| periods.get(k).map(String::as_str);
+        assert_eq!(
+            (at("INFO-PERIOD"), at("PUBLISH-PERIOD")),
+            (Some("10000"), Some("2000")),
+            "{id}"
+        );
+    }
 }
 
 /// The old primary (node 0), restarted, is made a replica of `new` and holds the write.
