@@ -141,18 +141,46 @@ pub fn start(
         let setting = announce_setting(running.tls.is_some());
         let port = node.announced().to_string();
         node.announce = vec![format!("--{setting}"), port.clone()];
-        let set = ["CONFIG", "SET", setting, &port];
-        if cli_query(&cli, users, node.admin_port(), &set).is_none_or(|r| !r.contains("OK")) {
-            return Err(HarnessError::Engine(format!(
-                "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not)",
-                node.port()
-            )));
-        }
+        announce(&cli, users, &node, setting, &port)?;
         running.nodes.push(node);
     }
     create(&cli, users, &running)?;
     wait_ready(&cli, users, &running)?;
     Ok(running)
+}
+
+/// `CONFIG SET setting port` on `node`, asked again while the node does not answer it (a node
+/// just started, or a TLS node's plaintext back, can be slow to on a loaded machine: CI met it
+/// once); an engine without the setting is an error at once.
+fn announce(
+    cli: &Path,
+    users: &Users,
+    node: &Node,
+    setting: &str,
+    port: &str,
+) -> Result<(), HarnessError> {
+    let set = ["CONFIG", "SET", setting, port];
+    let mut last = String::new();
+    let mut unknown = false;
+    let what = format!("the node at port {} taking {setting}", node.port());
+    let waited = crate::engine::topology::wait_until(&what, || {
+        match cli_query(cli, users, node.admin_port(), &set) {
+            Some(r) if r.contains("OK") => return true,
+            Some(r) => {
+                unknown = r.contains("Unknown option");
+                last = r.trim().to_string();
+            }
+            None => last = "valkey-cli failed".into(),
+        }
+        unknown
+    });
+    if unknown || waited.is_err() {
+        return Err(HarnessError::Engine(format!(
+            "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not): {last}",
+            node.port()
+        )));
+    }
+    Ok(())
 }
 
 /// Node `i`, on fresh ports: a new bus port on each try, as one taken meanwhile is a port clash,
