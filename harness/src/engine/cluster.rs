@@ -162,25 +162,22 @@ fn announce(
     let set = ["CONFIG", "SET", setting, port];
     let mut last = String::new();
     let mut unknown = false;
-    let what = format!("the node at port {} taking {setting}", node.port());
-    let waited = crate::engine::topology::wait_until(&what, || {
+    let deadline = Instant::now() + READY_WITHIN;
+    while !unknown && Instant::now() < deadline {
         match cli_query(cli, users, node.admin_port(), &set) {
-            Some(r) if r.contains("OK") => return true,
+            Some(r) if r.contains("OK") => return Ok(()),
             Some(r) => {
                 unknown = r.contains("Unknown option");
                 last = r.trim().to_string();
             }
             None => last = "valkey-cli failed".into(),
         }
-        unknown
-    });
-    if unknown || waited.is_err() {
-        return Err(HarnessError::Engine(format!(
-            "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not): {last}",
-            node.port()
-        )));
+        std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(())
+    Err(HarnessError::Engine(format!(
+        "the node at port {} refused {setting} (Valkey 9.1 has it; 8.1 does not): {last}",
+        node.port()
+    )))
 }
 
 /// Node `i`, on fresh ports: a new bus port on each try, as one taken meanwhile is a port clash,
