@@ -16,7 +16,6 @@
 //! that has not yet heard of it. A connector that never finds the new primary fails every call.
 
 use crate::connector::{Connector, Verbs};
-use crate::engine::EngineKind;
 use crate::error::ConnectorError;
 use crate::gates::rules::{RuleId, cited::cite};
 use crate::gates::{GateContext, GateError, GateId, GateOutcome};
@@ -31,11 +30,8 @@ const AFTER: usize = 10;
 /// Jobs the working session enqueues before the failover.
 const BEFORE: usize = 20;
 
-/// Both checks; nothing on any other engine.
+/// Both checks, behind Sentinel (the caller runs them on that engine only).
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
-    if ctx.engine.kind != EngineKind::Sentinel {
-        return Ok(());
-    }
     readonly(ctx, out)?;
     failover(ctx, out)
 }
