@@ -111,7 +111,13 @@ fn judge(verb: &'static str, program: &Path, marker: &str) -> Judged {
         batch: if big { 100_000 } else { 20_000 },
         ..common::gate_context(&engine, &bundle, &factory)
     };
-    let outcomes = run_gates(&ctx, None, false, &Progress::new());
+    let outcomes = run_gates(
+        &ctx,
+        &emq::cmd::run::every_gate(),
+        None,
+        false,
+        &Progress::new(),
+    );
     factory.note();
     drop(engine);
     Judged {

@@ -8,7 +8,7 @@ use crate::connector::child::{ChildFactory, ChildSpec};
 use crate::connector::reference::Reference;
 use crate::engine::{Engine, EngineOptions};
 use crate::error::HarnessError;
-use crate::gates::{ConnectorFactory, GateContext, GateOutcome};
+use crate::gates::{ConnectorFactory, GateContext, GateId, GateOutcome};
 use crate::protocol::bundle::Bundle;
 use crate::report::output::Progress;
 use crate::report::{ConnectorName, Header, Record, SCHEMA, now_rfc3339};
@@ -37,6 +37,9 @@ pub struct RunOptions {
     pub only: Option<Vec<crate::gates::GateId>>,
     /// Stop at the first gate that is not PASS; the rest are NOT RUN (`--fail-fast`).
     pub fail_fast: bool,
+    /// Every gate on one engine, one after another (`--one-engine`); else in lanes
+    /// (`gates/lanes.rs`).
+    pub one_engine: bool,
     /// The bundle and cases judged by.
     pub dirs: Dirs,
 }
@@ -111,14 +114,16 @@ fn header(
 /// for all of them (issue #24); the gates take them as they need them, and they are stopped when
 /// the run ends. G8 starts the replacements of its planned process kills itself, as it begins:
 /// started here, their start-ups would compete for the CPU with every gate before it. An
-/// in-process connector starts nothing.
-fn warm_up(factory: &dyn ConnectorFactory) {
+/// in-process connector starts nothing. A lane without G7 needs one.
+fn warm_up(factory: &dyn ConnectorFactory, lane: &[GateId]) {
     use crate::connector::starts::StartReason;
     factory.warm(1, StartReason::First);
-    factory.warm(
-        crate::gates::g7_interleavings::SOAK_WORKERS + 2,
-        StartReason::Concurrent,
-    );
+    if lane.contains(&GateId::G7) {
+        factory.warm(
+            crate::gates::g7_interleavings::SOAK_WORKERS + 2,
+            StartReason::Concurrent,
+        );
+    }
 }
 
 /// Boots the engine, saying so.
@@ -136,17 +141,113 @@ pub fn boot(opts: &EngineOptions, progress: &Progress) -> Result<Engine, Harness
     Ok(engine)
 }
 
-/// Runs the eight gates in order, saying each verdict as it lands (`gates/sequence.rs`: a
-/// gate whose waiting part goes on beside later gates lands when it ends); gates outside
-/// `only`, and after a `fail_fast` stop, are NOT RUN: no verdict, neither PASS nor ERROR (the
-/// run is judged on the gates it ran).
+/// Runs the gates of `lane` in order on `ctx`'s engine, saying each verdict as it lands
+/// (`gates/sequence.rs`: a gate whose waiting part goes on beside later gates lands when it
+/// ends); gates outside `only`, and after a `fail_fast` stop, are NOT RUN: no verdict, neither
+/// PASS nor ERROR (the run is judged on the gates it ran).
 pub fn run_gates(
     ctx: &GateContext<'_>,
-    only: Option<&[crate::gates::GateId]>,
+    lane: &[GateId],
+    only: Option<&[GateId]>,
     fail_fast: bool,
     progress: &Progress,
 ) -> Vec<GateOutcome> {
-    crate::gates::sequence::run_all(ctx, only, fail_fast, &mut |o| progress.gate(o))
+    crate::gates::sequence::run_all(ctx, lane, only, fail_fast, &mut |o| progress.gate(o))
+}
+
+/// Every gate, in the record's order: one lane.
+pub fn every_gate() -> Vec<GateId> {
+    crate::gates::ALL.iter().map(|g| g.id).collect()
+}
+
+/// A lane after the first: its gates, and an engine and connector factory of its own.
+struct Lane {
+    gates: Vec<GateId>,
+    engine: Engine,
+    factory: Box<dyn ConnectorFactory>,
+}
+
+/// Boots the engines of the lanes after the first, all at once, while `first` boots the first
+/// lane's in this thread; a failed boot is the run's error (the engines already up are dropped,
+/// so nothing is left running).
+fn boot_lanes(
+    opts: &RunOptions,
+    bundle: &Arc<Bundle>,
+    plan: &[Vec<GateId>],
+    progress: &Progress,
+    first: impl FnOnce() -> Result<Engine, HarnessError>,
+) -> Result<(Engine, Vec<Lane>), HarnessError> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = plan
+            .iter()
+            .skip(1)
+            .map(|gates| s.spawn(move || (gates, Engine::start(&opts.engine))))
+            .collect();
+        let first = first();
+        let mut lanes = Vec::new();
+        for h in handles {
+            let (gates, engine) = h.join().expect("a lane's engine boot panicked");
+            let engine = engine?;
+            crate::cmd::preflight::engine_usable(&engine)?;
+            progress.line(&format!(
+                "engine for {} up in {} ms",
+                lane_name(gates),
+                engine.boot_time.as_millis()
+            ));
+            let factory = factory(&opts.subject, bundle);
+            warm_up(factory.as_ref(), gates);
+            lanes.push(Lane {
+                gates: gates.clone(),
+                engine,
+                factory,
+            });
+        }
+        Ok((first?, lanes))
+    })
+}
+
+/// `G2 G3 G4 G5`.
+fn lane_name(gates: &[GateId]) -> String {
+    let names: Vec<&str> = gates.iter().map(|g| g.as_str()).collect();
+    names.join(" ")
+}
+
+/// Runs every lane at once, each on its own engine, and returns the outcomes in the record's
+/// order. `first` is the first lane's context (the engine the header describes).
+fn run_lanes(
+    first: &GateContext<'_>,
+    first_gates: &[GateId],
+    lanes: &[Lane],
+    opts: &RunOptions,
+    progress: &Progress,
+) -> Vec<GateOutcome> {
+    let only = opts.only.as_deref();
+    let mut outcomes: Vec<GateOutcome> = std::thread::scope(|s| {
+        let handles: Vec<_> = lanes
+            .iter()
+            .map(|lane| {
+                s.spawn(move || {
+                    let ctx = GateContext {
+                        engine: &lane.engine,
+                        factory: lane.factory.as_ref(),
+                        cases: first.cases.clone(),
+                        ..*first
+                    };
+                    run_gates(&ctx, &lane.gates, only, opts.fail_fast, progress)
+                })
+            })
+            .collect();
+        let mut all = run_gates(first, first_gates, only, opts.fail_fast, progress);
+        for h in handles {
+            all.extend(
+                h.join()
+                    .expect("a lane's thread panicked outside its gates"),
+            );
+        }
+        all
+    });
+    outcomes.sort_by_key(|o| o.id);
+    outcomes
 }
 
 /// A TLS record's footer when the connector has no TLS (SPEC R10.1): no verdict, said as such.
@@ -218,15 +319,30 @@ fn not_certified(left: &LeftOut, progress: &Progress) -> Vec<GateOutcome> {
 /// Runs the gates and returns the record; `Err` only when nothing could be judged (no engine, no bundle).
 pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessError> {
     let bundle = Arc::new(opts.dirs.load_bundle()?);
-    let engine = boot(&opts.engine, progress)?;
-    crate::cmd::preflight::engine_usable(&engine)?;
+    let kind = opts.engine.planned_kind();
+    let plan =
+        crate::gates::lanes::plan(kind, opts.only.as_deref(), opts.fail_fast, opts.one_engine);
+    let t0 = std::time::Instant::now();
+    let (engine, lanes) = boot_lanes(opts, &bundle, &plan, progress, || {
+        let engine = boot(&opts.engine, progress)?;
+        crate::cmd::preflight::engine_usable(&engine)?;
+        Ok(engine)
+    })?;
     let factory = factory(&opts.subject, &bundle);
-    warm_up(factory.as_ref());
+    warm_up(factory.as_ref(), &plan[0]);
     let header = header(opts, &bundle, &engine, factory.as_ref())?;
     progress.line(&format!(
         "connector: {} {}",
         header.connector_name, header.connector_version
     ));
+    if plan.len() > 1 {
+        let names: Vec<String> = plan.iter().map(|l| lane_name(l)).collect();
+        progress.line(&format!(
+            "{} lanes at once, each on an engine of its own: {}",
+            plan.len(),
+            names.join(" | ")
+        ));
+    }
     let say = |m: &str| progress.line(m);
     let ctx = GateContext {
         engine: &engine,
@@ -241,17 +357,35 @@ pub fn run(opts: &RunOptions, progress: &Progress) -> Result<Record, HarnessErro
     let left = left_out(&engine, factory.as_ref());
     let outcomes = match &left {
         Some(left) => not_certified(left, progress),
-        None => run_gates(&ctx, opts.only.as_deref(), opts.fail_fast, progress),
+        None => run_lanes(&ctx, &plan[0], &lanes, opts, progress),
     };
     let mut record = Record::new(header, &outcomes, engine.boot_time.as_millis() as u64);
+    record.volatile.lanes = plan.iter().map(|l| lane_name(l)).collect();
+    record.volatile.gates_wall_ms = t0.elapsed().as_millis() as u64;
     if let Some(left) = &left {
         record.footer.summary = left.footer.to_string();
     }
-    record.volatile.connector_starts = factory.starts();
+    record.volatile.connector_starts = starts(factory.as_ref(), &lanes);
     if let Some(s) = &record.volatile.connector_starts {
         progress.line(&format!("connector processes started: {}", s.describe()));
     }
-    // Dropping the factory stops its idle processes: nothing is left running.
+    // Dropping the factories stops their idle processes, and the lanes' engines go with them:
+    // nothing is left running.
     drop(factory);
+    drop(lanes);
     Ok(record)
+}
+
+/// The processes every lane's factory started; `None` for a connector that starts none.
+fn starts(
+    first: &dyn ConnectorFactory,
+    lanes: &[Lane],
+) -> Option<crate::connector::starts::Starts> {
+    let mut all = first.starts()?;
+    for lane in lanes {
+        if let Some(s) = lane.factory.starts() {
+            all.merge(&s);
+        }
+    }
+    Some(all)
 }

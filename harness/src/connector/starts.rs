@@ -58,6 +58,20 @@ pub struct Starts {
 }
 
 impl Starts {
+    /// Adds `other`'s starts to these: a run's lanes each have a factory of their own.
+    pub fn merge(&mut self, other: &Starts) {
+        self.total += other.total;
+        for (k, n) in &other.by_reason {
+            *self.by_reason.entry(k.clone()).or_default() += n;
+        }
+        for (g, rs) in &other.by_gate {
+            let mine = self.by_gate.entry(g.clone()).or_default();
+            for (k, n) in rs {
+                *mine.entry(k.clone()).or_default() += n;
+            }
+        }
+    }
+
     /// Notes one start in `gate` for `reason`.
     pub fn note(&mut self, gate: &str, reason: StartReason) {
         self.total += 1;

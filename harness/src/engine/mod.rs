@@ -112,6 +112,21 @@ impl Default for EngineOptions {
     }
 }
 
+impl EngineOptions {
+    /// The kind [`Engine::start`] boots for these options, known before it boots: what a run
+    /// plans its lanes by (`gates/lanes.rs`). `Auto` without a url is one node, said `Binary`
+    /// whether Docker then gives a container or not (both boot in well under a second).
+    pub fn planned_kind(&self) -> EngineKind {
+        match (self.choice, &self.url) {
+            (EngineChoice::Url, _) | (EngineChoice::Auto, Some(_)) => EngineKind::Url,
+            (EngineChoice::Container, _) => EngineKind::Container,
+            (EngineChoice::Binary | EngineChoice::Auto, _) => EngineKind::Binary,
+            (EngineChoice::Cluster, _) => EngineKind::Cluster,
+            (EngineChoice::Sentinel, _) => EngineKind::Sentinel,
+        }
+    }
+}
+
 /// What kind of engine actually runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

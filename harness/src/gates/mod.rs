@@ -17,6 +17,7 @@ pub mod g5_pipeline;
 pub mod g6_cases;
 pub mod g7_interleavings;
 pub mod g8;
+pub mod lanes;
 mod outcome;
 pub mod rules;
 pub mod sequence;

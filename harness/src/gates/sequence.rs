@@ -1,11 +1,11 @@
-//! The gates of a run, in the record's order, with the parts a gate left (`gates/beside.rs`)
-//! going on beside later gates: issue #43's waits that overlap, across gates. A left part only
-//! waits (G1's held reply, R5.13), on a database of its own; it may run beside the gates that
-//! judge nothing engine-wide ([`Gate::alone`] is false), and it starts at the first gate of the
-//! longest stretch of them that follows its own gate ([`start_at`]), so it has the most work
-//! beside it. Before a gate that must run alone, every started part is waited for. The record
-//! is the same as in line: the part's evidence goes where it stood in its gate
-//! ([`GateOutcome::absorb`]), and its gate's verdict lands (is said, `landed`) when it ends.
+//! The gates of one lane (`gates/lanes.rs`), in the record's order, with the parts a gate left
+//! (`gates/beside.rs`) going on beside later gates of the lane: issue #43's waits that overlap,
+//! across gates. A left part only waits (G1's held reply, R5.13), on a database of its own; it may
+//! run beside the gates that judge nothing engine-wide ([`Gate::alone`] is false), and it starts
+//! at the first gate of the longest stretch of them that follows its own gate ([`start_at`]), so
+//! it has the most work beside it. Before a gate that must run alone, every started part is
+//! waited for. The record is the same as in line: the part's evidence goes where it stood in its
+//! gate ([`GateOutcome::absorb`]), and its gate's verdict lands (is said, `landed`) when it ends.
 
 use std::thread::ScopedJoinHandle;
 
@@ -38,33 +38,36 @@ pub fn start_at(alone: &[bool], selected: &[bool], from: usize) -> Option<usize>
 
 /// A part waiting for its gate, or started.
 struct Pending {
-    /// Its gate's index in [`ALL`] (and in the outcomes).
+    /// Its gate's index in the lane (and in the outcomes).
     gate: usize,
     left: Left,
     start: Option<usize>,
 }
 
-/// Runs the gates of `ALL` in order and returns their outcomes in that order; `landed` is told
-/// each gate's outcome once it is whole (a gate whose part goes on beside later gates lands
-/// when the part ends). Gates outside `only`, and after a `fail_fast` stop, are NOT RUN. Under
-/// `fail_fast` no part is left: each gate is whole before the next one decides whether to run.
+/// Runs the gates of `lane` (in `ALL`'s order, `gates/lanes.rs`) and returns their outcomes in
+/// that order; `landed` is told each gate's outcome once it is whole (a gate whose part goes on
+/// beside later gates lands when the part ends). Gates outside `only`, and after a `fail_fast`
+/// stop, are NOT RUN. Under `fail_fast` no part is left: each gate is whole before the next one
+/// decides whether to run.
 pub fn run_all(
     ctx: &GateContext<'_>,
+    lane: &[GateId],
     only: Option<&[GateId]>,
     fail_fast: bool,
     landed: &mut dyn FnMut(&GateOutcome),
 ) -> Vec<GateOutcome> {
-    let selected: Vec<bool> = ALL
+    let gates: Vec<&Gate> = ALL.iter().filter(|g| lane.contains(&g.id)).collect();
+    let selected: Vec<bool> = gates
         .iter()
         .map(|g| only.is_none_or(|o| o.contains(&g.id)))
         .collect();
-    let alone: Vec<bool> = ALL.iter().map(|g| g.alone).collect();
+    let alone: Vec<bool> = gates.iter().map(|g| g.alone).collect();
     std::thread::scope(|scope| {
         let mut outcomes: Vec<GateOutcome> = Vec::new();
         let mut pending: Vec<Pending> = Vec::new();
         let mut started: Vec<(Pending, ScopedJoinHandle<'_, Ran>)> = Vec::new();
         let mut stopped = false;
-        for (i, gate) in ALL.iter().enumerate() {
+        for (i, gate) in gates.iter().copied().enumerate() {
             let runs = selected[i] && !stopped;
             if runs && gate.alone {
                 for (p, handle) in started.drain(..) {
@@ -76,7 +79,7 @@ pub fn run_all(
                     pending.drain(..).partition(|p| p.start == Some(i));
                 pending = later;
                 for p in now {
-                    let handle = beside::spawn(scope, ctx, ALL[p.gate].id, p.left.part);
+                    let handle = beside::spawn(scope, ctx, gates[p.gate].id, p.left.part);
                     started.push((p, handle));
                 }
             }
@@ -89,7 +92,7 @@ pub fn run_all(
                         "{}: its part that waits goes on beside {}",
                         gate.id,
                         start.map_or("nothing (no gate after it may share the engine)", |s| {
-                            ALL[s].id.as_str()
+                            gates[s].id.as_str()
                         })
                     ));
                     pending.push(Pending {
@@ -103,7 +106,7 @@ pub fn run_all(
             outcomes.push(outcome);
         }
         for p in pending {
-            let handle = beside::spawn(scope, ctx, ALL[p.gate].id, p.left.part);
+            let handle = beside::spawn(scope, ctx, gates[p.gate].id, p.left.part);
             started.push((p, handle));
         }
         for (p, handle) in started {
@@ -169,6 +172,11 @@ mod tests {
             Some(5),
             "G6 and G7, between G5 and G8"
         );
+    }
+
+    #[test]
+    fn in_g1s_lane_its_part_starts_at_g7() {
+        assert_eq!(start_at(&[false, false], &[true, true], 1), Some(1));
     }
 
     #[test]

@@ -101,6 +101,13 @@ pub struct Volatile {
     /// reference, which starts none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector_starts: Option<crate::connector::starts::Starts>,
+    /// The lanes the gates ran in, each on an engine of its own, all at once (`G2 G3 G4 G5`);
+    /// absent in a record made before lanes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<String>,
+    /// From the first engine's boot to the last gate's verdict: the run's wall time.
+    #[serde(default)]
+    pub gates_wall_ms: u64,
 }
 
 /// A whole record.

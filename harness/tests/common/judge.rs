@@ -124,7 +124,13 @@ pub fn judge(
         .collect();
     // As `emq-gate run` runs them: a part a gate leaves goes on beside later gates.
     let t0 = Instant::now();
-    let outcomes = emq::gates::sequence::run_all(&ctx, Some(&ids), false, &mut |_| {});
+    let outcomes = emq::gates::sequence::run_all(
+        &ctx,
+        &emq::cmd::run::every_gate(),
+        Some(&ids),
+        false,
+        &mut |_| {},
+    );
     for out in outcomes.into_iter().filter(|o| ids.contains(&o.id)) {
         let id = out.id;
         log.push_str(&describe(&out, t0));

@@ -383,7 +383,7 @@ fn gate_walls(
     {
         progress.line(&format!("bench: ACL LOG RESET failed: {e}"));
     }
-    crate::cmd::run::run_gates(&ctx, None, false, progress)
+    crate::cmd::run::run_gates(&ctx, &crate::cmd::run::every_gate(), None, false, progress)
         .into_iter()
         .map(|o| GateWall {
             verdict: o.verdict,

@@ -127,9 +127,13 @@ pub struct Common {
     /// Let `record` overwrite the record of another connector.
     #[arg(long)]
     pub force: bool,
-    /// Stop at the first gate that is not PASS; the rest are NOT RUN.
+    /// Stop at the first gate that is not PASS; the rest are NOT RUN (on one engine, in order).
     #[arg(long)]
     pub fail_fast: bool,
+    /// Run every gate on one engine, one after another. By default the gates run in lanes, each
+    /// lane on an engine of its own and all lanes at once (a url engine is always one lane).
+    #[arg(long)]
+    pub one_engine: bool,
     /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).
     #[arg(long, value_name = "FILE")]
     pub wire_log: Option<PathBuf>,
@@ -222,6 +226,7 @@ impl Common {
             batch: self.run.batch,
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
+            one_engine: self.one_engine,
             dirs: dirs.clone(),
         }
     }
