@@ -253,6 +253,11 @@ fn a_slow_starting_connector_passes_with_few_starts() {
         per_gate + starts.in_gate("run").values().sum::<u64>(),
         starts.total
     );
-    within_budget(&starts, kills, 8).unwrap();
+    // G8 starts the replacements of its planned kills as it begins (a loaded machine may get
+    // through fewer kills than planned), and each lane after the first starts a process of its
+    // own (`gates/lanes.rs`): neither is a start per case or per history.
+    let replacements = starts.in_gate("G8").get("killed").copied().unwrap_or(0);
+    let lanes = record.volatile.lanes.len().max(1) as u64;
+    within_budget(&starts, kills.max(replacements), 8 + lanes - 1).unwrap();
     assert_eq!(left_running(&mark), Vec::<u32>::new(), "left running");
 }
