@@ -216,7 +216,7 @@ fn a_slow_starting_connector_passes_with_few_starts() {
         batch: 20_000,
         only: None,
         fail_fast: false,
-        one_engine: false,
+        one_engine: true,
         dirs: emq::cmd::sources::Dirs::from_env(),
     };
     let t0 = Instant::now();

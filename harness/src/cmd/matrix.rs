@@ -228,7 +228,7 @@ fn run_cell(
         batch: opts.batch,
         only: None,
         fail_fast: false,
-        one_engine: false,
+        one_engine: true,
         dirs: opts.dirs.clone(),
     };
     match crate::cmd::run::run(&run, inner) {

@@ -170,7 +170,7 @@ mod tests {
             batch: 100_000,
             only: None,
             fail_fast: false,
-            one_engine: false,
+            one_engine: true,
             dirs: crate::cmd::sources::Dirs {
                 bundle: dir.path().into(),
                 cases: crate::suites::cases::format::Corpus::at(dir.path()),

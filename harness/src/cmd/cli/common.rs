@@ -130,10 +130,10 @@ pub struct Common {
     /// Stop at the first gate that is not PASS; the rest are NOT RUN (on one engine, in order).
     #[arg(long)]
     pub fail_fast: bool,
-    /// Run every gate on one engine, one after another. By default the gates run in lanes, each
-    /// lane on an engine of its own and all lanes at once (a url engine is always one lane).
+    /// Run the gates in lanes, each lane on an engine of its own and all lanes at once (a url
+    /// engine is always one lane). Without it every gate runs on one engine, one after another.
     #[arg(long)]
-    pub one_engine: bool,
+    pub lanes: bool,
     /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).
     #[arg(long, value_name = "FILE")]
     pub wire_log: Option<PathBuf>,
@@ -226,7 +226,7 @@ impl Common {
             batch: self.run.batch,
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
-            one_engine: self.one_engine,
+            one_engine: !self.lanes,
             dirs: dirs.clone(),
         }
     }
