@@ -230,9 +230,11 @@ impl<'a> Boot<'a> {
     }
 }
 
-/// The harness's connection to `node` (its real port, as the admin).
+/// The harness's connection to `node` (its real port, as the admin), while it boots: asked
+/// again while a server just started refuses or resets it (a loaded CI run met a reset here).
 fn admin_of(node: &Node, users: &Users) -> Result<Admin, HarnessError> {
-    Admin::connect(&url_of("127.0.0.1", node.admin_port(), &users.admin(), 0))
+    let url = url_of("127.0.0.1", node.admin_port(), &users.admin(), 0);
+    crate::engine::ready::retry_transient(|| Admin::connect(&url))
 }
 
 /// `CONFIG SET` (or `SENTINEL CONFIG SET`: `command` says which) of `pairs` on `node`, an error
