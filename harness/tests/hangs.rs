@@ -113,7 +113,7 @@ fn judge(verb: &'static str, program: &Path, marker: &str) -> Judged {
     };
     let outcomes = run_gates(
         &ctx,
-        &emq::cmd::run::every_gate(),
+        &emq::gates::lanes::every_gate(),
         None,
         false,
         &Progress::new(),

@@ -155,11 +155,6 @@ pub fn run_gates(
     crate::gates::sequence::run_all(ctx, lane, only, fail_fast, &mut |o| progress.gate(o))
 }
 
-/// Every gate, in the record's order: one lane.
-pub fn every_gate() -> Vec<GateId> {
-    crate::gates::ALL.iter().map(|g| g.id).collect()
-}
-
 /// A lane after the first: its gates, and an engine and connector factory of its own.
 struct Lane {
     gates: Vec<GateId>,

@@ -37,17 +37,10 @@ const MANY_NODES: &[&[GateId]] = &[
     &[GateId::G8],
 ];
 
-/// Every gate in one lane, in the record's order.
-const ONE_LANE: &[&[GateId]] = &[&[
-    GateId::G1,
-    GateId::G2,
-    GateId::G3,
-    GateId::G4,
-    GateId::G5,
-    GateId::G6,
-    GateId::G7,
-    GateId::G8,
-]];
+/// Every gate, in the record's order: the one lane of a run that cannot or must not have more.
+pub fn every_gate() -> Vec<GateId> {
+    super::ALL.iter().map(|g| g.id).collect()
+}
 
 /// The lanes of a run on an engine of `kind`, each in the record's order, keeping only the lanes
 /// that hold a selected gate (`only`: `None` is all of them). One lane where a second engine
@@ -60,30 +53,28 @@ pub fn plan(
     fail_fast: bool,
     sequential: bool,
 ) -> Vec<Vec<GateId>> {
-    let table = if fail_fast || sequential {
-        ONE_LANE
-    } else {
-        match kind {
-            EngineKind::Url => ONE_LANE,
-            EngineKind::Container | EngineKind::Binary => ONE_NODE,
-            EngineKind::Cluster | EngineKind::Sentinel => MANY_NODES,
+    let table: Vec<Vec<GateId>> = match kind {
+        _ if fail_fast || sequential => vec![every_gate()],
+        EngineKind::Url => vec![every_gate()],
+        EngineKind::Container | EngineKind::Binary => ONE_NODE.iter().map(|l| l.to_vec()).collect(),
+        EngineKind::Cluster | EngineKind::Sentinel => {
+            MANY_NODES.iter().map(|l| l.to_vec()).collect()
         }
     };
     let wanted = |g: &GateId| only.is_none_or(|o| o.contains(g));
     let mut lanes: Vec<Vec<GateId>> = table
         .iter()
         .filter(|lane| lane.iter().any(wanted))
-        .map(|lane| lane.to_vec())
+        .cloned()
         .collect();
     if lanes.is_empty() {
         // Nothing selected: the first lane still reports every gate as not run.
-        lanes.push(table[0].to_vec());
+        lanes.push(table[0].clone());
     }
     // The gates of no kept lane are reported by the first one (as not selected).
     let kept: Vec<GateId> = lanes.iter().flatten().copied().collect();
-    let rest: Vec<GateId> = super::ALL
-        .iter()
-        .map(|g| g.id)
+    let rest: Vec<GateId> = every_gate()
+        .into_iter()
         .filter(|g| !kept.contains(g))
         .collect();
     lanes[0].extend(rest);
@@ -98,7 +89,7 @@ mod tests {
     fn all_once(lanes: &[Vec<GateId>]) -> bool {
         let mut seen: Vec<GateId> = lanes.iter().flatten().copied().collect();
         seen.sort();
-        seen == super::super::ALL.iter().map(|g| g.id).collect::<Vec<_>>()
+        seen == every_gate()
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub fn judge(
     let t0 = Instant::now();
     let outcomes = emq::gates::sequence::run_all(
         &ctx,
-        &emq::cmd::run::every_gate(),
+        &emq::gates::lanes::every_gate(),
         Some(&ids),
         false,
         &mut |_| {},

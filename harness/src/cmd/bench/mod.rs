@@ -383,15 +383,21 @@ fn gate_walls(
     {
         progress.line(&format!("bench: ACL LOG RESET failed: {e}"));
     }
-    crate::cmd::run::run_gates(&ctx, &crate::cmd::run::every_gate(), None, false, progress)
-        .into_iter()
-        .map(|o| GateWall {
-            verdict: o.verdict,
-            wall_ms: duration_ms(o.wall),
-            id: o.id,
-            name: o.name,
-        })
-        .collect()
+    crate::cmd::run::run_gates(
+        &ctx,
+        &crate::gates::lanes::every_gate(),
+        None,
+        false,
+        progress,
+    )
+    .into_iter()
+    .map(|o| GateWall {
+        verdict: o.verdict,
+        wall_ms: duration_ms(o.wall),
+        id: o.id,
+        name: o.name,
+    })
+    .collect()
 }
 
 fn duration_ms(d: Duration) -> u64 {
