@@ -128,6 +128,12 @@ pub trait Connector {
     fn stop(&mut self, _within: std::time::Duration) -> Option<Result<(), String>> {
         None
     }
+
+    /// How long its process took to answer its first request (a child's start-up, measured
+    /// when it happened): a wait on that runtime's exit scales to it. `None` in process.
+    fn startup(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Makes fresh connector instances: a gate may need several (sessions, restarts, crashes).
@@ -179,6 +185,9 @@ impl<C: Connector + ?Sized> Connector for Box<C> {
     }
     fn stop(&mut self, within: std::time::Duration) -> Option<Result<(), String>> {
         (**self).stop(within)
+    }
+    fn startup(&self) -> Option<std::time::Duration> {
+        (**self).startup()
     }
 }
 

@@ -282,8 +282,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         9,
-        "0d1e488004f115f9852b9d0bd64c16eb90532d89",
-        "a2ca7d3cceeedca155a67fd04ef3d09f4841bf29",
+        "5613132f51ead8b02d29aa19ed712dcfc6589522",
+        "b6f9dad7d78d4ee829389a88eb089e95ec41e658",
     );
 
     #[test]

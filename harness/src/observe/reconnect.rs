@@ -15,13 +15,27 @@ use crate::protocol::grammar::FENCE_KEY;
 /// `ECHO "emq-call <n> <cmd>"`: the harness is about to send call `n`, a `<cmd>`.
 pub const CALL_MARK: &str = "emq-call ";
 
-/// `ECHO "emq-kill <node>"`: the harness is about to kill the connector's connections on the
-/// node at that index (of the watches, in primary order); the kill follows the mark at once.
+/// `ECHO "emq-kill <round> <node> <addr>…"`: the harness is about to kill the connector's
+/// connections on the node at that index (of the watches, in primary order), in its kill round
+/// `round`; the addresses are the connections the kill found there, which opened before it and
+/// replace nothing it kills. The kill follows the mark at once.
 pub const KILL_MARK: &str = "emq-kill ";
 
-/// `ECHO "emq-kept <addr>"`: a connector connection that the kills left alive (it opened while
-/// they were under way); it is no replacement.
+/// `ECHO "emq-kept <round> <addr>"`: a connector connection that round `round`'s kills left alive
+/// (it opened between their listing and the kills); it is no replacement.
 pub const KEPT_MARK: &str = "emq-kept ";
+
+/// The kill mark of `round` on `node`, naming the connections the kill found there.
+pub fn kill_mark(round: usize, node: usize, addrs: &[&str]) -> String {
+    format!("{KILL_MARK}{round} {node} {}", addrs.join(" "))
+        .trim_end()
+        .to_string()
+}
+
+/// The mark of a connection `round`'s kills left alive.
+pub fn kept_mark(round: usize, addr: &str) -> String {
+    format!("{KEPT_MARK}{round} {addr}")
+}
 
 /// A connection that sent a script (or touched an EchoMQ key) before reading the fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,10 +163,16 @@ pub fn unfenced_connections(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>, 
 
 /// On a cluster: every connection the connector opened on a node after the harness killed its
 /// connections there (a replacement, R3.5, R8.9) whose first script came before any fence read
-/// made since the kill (a read before it is no breach: SPEC R8.9 speaks of scripts). A first connection to a node nothing was killed on is not judged: it
-/// needs no fence read (R8.1), and a session's node connections open lazily. Returns the
-/// offenders and how many connections were opened on a node after a kill there; `bundle` names
-/// their scripts.
+/// made since the kill (a read before it is no breach: SPEC R8.9 speaks of scripts). A first
+/// connection to a node nothing was killed on is not judged: it needs no fence read (R8.1), and a
+/// session's node connections open lazily. Returns the offenders and how many connections were
+/// opened on a node after a kill there; `bundle` names their scripts.
+///
+/// A connection's first line is not when it opened: one whose fence read went over another
+/// connection shows first with its script, maybe just after a mark. So the connections a kill
+/// found (named in its mark) and those it left alive (its `kept` marks, which follow the kills)
+/// are never judged against that kill; a script seen before a `kept` mark of the same round is
+/// forgiven when the mark comes.
 pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>, usize) {
     let mut current: Option<&str> = None;
     // Nodes with a kill since the last fence read, and the replacements opened since, each
@@ -161,20 +181,33 @@ pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>,
     let mut killed_ever = std::collections::BTreeSet::new();
     let mut seen = std::collections::BTreeSet::new();
     let mut suspects: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
-    let (mut bad, mut judged) = (Vec::new(), 0);
+    // The last kill round marked, and each offender with the round it first showed in.
+    let mut round: Option<usize> = None;
+    let (mut bad, mut judged): (Vec<(Option<usize>, Unfenced)>, usize) = (Vec::new(), 0);
     for l in &obs.all {
         if let Some(m) = mark(l, CALL_MARK) {
             current = Some(m);
             continue;
         }
-        if let Some(addr) = mark(l, KEPT_MARK) {
-            seen.insert(addr.trim());
-            suspects.remove(addr.trim());
+        if let Some(rest) = mark(l, KEPT_MARK) {
+            let mut words = rest.split_whitespace();
+            let (r, addr) = (words.next().and_then(|r| r.parse().ok()), words.next());
+            if let Some(addr) = addr {
+                seen.insert(addr);
+                suspects.remove(addr);
+                bad.retain(|(first, u)| !(u.client == addr && *first == r));
+            }
             continue;
         }
-        if let Some(node) = mark(l, KILL_MARK).and_then(|n| n.trim().parse::<usize>().ok()) {
-            killed.insert(node);
-            killed_ever.insert(node);
+        if let Some(rest) = mark(l, KILL_MARK) {
+            let mut words = rest.split_whitespace();
+            let r = words.next().and_then(|r| r.parse::<usize>().ok());
+            if let Some(node) = words.next().and_then(|n| n.parse::<usize>().ok()) {
+                round = r;
+                killed.insert(node);
+                killed_ever.insert(node);
+                seen.extend(words);
+            }
             continue;
         }
         let addr = l.addr.as_str();
@@ -194,14 +227,15 @@ pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>,
         } else if is_script_cmd(&l.args)
             && let Some(opened) = suspects.remove(addr)
         {
-            bad.push(Unfenced {
+            let u = Unfenced {
                 client: addr.to_string(),
                 during: during(opened),
                 first: first_emq(obs, addr, bundle),
-            });
+            };
+            bad.push((round, u));
         }
     }
-    (bad, judged)
+    (bad.into_iter().map(|(_, u)| u).collect(), judged)
 }
 
 #[cfg(test)]
@@ -325,13 +359,13 @@ mod tests {
         let fenced = cluster(&[
             &[
                 r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0 1 127.0.0.1:11""#,
                 r#"4 [0 127.0.0.1:1] "ECHO" "emq-call 2 claim""#,
                 r#"5 [0 127.0.0.1:12] "HGETALL" "emq:fence""#,
             ],
             &[
                 r#"2 [0 127.0.0.1:11] "EVALSHA" "abc" "2""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0 1 127.0.0.1:11""#,
                 r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
             ],
         ]);
@@ -342,12 +376,12 @@ mod tests {
         let silent = cluster(&[
             &[
                 r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0 1 127.0.0.1:11""#,
                 r#"4 [0 127.0.0.1:1] "ECHO" "emq-call 2 claim""#,
             ],
             &[
                 r#"2 [0 127.0.0.1:11] "EVALSHA" "abc" "2""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 1""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0 1 127.0.0.1:11""#,
                 r#"5 [0 127.0.0.1:13] "CLIENT" "SETINFO" "LIB-NAME" "x""#,
                 r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
             ],
@@ -365,10 +399,61 @@ mod tests {
         let lazy = cluster(&[
             &[
                 r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 0 0 127.0.0.1:10""#,
             ],
             &[r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#],
         ]);
         assert_eq!(unfenced_replacements(&lazy, &bundle()), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn a_connection_the_kill_found_or_left_alive_replaces_nothing() {
+        // Node 0 holds the fence; the session's connection 11 on node 1 read the fence (over 10)
+        // before the kill's mark and sends its script after it, just before it is killed: it
+        // opened before the kill, so it is no replacement.
+        let found = cluster(&[
+            &[
+                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
+            ],
+            &[
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
+                r#"5 [0 127.0.0.1:11] "EVALSHA" "abc" "2""#,
+            ],
+        ]);
+        assert_eq!(unfenced_replacements(&found, &bundle()), (Vec::new(), 0));
+
+        // Connection 12 opened between the kill's listing and its kills: it sends its script
+        // before the `kept` mark that names it, which forgives it; 13, unnamed, is judged.
+        let kept = cluster(&[
+            &[
+                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
+                r#"7 [0 127.0.0.1:1] "ECHO" "emq-kept 4 127.0.0.1:12""#,
+            ],
+            &[
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
+                r#"5 [0 127.0.0.1:12] "EVALSHA" "abc" "2""#,
+                r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
+                r#"7 [0 127.0.0.1:1] "ECHO" "emq-kept 4 127.0.0.1:12""#,
+            ],
+        ]);
+        let (bad, judged) = unfenced_replacements(&kept, &bundle());
+        assert_eq!(judged, 2);
+        let clients: Vec<&str> = bad.iter().map(|b| b.client.as_str()).collect();
+        assert_eq!(clients, ["127.0.0.1:13"]);
+
+        // A `kept` mark of a later round does not forgive a breach of an earlier one.
+        let later = cluster(&[
+            &[
+                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
+                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
+                r#"7 [0 127.0.0.1:1] "ECHO" "emq-kill 5 1""#,
+                r#"8 [0 127.0.0.1:1] "ECHO" "emq-kept 5 127.0.0.1:12""#,
+            ],
+            &[r#"5 [0 127.0.0.1:12] "EVALSHA" "abc" "2""#],
+        ]);
+        let (bad, _) = unfenced_replacements(&later, &bundle());
+        assert_eq!(bad.len(), 1, "{bad:?}");
     }
 }

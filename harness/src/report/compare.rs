@@ -106,6 +106,11 @@ fn gate_differences(c: &GateVerdict, n: &GateVerdict, out: &mut Vec<String>) {
             &serde_json::json!(n.evidence),
         );
         out.push(format!("{} {}: evidence differs {d}", c.id, c.name));
+        // The diff shortens long lines to their head; a new line (a FAIL's why) is what a CI
+        // log must show whole, since the fresh record is gone with the CI machine.
+        for line in n.evidence.iter().filter(|l| !c.evidence.contains(l)) {
+            out.push(format!("{} {}: now: {line}", c.id, c.name));
+        }
     }
     if c.cases != n.cases {
         out.push(format!(
@@ -136,4 +141,34 @@ fn case_changes(c: &[CaseVerdict], n: &[CaseVerdict]) -> Vec<String> {
         }
     }
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_evidence_line_is_shown_whole_beside_the_diff() {
+        use crate::gates::{Evidence, GateId, Severity, Verdict};
+        let long = "x".repeat(400);
+        let gate = |evidence: Vec<Evidence>| GateVerdict {
+            id: GateId::G8,
+            name: "atomicity".into(),
+            verdict: Verdict::Pass,
+            evidence,
+            cases: vec![],
+            reproduce: None,
+            failed_cases: None,
+        };
+        let was = gate(vec!["kept".into(), "gone".into()]);
+        let now = gate(vec!["kept".into(), Evidence::new(Severity::Fail, &long)]);
+        let mut out = Vec::new();
+        gate_differences(&was, &now, &mut out);
+        assert!(
+            out.iter()
+                .any(|l| l.ends_with(&format!("now: FAIL: {long}"))),
+            "{out:?}"
+        );
+        assert!(!out.iter().any(|l| l.ends_with("now: kept")), "{out:?}");
+    }
 }

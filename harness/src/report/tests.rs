@@ -47,7 +47,8 @@ fn check_ignores_volatile_and_catches_the_rest() {
     drifted.gates[0].evidence[0] = "the fence was skipped".into();
     drifted.header.engine_version = "9.0.0".into();
     let diffs = drifted.stable_differences(&committed);
-    assert_eq!(diffs.len(), 2, "{diffs:?}");
+    // The version, the evidence's diff, and the new line whole.
+    assert_eq!(diffs.len(), 3, "{diffs:?}");
     assert!(diffs.iter().any(|d| d.contains("engine_version")));
     assert!(
         diffs

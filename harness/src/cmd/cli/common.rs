@@ -130,10 +130,10 @@ pub struct Common {
     /// Stop at the first gate that is not PASS; the rest are NOT RUN (on one engine, in order).
     #[arg(long)]
     pub fail_fast: bool,
-    /// Run the gates in lanes, each lane on an engine of its own and all lanes at once (a url
-    /// engine is always one lane). Without it every gate runs on one engine, one after another.
+    /// Run every gate on one engine, one after another. Without it the gates run in lanes, each
+    /// lane on an engine of its own and all lanes at once (a url engine is always one lane).
     #[arg(long)]
-    pub lanes: bool,
+    pub one_engine: bool,
     /// Append every request and reply of a child connector to FILE (JSON lines, timestamps).
     #[arg(long, value_name = "FILE")]
     pub wire_log: Option<PathBuf>,
@@ -226,7 +226,7 @@ impl Common {
             batch: self.run.batch,
             only: self.gates.clone(),
             fail_fast: self.fail_fast,
-            one_engine: !self.lanes,
+            one_engine: self.one_engine,
             dirs: dirs.clone(),
         }
     }

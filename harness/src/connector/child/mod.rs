@@ -312,6 +312,10 @@ impl Connector for ChildConnector {
         stop::judged(self, within)
     }
 
+    fn startup(&self) -> Option<Duration> {
+        self.proc.as_ref()?.startup()
+    }
+
     fn log_tail(&self) -> String {
         let r = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();

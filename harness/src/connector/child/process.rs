@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -68,7 +68,18 @@ pub(super) struct Running {
     stderr_done: Receiver<()>,
     /// Set once the exit status is known.
     pub(super) status: Option<ExitStatus>,
+    /// When its first request was written, and when its first line came back: its start-up.
+    first: Arc<FirstExchange>,
     _guard: Guard,
+}
+
+/// When a process's first request was written to it and its first line was read (each set once,
+/// by the writer and reader threads), so its start-up is measured as it happened, not when the
+/// harness got round to reading the answer (a spare's may wait unread).
+#[derive(Default)]
+struct FirstExchange {
+    sent: OnceLock<Instant>,
+    answered: OnceLock<Instant>,
 }
 
 impl Running {
@@ -102,13 +113,15 @@ impl Running {
         let (to_child, from_harness) = mpsc::channel::<Vec<u8>>();
         let (to_harness, from_child) = mpsc::sync_channel::<Line>(STDOUT_BACKLOG);
         let (stderr_tx, stderr_done) = mpsc::channel::<()>();
+        let first = Arc::new(FirstExchange::default());
+        let (sent, answered) = (first.clone(), first.clone());
         let spawned = thread::Builder::new()
             .name(format!("emq-child-{pid}-stdin"))
-            .spawn(move || write_lines(stdin, from_harness))
+            .spawn(move || write_lines(stdin, from_harness, &sent.sent))
             .and_then(|_| {
                 thread::Builder::new()
                     .name(format!("emq-child-{pid}-stdout"))
-                    .spawn(move || read_lines(stdout, to_harness))
+                    .spawn(move || read_lines(stdout, to_harness, &answered.answered))
             })
             .and_then(|_| {
                 let ring = ring.clone();
@@ -126,6 +139,7 @@ impl Running {
             stdout: from_child,
             stderr_done,
             status: None,
+            first,
             _guard: guard,
         };
         if let Err(e) = spawned {
@@ -133,6 +147,14 @@ impl Running {
             return Err(HarnessError::io("start a connector reader thread", e));
         }
         Ok(running)
+    }
+
+    /// How long the process took to answer its first request (the `hello` sent as it started):
+    /// what starting this runtime costs on this machine now, which a wait on its exit scales to.
+    /// `None` until it has answered one.
+    pub(super) fn startup(&self) -> Option<Duration> {
+        let (sent, answered) = (self.first.sent.get()?, self.first.answered.get()?);
+        Some(answered.saturating_duration_since(*sent))
     }
 
     /// The exit status if the child has exited (reaping it), without waiting.
@@ -190,8 +212,9 @@ impl Running {
     }
 }
 
-fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>) {
+fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>, sent: &OnceLock<Instant>) {
     for line in lines {
+        sent.get_or_init(Instant::now); // before the write: the answer cannot precede it
         if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
             return; // the child closed stdin or died; the reader side reports it
         }
@@ -235,11 +258,12 @@ fn line_text(buf: &[u8]) -> String {
     s
 }
 
-fn read_lines(stdout: impl Read, out: SyncSender<Line>) {
+fn read_lines(stdout: impl Read, out: SyncSender<Line>, answered: &OnceLock<Instant>) {
     let mut r = BufReader::with_capacity(1 << 16, stdout);
     let mut buf = Vec::new();
     // The limit is on the text; its `\r\n` does not count.
     while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LINE + 2) {
+        answered.get_or_init(Instant::now);
         let line = if total > MAX_LINE + 2 {
             buf = Vec::new(); // give the memory back at once
             Line::TooLong(total)

@@ -3,7 +3,7 @@
 //! then a drain and the accounting. `MONITOR` watches the whole loop: every connection the
 //! connector opens, by itself included, must read the fence first (R3.5).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use crate::engine::Admin;
 use crate::error::ConnectorError;
 use crate::gates::{GateContext, GateDb, GateError, GateId, GateOutcome};
 use crate::observe::reconnect::{
-    CALL_MARK, KEPT_MARK, KILL_MARK, unfenced_connections, unfenced_replacements,
+    CALL_MARK, kept_mark, kill_mark, unfenced_connections, unfenced_replacements,
 };
 use crate::observe::{Watch, connector_clients};
 use crate::protocol::grammar::key;
@@ -140,7 +140,7 @@ fn killer(
     rx: mpsc::Receiver<u64>,
     ack: mpsc::Sender<Result<bool, GateError>>,
 ) {
-    for delay in rx {
+    for (round, delay) in rx.into_iter().enumerate() {
         if delay > 0 {
             std::thread::sleep(Duration::from_micros(delay));
         }
@@ -149,10 +149,13 @@ fn killer(
                 // Marked just before the kills (R8.9 is judged from the mark): a connector that
                 // replaces a connection and reads the fence at once does both after the mark,
                 // however fast it reacts; marked after, its fence read could precede the mark.
-                let nodes: BTreeSet<usize> = ids.iter().map(|c| c.node).collect();
-                for n in nodes {
-                    let mark = format!("{KILL_MARK}{n}");
-                    admin.query_each::<String>(&["ECHO", &mark])?;
+                // Each mark names the connections the kill found: they opened before it.
+                let mut found: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+                for c in &ids {
+                    found.entry(c.node).or_default().push(&c.addr);
+                }
+                for (n, addrs) in &found {
+                    admin.query_each::<String>(&["ECHO", &kill_mark(round, *n, addrs)])?;
                 }
                 for id in &ids {
                     admin.client_kill(id)?;
@@ -161,10 +164,7 @@ fn killer(
                 // replacement, though its first line may come after the mark. Named as kept.
                 for kept in connector_clients(&mut admin, db, &harness)? {
                     if !ids.iter().any(|k| k.addr == kept.addr) {
-                        admin.query_each::<String>(&[
-                            "ECHO",
-                            &format!("{KEPT_MARK}{}", kept.addr),
-                        ])?;
+                        admin.query_each::<String>(&["ECHO", &kept_mark(round, &kept.addr)])?;
                     }
                 }
                 Ok(!ids.is_empty())

@@ -196,7 +196,7 @@ pub const WIRE: &[Rule] = &[
         id: RuleId::new(5, 9),
         summary: "on stop the connector sends nothing and exits 0",
         checks: &[
-            "G1: a connector of its own is connected, disconnected, then sent stop: a line on stdout, an exit other than 0, or no exit within ten times the slowest of those requests (at least 2 s) fails it; the process group is ended either way",
+            "G1: a connector of its own is connected, disconnected, then sent stop: a line on stdout, an exit other than 0, or no exit within ten times the slowest of those requests or three times the process's start-up (at least 2 s) fails it; the process group is ended either way",
         ],
         cases: &[],
         gates: &[GateId::G1],
