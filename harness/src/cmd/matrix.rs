@@ -43,6 +43,8 @@ pub struct MatrixOptions {
     pub balance: Option<PathBuf>,
     /// Where a share (or, when given, a whole run) writes its matrix.json and cell records.
     pub out: Option<PathBuf>,
+    /// Each cell's gates in lanes (`--lanes`), else on one engine.
+    pub lanes: bool,
     /// The bundle and cases judged by.
     pub dirs: crate::cmd::sources::Dirs,
 }
@@ -228,7 +230,7 @@ fn run_cell(
         batch: opts.batch,
         only: None,
         fail_fast: false,
-        one_engine: true,
+        one_engine: !opts.lanes,
         dirs: opts.dirs.clone(),
     };
     match crate::cmd::run::run(&run, inner) {

@@ -68,6 +68,10 @@ pub struct MatrixArgs {
     /// Judge every cell but these (as --cells). Needs --out.
     #[arg(long, value_delimiter = ',', value_parser = crate::report::shares::parse_cell, requires = "out")]
     pub skip_cells: Vec<String>,
+    /// Run each cell's gates in lanes (as `run` does), each lane on an engine of its own; without
+    /// it a cell runs every gate on one engine. The records are the same either way.
+    #[arg(long)]
+    pub lanes: bool,
     /// Write this run's matrix.json and each cell's record (<connector>-<engine>.json) here, and
     /// only here (the committed matrix stays as it is): a share for `matrix merge`, or a run of
     /// some cells.
@@ -128,6 +132,7 @@ impl MatrixArgs {
             },
             balance: self.balance.clone(),
             out: self.out.clone(),
+            lanes: self.lanes,
         }
     }
 }
