@@ -273,4 +273,19 @@ fn a_connector_that_exits_within_three_start_ups_passes_g1() {
     let (code, text) = common::g1_of_fixture(&python, "stop_takes_its_time.py", "valkey-9.1");
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("PASS 1/1 (7 not run)"), "{text}");
+    // The bound came from the start-up (≥ 1.5 s, so ≥ 4.5 s), not from the requests: on a machine
+    // slow enough that ten connects exceed 2.5 s the old bound would have passed it too.
+    let figure = |name: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("G1 {name} ")))
+            .unwrap_or_else(|| panic!("no figure {name}: {text}"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let (startup, within) = (figure("stop_startup_ms"), figure("stop_within_ms"));
+    assert!(startup >= 1500, "start-up {startup} ms: {text}");
+    assert!(
+        within >= 3 * startup,
+        "bound {within} ms, start-up {startup} ms"
+    );
 }

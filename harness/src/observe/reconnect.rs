@@ -7,6 +7,8 @@
 //! own connection: [`CALL_MARK`] before each connector call, so a connection is named with the
 //! verb that opened it.
 
+use std::collections::BTreeMap;
+
 use crate::observe::attribute::Observed;
 use crate::observe::line::{Line, is_script_cmd, keys_of, names_emq_key, stable};
 use crate::protocol::bundle::Bundle;
@@ -21,8 +23,8 @@ pub const CALL_MARK: &str = "emq-call ";
 /// replace nothing it kills. The kill follows the mark at once.
 pub const KILL_MARK: &str = "emq-kill ";
 
-/// `ECHO "emq-kept <round> <addr>"`: a connector connection that round `round`'s kills left alive
-/// (it opened between their listing and the kills); it is no replacement.
+/// `ECHO "emq-kept <round> <node> <addr>"`: a connector connection on that node that round
+/// `round`'s kills left alive (it opened between their listing and the kills).
 pub const KEPT_MARK: &str = "emq-kept ";
 
 /// The kill mark of `round` on `node`, naming the connections the kill found there.
@@ -32,9 +34,9 @@ pub fn kill_mark(round: usize, node: usize, addrs: &[&str]) -> String {
         .to_string()
 }
 
-/// The mark of a connection `round`'s kills left alive.
-pub fn kept_mark(round: usize, addr: &str) -> String {
-    format!("{KEPT_MARK}{round} {addr}")
+/// The mark of a connection on `node` that `round`'s kills left alive.
+pub fn kept_mark(round: usize, node: usize, addr: &str) -> String {
+    format!("{KEPT_MARK}{round} {node} {addr}")
 }
 
 /// A connection that sent a script (or touched an EchoMQ key) before reading the fence.
@@ -171,53 +173,53 @@ pub fn unfenced_connections(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>, 
 /// A connection's first line is not when it opened: one whose fence read went over another
 /// connection shows first with its script, maybe just after a mark. So the connections a kill
 /// found (named in its mark) and those it left alive (its `kept` marks, which follow the kills)
-/// are never judged against that kill; a script seen before a `kept` mark of the same round is
-/// forgiven when the mark comes.
+/// are not judged against that kill, and a script seen before a `kept` mark is forgiven when the
+/// mark comes. Neither holds where an older kill on the node still waits for a fence read: a
+/// connection opened since may replace what that one killed, so it is judged.
 pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>, usize) {
     let mut current: Option<&str> = None;
-    // Nodes with a kill since the last fence read, and the replacements opened since, each
-    // with the call under way when it appeared.
-    let mut killed = std::collections::BTreeSet::new();
+    // Each node with a kill since the last fence read, with the round of the oldest such kill;
+    // the replacements opened since, with the call under way when each appeared.
+    let mut killed: BTreeMap<usize, usize> = BTreeMap::new();
     let mut killed_ever = std::collections::BTreeSet::new();
     let mut seen = std::collections::BTreeSet::new();
-    let mut suspects: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
-    // The last kill round marked, and each offender with the round it first showed in.
-    let mut round: Option<usize> = None;
+    let mut suspects: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    // Each offender with the oldest kill its node waited on when its script came.
     let (mut bad, mut judged): (Vec<(Option<usize>, Unfenced)>, usize) = (Vec::new(), 0);
     for l in &obs.all {
         if let Some(m) = mark(l, CALL_MARK) {
             current = Some(m);
             continue;
         }
-        if let Some(rest) = mark(l, KEPT_MARK) {
-            let mut words = rest.split_whitespace();
-            let (r, addr) = (words.next().and_then(|r| r.parse().ok()), words.next());
-            if let Some(addr) = addr {
-                seen.insert(addr);
-                suspects.remove(addr);
-                bad.retain(|(first, u)| !(u.client == addr && *first == r));
+        if let Some((round, node, addrs)) = mark(l, KEPT_MARK).and_then(parse_round_mark) {
+            // Left alive by `round`'s kills: no replacement of them, nor of any kill before
+            // that a fence read has since answered.
+            if killed.get(&node).is_none_or(|&k| k == round) {
+                for addr in addrs {
+                    seen.insert(addr);
+                    suspects.remove(addr);
+                    bad.retain(|(oldest, u)| !(u.client == addr && *oldest == Some(round)));
+                }
             }
             continue;
         }
-        if let Some(rest) = mark(l, KILL_MARK) {
-            let mut words = rest.split_whitespace();
-            let r = words.next().and_then(|r| r.parse::<usize>().ok());
-            if let Some(node) = words.next().and_then(|n| n.parse::<usize>().ok()) {
-                round = r;
-                killed.insert(node);
-                killed_ever.insert(node);
-                seen.extend(words);
+        if let Some((round, node, addrs)) = mark(l, KILL_MARK).and_then(parse_round_mark) {
+            // Found by the kill, so opened before it; unless an older kill still waits.
+            if killed.get(&node).is_none_or(|&k| k == round) {
+                seen.extend(addrs);
             }
+            killed.entry(node).or_insert(round);
+            killed_ever.insert(node);
             continue;
         }
         let addr = l.addr.as_str();
         if !obs.commands.contains_key(addr) {
             continue;
         }
+        let node = obs.node_of.get(addr);
         if seen.insert(addr) {
-            let node = obs.node_of.get(addr);
             judged += usize::from(node.is_some_and(|n| killed_ever.contains(n)));
-            if node.is_some_and(|n| killed.contains(n)) {
+            if node.is_some_and(|n| killed.contains_key(n)) {
                 suspects.insert(addr, current);
             }
         }
@@ -232,10 +234,18 @@ pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>,
                 during: during(opened),
                 first: first_emq(obs, addr, bundle),
             };
-            bad.push((round, u));
+            bad.push((node.and_then(|n| killed.get(n).copied()), u));
         }
     }
     (bad.into_iter().map(|(_, u)| u).collect(), judged)
+}
+
+/// A kill or `kept` mark's words after its prefix: `<round> <node> <addr>…`.
+fn parse_round_mark(rest: &str) -> Option<(usize, usize, Vec<&str>)> {
+    let mut words = rest.split_whitespace();
+    let round = words.next()?.parse().ok()?;
+    let node = words.next()?.parse().ok()?;
+    Some((round, node, words.collect()))
 }
 
 #[cfg(test)]
@@ -406,54 +416,85 @@ mod tests {
         assert_eq!(unfenced_replacements(&lazy, &bundle()), (Vec::new(), 0));
     }
 
+    /// Node 0 holds the fence (read over connection 10), node 1 a queue; each line is
+    /// `(time, connection or None for the harness's mark, what)`.
+    fn judged(lines: &[(u32, Option<u32>, String)]) -> (Vec<String>, usize) {
+        let text = |(at, who, what): &(u32, Option<u32>, String)| match who {
+            None => format!(r#"{at} [0 127.0.0.1:1] "ECHO" "{what}""#),
+            Some(c) => format!(r#"{at} [0 127.0.0.1:{c}] {what}"#),
+        };
+        let on = |node: u32| -> Vec<String> {
+            lines
+                .iter()
+                .filter(|(_, who, _)| who.is_none_or(|c| (c == 10) == (node == 0)))
+                .map(text)
+                .collect()
+        };
+        let (n0, n1) = (on(0), on(1));
+        let (s0, s1): (Vec<&str>, Vec<&str>) = (
+            n0.iter().map(String::as_str).collect(),
+            n1.iter().map(String::as_str).collect(),
+        );
+        let obs = cluster(&[&s0, &s1]);
+        let (bad, judged) = unfenced_replacements(&obs, &bundle());
+        (bad.into_iter().map(|b| b.client).collect(), judged)
+    }
+
     #[test]
     fn a_connection_the_kill_found_or_left_alive_replaces_nothing() {
-        // Node 0 holds the fence; the session's connection 11 on node 1 read the fence (over 10)
-        // before the kill's mark and sends its script after it, just before it is killed: it
-        // opened before the kill, so it is no replacement.
-        let found = cluster(&[
-            &[
-                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
-            ],
-            &[
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
-                r#"5 [0 127.0.0.1:11] "EVALSHA" "abc" "2""#,
-            ],
-        ]);
-        assert_eq!(unfenced_replacements(&found, &bundle()), (Vec::new(), 0));
+        let fence = || r#""HGETALL" "emq:fence""#.to_string();
+        let script = || r#""EVALSHA" "abc" "2""#.to_string();
+        let kill = |r, addrs: &[&str]| kill_mark(r, 1, addrs);
+        let kept = |r, addr| kept_mark(r, 1, addr);
+        // 11 read the fence (over 10) before the mark and sends its script just after it, just
+        // before it is killed: it opened before the kill.
+        let found = [
+            (1, Some(10), fence()),
+            (3, None, kill(4, &["127.0.0.1:11"])),
+            (5, Some(11), script()),
+        ];
+        assert_eq!(judged(&found), (vec![], 0));
+        // 12 opened between the kill's listing and its kills: its script before the `kept` mark
+        // that names it is forgiven, and one after it is not judged; 13, unnamed, is judged.
+        let kept_alive = [
+            (1, Some(10), fence()),
+            (3, None, kill(4, &["127.0.0.1:11"])),
+            (5, Some(12), script()),
+            (6, Some(13), script()),
+            (7, None, kept(4, "127.0.0.1:12")),
+            (8, Some(12), script()),
+        ];
+        assert_eq!(judged(&kept_alive), (vec!["127.0.0.1:13".to_string()], 2));
+        let named_first = [
+            (1, Some(10), fence()),
+            (3, None, kill(4, &[])),
+            (4, None, kept(4, "127.0.0.1:12")),
+            (6, Some(12), script()),
+        ];
+        assert_eq!(judged(&named_first), (vec![], 0));
+    }
 
-        // Connection 12 opened between the kill's listing and its kills: it sends its script
-        // before the `kept` mark that names it, which forgives it; 13, unnamed, is judged.
-        let kept = cluster(&[
-            &[
-                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
-                r#"7 [0 127.0.0.1:1] "ECHO" "emq-kept 4 127.0.0.1:12""#,
-            ],
-            &[
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
-                r#"5 [0 127.0.0.1:12] "EVALSHA" "abc" "2""#,
-                r#"6 [0 127.0.0.1:13] "EVALSHA" "abc" "2""#,
-                r#"7 [0 127.0.0.1:1] "ECHO" "emq-kept 4 127.0.0.1:12""#,
-            ],
-        ]);
-        let (bad, judged) = unfenced_replacements(&kept, &bundle());
-        assert_eq!(judged, 2);
-        let clients: Vec<&str> = bad.iter().map(|b| b.client.as_str()).collect();
-        assert_eq!(clients, ["127.0.0.1:13"]);
-
-        // A `kept` mark of a later round does not forgive a breach of an earlier one.
-        let later = cluster(&[
-            &[
-                r#"1 [0 127.0.0.1:10] "HGETALL" "emq:fence""#,
-                r#"3 [0 127.0.0.1:1] "ECHO" "emq-kill 4 1 127.0.0.1:11""#,
-                r#"7 [0 127.0.0.1:1] "ECHO" "emq-kill 5 1""#,
-                r#"8 [0 127.0.0.1:1] "ECHO" "emq-kept 5 127.0.0.1:12""#,
-            ],
-            &[r#"5 [0 127.0.0.1:12] "EVALSHA" "abc" "2""#],
-        ]);
-        let (bad, _) = unfenced_replacements(&later, &bundle());
-        assert_eq!(bad.len(), 1, "{bad:?}");
+    #[test]
+    fn an_older_kill_that_waits_for_a_fence_read_judges_what_a_later_one_found_or_left() {
+        let script = || r#""EVALSHA" "abc" "2""#.to_string();
+        // Round 4 killed on node 1 and no fence read followed. 12, a replacement of it, is found
+        // by round 5's kill, or left alive by it: its script is judged either way.
+        let found_later = [
+            (1, Some(10), r#""HGETALL" "emq:fence""#.to_string()),
+            (3, None, kill_mark(4, 1, &["127.0.0.1:11"])),
+            (5, None, kill_mark(5, 1, &["127.0.0.1:12"])),
+            (6, Some(12), script()),
+        ];
+        assert_eq!(judged(&found_later), (vec!["127.0.0.1:12".to_string()], 1));
+        let kept_later = [
+            (1, Some(10), r#""HGETALL" "emq:fence""#.to_string()),
+            (3, None, kill_mark(4, 1, &["127.0.0.1:11"])),
+            (5, None, kill_mark(5, 1, &[])),
+            (6, Some(12), script()),
+            (7, None, kept_mark(5, 1, "127.0.0.1:12")),
+        ];
+        assert_eq!(judged(&kept_later), (vec!["127.0.0.1:12".to_string()], 1));
+        // A mark without an address names the node alone.
+        assert_eq!(kill_mark(5, 1, &[]), "emq-kill 5 1");
     }
 }

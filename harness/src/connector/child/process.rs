@@ -78,7 +78,9 @@ pub(super) struct Running {
 /// harness got round to reading the answer (a spare's may wait unread).
 #[derive(Default)]
 struct FirstExchange {
-    sent: OnceLock<Instant>,
+    /// When the first request was written, if it was a `hello` (a gate's first `connect` can
+    /// wait on the network, which is no start-up).
+    sent: OnceLock<Option<Instant>>,
     answered: OnceLock<Instant>,
 }
 
@@ -149,12 +151,13 @@ impl Running {
         Ok(running)
     }
 
-    /// How long the process took to answer its first request (the `hello` sent as it started):
-    /// what starting this runtime costs on this machine now, which a wait on its exit scales to.
-    /// `None` until it has answered one.
+    /// How long the process took to answer its first request, when that was a `hello` (a
+    /// spare's, sent as it started, or a gate's first): what starting this runtime costs on this
+    /// machine now, which a wait on its exit scales to. `None` until it has answered one, or
+    /// when its first request was another.
     pub(super) fn startup(&self) -> Option<Duration> {
-        let (sent, answered) = (self.first.sent.get()?, self.first.answered.get()?);
-        Some(answered.saturating_duration_since(*sent))
+        let sent = (*self.first.sent.get()?)?;
+        Some(self.first.answered.get()?.saturating_duration_since(sent))
     }
 
     /// The exit status if the child has exited (reaping it), without waiting.
@@ -212,9 +215,15 @@ impl Running {
     }
 }
 
-fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>, sent: &OnceLock<Instant>) {
+fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>, sent: &OnceLock<Option<Instant>>) {
+    const HELLO: &[u8] = br#""cmd":"hello""#;
     for line in lines {
-        sent.get_or_init(Instant::now); // before the write: the answer cannot precede it
+        // Before the write: the answer cannot precede it.
+        sent.get_or_init(|| {
+            line.windows(HELLO.len())
+                .any(|w| w == HELLO)
+                .then(Instant::now)
+        });
         if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
             return; // the child closed stdin or died; the reader side reports it
         }

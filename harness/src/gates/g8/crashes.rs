@@ -164,7 +164,10 @@ fn killer(
                 // replacement, though its first line may come after the mark. Named as kept.
                 for kept in connector_clients(&mut admin, db, &harness)? {
                     if !ids.iter().any(|k| k.addr == kept.addr) {
-                        admin.query_each::<String>(&["ECHO", &kept_mark(round, &kept.addr)])?;
+                        admin.query_each::<String>(&[
+                            "ECHO",
+                            &kept_mark(round, kept.node, &kept.addr),
+                        ])?;
                     }
                 }
                 Ok(!ids.is_empty())
