@@ -6,7 +6,7 @@ mod common;
 
 #[test]
 fn a_connector_without_sentinel_is_not_certified_behind_sentinel_and_judged_without() {
-    let Some(python) = common::python_connector_or_skip() else {
+    let Some(python) = common::python_connector() else {
         return;
     };
     let run = |engine: &str| common::g1_of_fixture(&python, "no_sentinel.py", engine);

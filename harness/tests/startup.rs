@@ -267,7 +267,7 @@ fn a_slow_starting_connector_passes_with_few_starts() {
 /// on a busy machine is no false FAIL. (`stop_ignored.py`, which never exits, fails: tests/rules.rs.)
 #[test]
 fn a_connector_that_exits_within_three_start_ups_passes_g1() {
-    let Some(python) = common::python_connector_or_skip() else {
+    let Some(python) = common::python_connector() else {
         return;
     };
     let (code, text) = common::g1_of_fixture(&python, "stop_takes_its_time.py", "valkey-9.1");

@@ -37,8 +37,8 @@ pub struct RunOptions {
     pub only: Option<Vec<crate::gates::GateId>>,
     /// Stop at the first gate that is not PASS; the rest are NOT RUN (`--fail-fast`).
     pub fail_fast: bool,
-    /// Every gate on one engine, one after another (`--one-engine`, and every matrix cell);
-    /// else in lanes, the default of `run` (`gates/lanes.rs`).
+    /// Every gate on one engine, one after another (`--one-engine`, and a matrix cell without
+    /// `matrix --lanes`); else in lanes, the default of `run` (`gates/lanes.rs`).
     pub one_engine: bool,
     /// The bundle and cases judged by.
     pub dirs: Dirs,

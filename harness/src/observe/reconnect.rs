@@ -194,7 +194,7 @@ pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>,
         if let Some((round, node, addrs)) = mark(l, KEPT_MARK).and_then(parse_round_mark) {
             // Left alive by `round`'s kills: no replacement of them, nor of any kill before
             // that a fence read has since answered.
-            if killed.get(&node).is_none_or(|&k| k == round) {
+            if no_older_kill(&killed, node, round) {
                 for addr in addrs {
                     seen.insert(addr);
                     suspects.remove(addr);
@@ -205,7 +205,7 @@ pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>,
         }
         if let Some((round, node, addrs)) = mark(l, KILL_MARK).and_then(parse_round_mark) {
             // Found by the kill, so opened before it; unless an older kill still waits.
-            if killed.get(&node).is_none_or(|&k| k == round) {
+            if no_older_kill(&killed, node, round) {
                 seen.extend(addrs);
             }
             killed.entry(node).or_insert(round);
@@ -238,6 +238,13 @@ pub fn unfenced_replacements(obs: &Observed, bundle: &Bundle) -> (Vec<Unfenced>,
         }
     }
     (bad.into_iter().map(|(_, u)| u).collect(), judged)
+}
+
+/// True when no kill on `node` older than `round` still waits for a fence read (`killed`: each
+/// node's oldest such kill): only then is a connection `round` found or left alive no
+/// replacement.
+fn no_older_kill(killed: &BTreeMap<usize, usize>, node: usize, round: usize) -> bool {
+    killed.get(&node).is_none_or(|&k| k == round)
 }
 
 /// A kill or `kept` mark's words after its prefix: `<round> <node> <addr>…`.

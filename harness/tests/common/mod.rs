@@ -135,17 +135,6 @@ pub fn python_connector() -> Option<PathBuf> {
     provisioned("EMQ_PYTHON_CONNECTOR")
 }
 
-/// The Python connector, for a test that needs it: `None` (skip) off CI when it was not
-/// provisioned; in CI, where `ci/provision` installs it, its absence fails the test.
-pub fn python_connector_or_skip() -> Option<PathBuf> {
-    let python = python_connector();
-    assert!(
-        python.is_some() || !emq::settings::in_ci(),
-        "CI provisions the Python connector"
-    );
-    python
-}
-
 /// `emq-gate run --gates G1` of the Python fixture `fixture` (a connector that leaves something
 /// out, forwarding the rest to the Python connector at `python`) on engine `engine`, as a binary:
 /// its exit code and everything it printed.
