@@ -78,7 +78,26 @@ pub fn locate(flag: Option<&Path>) -> Result<PathBuf, HarnessError> {
     })
 }
 
+/// The ports engines listen on: below Linux's ephemeral range (32768–60999 by default). A node
+/// that G8 kills and restarts must bind its ports again; in the ephemeral range an outgoing
+/// connection of any process can take one meanwhile (a CI run lost a node so: "Failed listening
+/// on port … (cluster)"), which no port picked here risks.
+const ENGINE_PORTS: std::ops::RangeInclusive<u16> = 16384..=32767;
+
+/// A port free now in [`ENGINE_PORTS`], tried from a start that differs by process and moment
+/// (so side-by-side harnesses rarely try the same one first); the kernel's choice if none is.
 pub(crate) fn free_port() -> Result<u16, HarnessError> {
+    let (low, span) = (*ENGINE_PORTS.start(), ENGINE_PORTS.len() as u32);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    for k in 0..span {
+        let port = low + ((seed.wrapping_add(k.wrapping_mul(7919))) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     let l =
         TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::io("bind a free port", e))?;
     Ok(l.local_addr()
@@ -331,6 +350,13 @@ impl Running {
 #[cfg(test)]
 mod port_tests {
     use super::*;
+
+    #[test]
+    fn an_engine_port_is_free_and_below_the_ephemeral_range() {
+        let port = free_port().unwrap();
+        assert!(ENGINE_PORTS.contains(&port), "{port}");
+        TcpListener::bind(("127.0.0.1", port)).unwrap();
+    }
 
     #[test]
     fn a_port_taken_by_another_process_is_a_clash_and_other_errors_are_not() {
