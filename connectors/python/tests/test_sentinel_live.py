@@ -69,6 +69,16 @@ def data_admin(port: int):
     return redis.Redis(host="127.0.0.1", port=port, password=ADMIN_PW, decode_responses=True, protocol=2)
 
 
+def replicated(admin) -> int:
+    """Waits until the replica holds every write the primary took so far, and says how many
+    replicas do. WAIT counts only the calling connection's own writes (a fresh connection's are
+    none, so it returns at once), hence a marker write and WAIT on one connection: the replication
+    stream is ordered, so the marker's ack covers every write before it, the connector's too."""
+    with admin.client() as one:  # pins one connection for both commands
+        one.incr("emq-test:replicated")  # database 0; the tests use 2 and 3
+        return one.execute_command("WAIT", 1, 10000)
+
+
 def sentinel_admin(port: int):
     return redis.Redis(host="127.0.0.1", port=port, decode_responses=True, protocol=2)
 
@@ -262,7 +272,7 @@ class SentinelLive(unittest.TestCase):
         data_admin(self.primary).script_flush()
         # every node empty before the test: a replica that is behind would bring old jobs back
         # when a test promotes it
-        self.assertEqual(data_admin(self.primary).execute_command("WAIT", 1, 10000), 1)
+        self.assertEqual(replicated(data_admin(self.primary)), 1)
         for p in [*DATA, *SENTINELS]:
             (data_admin(p) if p in DATA else sentinel_admin(p)).execute_command("ACL", "LOG", "RESET")
         self.c = Child()
@@ -380,7 +390,7 @@ class SentinelLive(unittest.TestCase):
         fake = self.fake(sentinel_naming(lambda: where[0]))
         self.assertIn("ok", self.connect("s", [fake.port]))
         self.c.ok("enqueue", session="s", queue="q-readonly", payload="a", delay_ms=0)
-        self.assertEqual(data_admin(old).execute_command("WAIT", 1, 10000), 1)  # 'a' is on the replica too
+        self.assertEqual(replicated(data_admin(old)), 1)  # 'a' is on the replica too
         for p in SENTINELS:  # keep the real Sentinels from undoing the swap below
             sentinel_admin(p).execute_command("SENTINEL", "REMOVE", NAME)
         try:

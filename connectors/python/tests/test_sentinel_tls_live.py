@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover
     redis = None
 
-from test_sentinel_live import ADMIN_PW, DATA_ACL, NAME, PW, SENTINEL_ACL, USER, free_ports, wait_for  # noqa: E402
+from test_sentinel_live import ADMIN_PW, DATA_ACL, NAME, PW, SENTINEL_ACL, USER, free_ports, replicated, wait_for  # noqa: E402
 from test_tls_live import _candidates, _make_certs  # noqa: E402
 from test_wire import Child  # noqa: E402
 
@@ -131,7 +131,7 @@ class SentinelTls(unittest.TestCase):
         self.primary = current_primary()
         self.db = 2
         data_admin(self.primary).flushall()
-        self.assertEqual(data_admin(self.primary).execute_command("WAIT", 1, 10000), 1)
+        self.assertEqual(replicated(data_admin(self.primary)), 1)
         for p in [*DATA, *SENTINELS]:
             (data_admin(p) if p in DATA else sentinel_admin(p)).execute_command("ACL", "LOG", "RESET")
         self.c = Child()
