@@ -123,7 +123,8 @@ pub trait Connector {
 
     /// Ends the connector as the harness ends a process it is done with: `stop`, then the
     /// process group is ended whatever happened. A child must send nothing and exit 0 within
-    /// `within` (R5.9); `Err` is the one line saying how it did not. `None` where there is no
+    /// `within`, grown by the time its processes waited for a CPU meanwhile (R5.9); `Err` is the
+    /// one line saying how it did not. `None` where there is no
     /// process to stop (in process), or none healthy (a dead one was judged where it died).
     fn stop(&mut self, _within: std::time::Duration) -> Option<Result<(), String>> {
         None

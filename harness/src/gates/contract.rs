@@ -282,8 +282,8 @@ mod tests {
     /// The same goes for SPEC's rule texts ([`spec_rules_digest`]), the third figure.
     const PINNED: (u32, &str, &str) = (
         9,
-        "5613132f51ead8b02d29aa19ed712dcfc6589522",
-        "b6f9dad7d78d4ee829389a88eb089e95ec41e658",
+        "81a73167f13c80361d60814e7b2ec12f74e3c60f",
+        "c0a159a36acd46e3927f9fb38ba09ab78cbaaf45",
     );
 
     #[test]

@@ -27,6 +27,7 @@
 //! println!("{}", c.hello().unwrap().name);
 //! ```
 
+mod cpu_wait;
 mod exchange;
 mod factory;
 mod process;

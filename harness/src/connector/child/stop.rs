@@ -1,12 +1,14 @@
 //! R5.9, judged: on `stop` the connector sends no response and exits 0. The harness sends
-//! `stop`, watches stdout and the exit within a bound the gate scales to what it measured, then
-//! ends the process group whatever happened, so nothing is left running either way.
+//! `stop`, watches stdout and the exit within a bound the gate scales to what it measured (grown
+//! by the time the process group waited for a CPU meanwhile, [`CpuWait`]), then ends the process
+//! group whatever happened, so nothing is left running either way.
 
 use std::process::ExitStatus;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use super::ChildConnector;
+use super::cpu_wait::CpuWait;
 use super::process::{Line, Running};
 use super::words::{ended, quote, secs};
 use crate::connector::starts::StartReason;
@@ -15,15 +17,21 @@ use crate::connector::starts::StartReason;
 /// checked again.
 const LOOK: Duration = Duration::from_millis(10);
 
-/// What the child did after `stop`: the first line it printed, and its exit if it came in time.
+/// The most the bound grows to by the group's wait for a CPU, in bounds: a process that spins
+/// on a starved machine accrues wait while it runs, and must still be ended.
+const MOST_BOUNDS: u32 = 10;
+
+/// What the child did after `stop`: the first line it printed, its exit if it came in time, and
+/// how long the group waited for a CPU meanwhile (its bound grew by that).
 #[derive(Debug)]
 pub(super) struct AfterStop {
     pub(super) line: Option<String>,
     pub(super) status: Option<ExitStatus>,
+    pub(super) starved: Duration,
 }
 
-/// The verdict on what the child did after `stop` within `within`: `Err` is one line of
-/// evidence naming every way it broke R5.9.
+/// The verdict on what the child did after `stop` within `within` (and the time it was starved
+/// of a CPU): `Err` is one line of evidence naming every way it broke R5.9.
 pub(super) fn verdict(after: &AfterStop, within: Duration) -> Result<(), String> {
     let mut wrong = Vec::new();
     if let Some(line) = &after.line {
@@ -32,9 +40,16 @@ pub(super) fn verdict(after: &AfterStop, within: Duration) -> Result<(), String>
     match after.status {
         Some(s) if s.code() == Some(0) => {}
         Some(s) => wrong.push(format!("{} on stop", ended(s))),
-        None => wrong.push(format!(
+        None if after.starved.is_zero() => wrong.push(format!(
             "was still running {} after stop, and was killed",
             secs(within)
+        )),
+        None => wrong.push(format!(
+            "was still running {} after stop ({} and the {} its processes waited for a CPU), \
+             and was killed",
+            secs(given(within, after.starved)),
+            secs(within),
+            secs(after.starved)
         )),
     }
     if wrong.is_empty() {
@@ -46,31 +61,43 @@ pub(super) fn verdict(after: &AfterStop, within: Duration) -> Result<(), String>
     ))
 }
 
-/// Sends `stop`, closes stdin, and watches up to `within` for a line and the exit; then kills the
-/// group (a connector's own children with it) and reads what stdout still held.
+/// The time a process is given to exit: `within`, grown by the time it was starved of a CPU, at
+/// most [`MOST_BOUNDS`] times `within`. Pure.
+fn given(within: Duration, starved: Duration) -> Duration {
+    (within + starved).min(within * MOST_BOUNDS)
+}
+
+/// Sends `stop`, closes stdin, and watches for a line and the exit up to `within`, grown by what
+/// the group waited for a CPU (read again each time the bound is reached); then kills the group
+/// (a connector's own children with it) and reads what stdout still held.
 fn watch(mut p: Running, seq: u64, within: Duration) -> AfterStop {
-    let deadline = Instant::now() + within;
+    let t0 = Instant::now();
+    let mut cpu = CpuWait::start(p.pid);
+    let mut starved = Duration::ZERO;
     if let Some(tx) = p.stdin.take() {
         // A request like every other (R5.1: one per line, each with its `seq`).
         let _ = tx.send(format!("{{\"seq\":{seq},\"cmd\":\"stop\"}}\n").into_bytes());
     }
     let mut line: Option<Line> = None;
+    let left = |starved| given(within, starved).saturating_sub(t0.elapsed());
     loop {
         if p.try_status().is_some() {
             break;
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
+        if left(starved).is_zero() {
+            // Late only if it was late with the CPU it had: a ready process that had none waited.
+            starved = cpu.waited();
+            if left(starved).is_zero() {
+                break;
+            }
         }
-        match p.stdout.recv_timeout(left.min(LOOK)) {
+        match p.stdout.recv_timeout(left(starved).min(LOOK)) {
             Ok(l) => {
                 line.get_or_insert(l);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                p.wait_for_exit(left);
-                break;
+                p.wait_for_exit(left(starved));
             }
         }
     }
@@ -78,9 +105,7 @@ fn watch(mut p: Running, seq: u64, within: Duration) -> AfterStop {
     p.kill();
     // The group is gone, so stdout reaches its end at once; a line written just before the exit
     // may still be on its way through the reader.
-    let drain = deadline
-        .saturating_duration_since(Instant::now())
-        .max(within / 10);
+    let drain = left(starved).max(within / 10);
     while line.is_none() {
         match p.stdout.recv_timeout(drain) {
             Ok(l) => line = Some(l),
@@ -90,6 +115,7 @@ fn watch(mut p: Running, seq: u64, within: Duration) -> AfterStop {
     AfterStop {
         line: line.map(|l| l.shown()),
         status,
+        starved,
     }
 }
 
@@ -117,7 +143,27 @@ mod tests {
         AfterStop {
             line: line.map(str::to_string),
             status: status.map(ExitStatus::from_raw),
+            starved: Duration::ZERO,
         }
+    }
+
+    #[test]
+    fn the_bound_grows_by_the_wait_for_a_cpu_up_to_ten_bounds() {
+        let s = Duration::from_secs;
+        assert_eq!(given(s(2), s(0)), s(2));
+        assert_eq!(given(s(2), s(3)), s(5));
+        assert_eq!(given(s(2), s(60)), s(20));
+        let starved = AfterStop {
+            starved: Duration::from_millis(1500),
+            ..after(None, None)
+        };
+        let why = verdict(&starved, s(2)).unwrap_err();
+        assert!(
+            why.contains(
+                "still running 3.5 s after stop (2 s and the 1.5 s its processes waited for a CPU)"
+            ),
+            "{why}"
+        );
     }
 
     #[test]

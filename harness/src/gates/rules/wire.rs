@@ -196,7 +196,7 @@ pub const WIRE: &[Rule] = &[
         id: RuleId::new(5, 9),
         summary: "on stop the connector sends nothing and exits 0",
         checks: &[
-            "G1: a connector of its own is connected, disconnected, then sent stop: a line on stdout, an exit other than 0, or no exit within ten times the slowest of those requests or three times the process's start-up (at least 2 s) fails it; the process group is ended either way",
+            "G1: a connector of its own is connected, disconnected, then sent stop: a line on stdout, an exit other than 0, or no exit within ten times the slowest of those requests or three times the process's start-up (at least 2 s), grown by the time its processes waited for a CPU meanwhile, fails it; the process group is ended either way",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -215,6 +215,11 @@ pub const WIRE: &[Rule] = &[
                 How::Never,
                 "stop ignored: the process keeps running and never exits",
                 &["stop_ignored.py"],
+            ),
+            Way::fixtures(
+                How::TooLate,
+                "exits 0, but 8 s after stop, asleep meanwhile (no wait for a CPU grows its bound)",
+                &["stop_lingers.py"],
             ),
             Way::not(
                 How::NotClosed,
