@@ -302,30 +302,11 @@ fn a_connector_starved_of_the_cpu_at_stop_passes_g1() {
     };
     let dir = tempfile::tempdir().unwrap();
     let clock = dir.path().join("clock");
-    let fixture = format!(
-        "{}/tests/fixtures/stop_starved.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (code, text) = common::gate_with(
-        &[
-            "-q",
-            "run",
-            "--engine-name",
-            "valkey-9.1",
-            "--engine",
-            "binary",
-            "--gates",
-            "G1",
-            "--timeout",
-            "60",
-            "--",
-            "python3",
-            &fixture,
-        ],
-        &[
-            ("EMQ_PYTHON_CONNECTOR", python.as_os_str()),
-            ("EMQ_TEST_STOP_CLOCK", clock.as_os_str()),
-        ],
+    let (code, text) = common::g1_of_fixture_with(
+        &python,
+        "stop_starved.py",
+        "valkey-9.1",
+        &[("EMQ_TEST_STOP_CLOCK", clock.as_os_str())],
     );
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("PASS 1/1 (7 not run)"), "{text}");

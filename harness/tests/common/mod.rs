@@ -139,6 +139,16 @@ pub fn python_connector() -> Option<PathBuf> {
 /// out, forwarding the rest to the Python connector at `python`) on engine `engine`, as a binary:
 /// its exit code and everything it printed.
 pub fn g1_of_fixture(python: &Path, fixture: &str, engine: &str) -> (Option<i32>, String) {
+    g1_of_fixture_with(python, fixture, engine, &[])
+}
+
+/// [`g1_of_fixture`] with more environment for the fixture.
+pub fn g1_of_fixture_with(
+    python: &Path,
+    fixture: &str,
+    engine: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (Option<i32>, String) {
     let fixture = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     gate_with(
         &[
@@ -157,7 +167,7 @@ pub fn g1_of_fixture(python: &Path, fixture: &str, engine: &str) -> (Option<i32>
             "python3",
             &fixture,
         ],
-        &[("EMQ_PYTHON_CONNECTOR", python.as_os_str())],
+        &[&[("EMQ_PYTHON_CONNECTOR", python.as_os_str())], env].concat(),
     )
 }
 
