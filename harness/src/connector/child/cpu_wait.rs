@@ -1,8 +1,8 @@
 //! How long a process group was ready to run but had no CPU: the kernel's run-queue delay of
 //! its most delayed thread (`/proc/<pid>/task/<tid>/schedstat`, read with `procfs`). R5.9's
-//! bound on an exit grows by it, so a connector that was starved by a busy machine (other lanes' engines,
-//! a CI job's other steps) is not taken for one that lingers: a process that sleeps, blocks on a
-//! join or ignores `stop` waits for no CPU, and meets the bound as it is.
+//! bound on an exit grows by it, so a connector starved by a busy machine (other lanes' engines,
+//! a CI job's other steps) is not taken for one that lingers: a process that sleeps, blocks on
+//! a join or ignores `stop` waits for no CPU, and meets the bound as it is.
 
 use std::collections::HashMap;
 use std::time::Duration;
