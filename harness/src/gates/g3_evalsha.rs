@@ -210,11 +210,12 @@ impl Run<'_, '_, '_> {
             .iter()
             .sum::<u64>()
             .saturating_sub(before);
+        let replies = if rewritten == 1 { "reply" } else { "replies" };
         Ok(format!(
-            ", after the second SCRIPT FLUSH, while the fault proxy rewrote the text of every \
-             NOSCRIPT reply to `-{NOSCRIPT} {REWRITTEN_NOSCRIPT}` (the code and the RESP framing \
-             the engine's; a miss is known by its code alone): {rewritten} replies rewritten, \
-             script|load since that flush = {loads}"
+            " after the second SCRIPT FLUSH, from which the fault proxy rewrote the text after the \
+             code of every NOSCRIPT reply (`-{NOSCRIPT} {REWRITTEN_NOSCRIPT}`; the code and the RESP \
+             framing as the engine sent them): {rewritten} {replies} rewritten, and the connector \
+             sent {loads} SCRIPT LOAD since that flush (a miss is known by the NOSCRIPT prefix alone)"
         ))
     }
 }
