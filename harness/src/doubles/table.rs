@@ -55,6 +55,10 @@ doubles! {
     LoadEveryCall = |b| b.wrap(wire::LoadEveryCall), breaks "SPEC §4: EVALSHA first, one SCRIPT LOAD per miss";
     /// Takes any engine error of a script call for `NOSCRIPT`: `SCRIPT LOAD` and the call again.
     ReloadOnAnyError = |b| b.wrap(wire::ReloadOnAnyError), breaks "R4.9: only a NOSCRIPT reply (its prefix) is a miss; an engine error costs no load and no second run";
+    /// Takes a `NOSCRIPT` reply for a miss only when its whole text is Valkey's
+    /// (`NOSCRIPT No matching script.`, Valkey's `shared.noscripterr`); Redis 7.0's and 8.0's
+    /// (`... Please use EVAL.`) or any other wording is the call's error.
+    NoscriptExactText = |b| b.quirked(|q| q.noscript_exact_text = true), breaks "R4.9: a NOSCRIPT reply is known by its prefix only, whatever text follows the code";
     /// Answers `NOSCRIPT` with `EVAL` of the script's source, as redigo's `Script.Do` does.
     EvalOnNoscript = |b| b.quirked(|q| q.eval_on_noscript = true), breaks "R4.9: a miss is answered by SCRIPT LOAD and EVALSHA again, never EVAL (redigo's Script.Do)",
         also [G1, G2, G4, G8],

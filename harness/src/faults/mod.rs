@@ -17,7 +17,10 @@
 //!
 //! Beside the faults, [`Proxy::hold`] withholds every reply to the commands a matcher picks until
 //! `until` of them have arrived (or none arrived for a quiet period), so G5 judges pipelining by
-//! what a connector sends before it has any reply, never by how fast the engine reads.
+//! what a connector sends before it has any reply, never by how fast the engine reads; and
+//! [`Proxy::rewrite_error`] replaces the text of the engine's error replies of one code
+//! (`NOSCRIPT`), keeping the code and the framing, so G3 judges a connector that recognises an
+//! error by more than its code.
 //!
 //! A connection that stops being one reply per command (a replica's `PSYNC`, a subscription,
 //! `MONITOR`: [`resp::Command::ends_commands`]) is relayed byte for byte from that command on,
@@ -39,6 +42,7 @@ mod commands;
 mod hold;
 mod replies;
 pub mod resp;
+mod rewrite;
 mod rule;
 
 pub use rule::{Fault, Fired, Matcher, Rule};
@@ -78,6 +82,8 @@ struct State {
     muting: bool,
     /// Each connection's commands while journaling ([`Proxy::journal`]); `None`: not journaling.
     journal: Option<std::collections::BTreeMap<u64, Vec<resp::Command>>>,
+    /// Error replies whose text is replaced ([`Proxy::rewrite_error`]); `None`: none.
+    rewrite: Option<rewrite::Rewrite>,
 }
 
 struct Shared {

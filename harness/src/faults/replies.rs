@@ -51,7 +51,10 @@ pub(super) fn relay(
         let Some(n) = next_reply(&mut upstream, &mut buf, &mut chunk) else {
             break;
         };
-        let reply: Vec<u8> = buf.drain(..n).collect();
+        let mut reply: Vec<u8> = buf.drain(..n).collect();
+        if let Some(rewritten) = super::rewrite::apply(shared, &reply) {
+            reply = rewritten;
+        }
         if !deliver(&mut client, shared, action, &reply) {
             break;
         }

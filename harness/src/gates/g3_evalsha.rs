@@ -4,14 +4,20 @@
 //! Then only a miss costs a load: a pipelined batch with every script cached costs none, and
 //! only `NOSCRIPT` is a miss (R4.9: match the prefix only): each transition on keys of the wrong
 //! type gets a `WRONGTYPE` error reply, which costs exactly one `EVALSHA` and no load.
+//! Matching the prefix only is judged from the other side too: from the second flush on, the
+//! fault proxy in front of every node the session reaches rewrites the text after the code of
+//! each `-NOSCRIPT` reply ([`REWRITTEN_NOSCRIPT`]), so a connector that knows a miss by one
+//! engine's whole wording (Valkey's, or Redis's) sees an error where R4.9 asks for a load, on
+//! every engine.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::connector::{Connector, Request, RetryOutcome, Verbs};
+use crate::engine::Target;
 use crate::engine::admin::Admin;
 use crate::error::ConnectorError;
-use crate::gates::{GateContext, GateDb, GateError, GateOutcome};
+use crate::gates::{GateContext, GateDb, GateError, GateOutcome, GateProxy};
 use crate::protocol::grammar::key;
 
 /// Rounds of the workload; each calls every transition at least once.
@@ -19,6 +25,18 @@ const ROUNDS: usize = 100;
 const QUEUE: &str = "g3";
 /// The queue whose sets are strings, so that every transition gets a `WRONGTYPE` reply.
 const WRONG_TYPE_QUEUE: &str = "g3-wrongtype";
+
+/// What every `NOSCRIPT` reply says after its code from the second flush on
+/// ([`crate::faults::Proxy::rewrite_error`]). The harness's own words, not the other engine
+/// family's: Valkey sends `NOSCRIPT No matching script.` (`shared.noscripterr` in Valkey's
+/// `src/server.c`), Redis 7.0 and 8.0 `NOSCRIPT No matching script. Please use EVAL.`, and
+/// swapping one for the other would judge a connector differently on each engine and miss one
+/// that searches the text for `No matching script`. One text that is neither, on every engine,
+/// catches each; it keeps all SPEC lets a connector rely on (an error reply whose code is
+/// `NOSCRIPT`), so a connector that matches the prefix only sees no difference.
+pub const REWRITTEN_NOSCRIPT: &str = "the script is not in this engine's cache (the EchoMQ harness's words: a miss is known by its code)";
+/// The code whose replies' text is rewritten.
+const NOSCRIPT: &str = "NOSCRIPT";
 
 /// The `script|load` count of each node.
 fn loads_each(admin: &mut crate::engine::Admin) -> Result<Vec<u64>, GateError> {
@@ -69,7 +87,8 @@ fn round(
 /// The gate's check; an `Err` is the gate's ERROR ([`crate::gates::run_gate`] records it).
 pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { url, mut admin, .. } = ctx.database(crate::gates::GateId::G3)?;
-    let Some(mut c) = ctx.connected("s", &url, out)? else {
+    let (proxies, through) = proxies(ctx, &admin, &url)?;
+    let Some(mut c) = ctx.connected("s", &through, out)? else {
         return Ok(());
     };
     // One queue per primary on a cluster, so every node serves every script (R8.2).
@@ -78,68 +97,148 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateErr
     admin.config_resetstat()?;
     let mut calls = BTreeMap::new();
     let t0 = Instant::now();
-    let Some(mid) = rounds(ctx, &mut *c, &mut admin, &queues, &mut calls, out)? else {
+    let mut run = Run {
+        ctx,
+        admin: &mut admin,
+        proxies: &proxies,
+        queues: &queues,
+    };
+    let mid = run.rounds(&mut *c, &mut calls, out);
+    let rewritten: u64 = proxies.iter().map(|p| p.end_rewrite()).sum();
+    out.figure("noscript_rewritten", rewritten);
+    let Some(mid) = mid? else {
         return Ok(());
     };
     out.figure("workload_ms", t0.elapsed().as_millis() as u64);
-    judge_costs(ctx, &mut admin, &calls, queues.len() as u64, &mid, out)?;
+    let costs = Costs {
+        nodes: queues.len() as u64,
+        mid: &mid,
+        rewritten,
+    };
+    judge_costs(ctx, &mut admin, &calls, &costs, out)?;
     cached_batch(&mut *c, &mut admin, out)?;
     engine_errors(&mut *c, &mut admin, out)
 }
 
-/// [`ROUNDS`] rounds over every queue, with a `SCRIPT FLUSH` halfway. Returns each node's
-/// `script|load` count before that flush, or `None` when a round went wrong (recorded in `out`).
-fn rounds(
-    ctx: &GateContext<'_>,
-    c: &mut (dyn Connector + Send),
-    admin: &mut Admin,
-    queues: &[String],
-    calls: &mut BTreeMap<&'static str, u64>,
-    out: &mut GateOutcome,
-) -> Result<Option<Vec<u64>>, GateError> {
-    let mut loads_mid = None;
-    for i in 0..ROUNDS {
-        if i == ROUNDS / 2 {
-            loads_mid = Some(loads_each(admin)?);
-            admin.script_flush()?;
-            (ctx.progress)("G3: SCRIPT FLUSH in the middle of the run");
-        }
-        let mut r = Ok(None);
-        for q in queues {
-            r = round(c, q, calls);
-            if !matches!(r, Ok(None)) {
-                break;
-            }
-        }
-        match r {
-            Ok(None) => {}
-            Ok(Some(what)) => {
-                out.fail(format!("round {i}: {what}"));
-                return Ok(None);
-            }
-            Err(e) => {
-                out.fail(format!(
-                    "the caller saw an error in round {i} ({})",
-                    e.evidence()
-                ));
-                out.figure("caller_error", e.message);
-                return Ok(None);
-            }
-        }
+/// Every fault proxy the session's calls pass through, and the url through them: on a cluster
+/// the proxy each primary announces (the url as it is: the seed is one of them); on one engine,
+/// TLS or not, a proxy of the gate's own; behind Sentinel the primary's ([`GateContext::proxied`]).
+fn proxies<'c>(
+    ctx: &'c GateContext<'_>,
+    admin: &Admin,
+    url: &Target,
+) -> Result<(Vec<GateProxy<'c>>, Target), GateError> {
+    if ctx.engine.is_cluster() {
+        let each = ctx
+            .engine
+            .primaries(admin)
+            .into_iter()
+            .map(|node| ctx.engine.proxy_of(node).map(GateProxy::Node))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok((each, url.clone()));
     }
-    Ok(Some(loads_mid.unwrap_or_default()))
+    let (p, through) = ctx.proxied(url)?;
+    Ok((vec![p], through))
+}
+
+/// The flush phase's workload and what it needs: the engine's counters, the proxies that
+/// rewrite `NOSCRIPT` after the second flush, the queues (one per primary).
+struct Run<'r, 'c, 'g> {
+    ctx: &'r GateContext<'g>,
+    admin: &'r mut Admin,
+    proxies: &'r [GateProxy<'c>],
+    queues: &'r [String],
+}
+
+impl Run<'_, '_, '_> {
+    /// [`ROUNDS`] rounds over every queue, with a `SCRIPT FLUSH` halfway, after which every
+    /// `NOSCRIPT` reply's text is rewritten ([`REWRITTEN_NOSCRIPT`]; the caller ends it). Returns
+    /// each node's `script|load` count before that flush, or `None` when a round went wrong
+    /// (recorded in `out`).
+    fn rounds(
+        &mut self,
+        c: &mut (dyn Connector + Send),
+        calls: &mut BTreeMap<&'static str, u64>,
+        out: &mut GateOutcome,
+    ) -> Result<Option<Vec<u64>>, GateError> {
+        let mut loads_mid = None;
+        for i in 0..ROUNDS {
+            if i == ROUNDS / 2 {
+                loads_mid = Some(loads_each(self.admin)?);
+                for p in self.proxies {
+                    p.rewrite_error(NOSCRIPT, REWRITTEN_NOSCRIPT);
+                }
+                self.admin.script_flush()?;
+                (self.ctx.progress)(
+                    "G3: SCRIPT FLUSH in the middle of the run; NOSCRIPT replies rewritten",
+                );
+            }
+            let mut r = Ok(None);
+            for q in self.queues {
+                r = round(c, q, calls);
+                if !matches!(r, Ok(None)) {
+                    break;
+                }
+            }
+            let failed = match r {
+                Ok(None) => continue,
+                Ok(Some(what)) => format!("round {i}: {what}"),
+                Err(e) => {
+                    let seen = format!("the caller saw an error in round {i} ({})", e.evidence());
+                    out.figure("caller_error", e.message);
+                    seen
+                }
+            };
+            let during = match &loads_mid {
+                Some(mid) => self.rewriting(mid)?,
+                None => String::new(),
+            };
+            out.fail(format!("{failed}{during}"));
+            return Ok(None);
+        }
+        Ok(Some(loads_mid.unwrap_or_default()))
+    }
+
+    /// What a failure after the second flush adds: the replies' text was not the engine's, how
+    /// many were rewritten, and the loads the connector sent since. It cites no rule: a line
+    /// that cites one concerns that rule alone (`rules::cited`), and a cluster double may fail
+    /// here too.
+    fn rewriting(&mut self, mid: &[u64]) -> Result<String, GateError> {
+        let rewritten: u64 = self.proxies.iter().map(|p| p.rewritten()).sum();
+        let before: u64 = mid.iter().sum();
+        let loads = loads_each(self.admin)?
+            .iter()
+            .sum::<u64>()
+            .saturating_sub(before);
+        let replies = if rewritten == 1 { "reply" } else { "replies" };
+        Ok(format!(
+            " after the second SCRIPT FLUSH, from which the fault proxy rewrote the text after the \
+             code of every NOSCRIPT reply (`-{NOSCRIPT} {REWRITTEN_NOSCRIPT}`; the code and the RESP \
+             framing as the engine sent them): {rewritten} {replies} rewritten, and the connector \
+             sent {loads} SCRIPT LOAD since that flush (a miss is known by the NOSCRIPT prefix alone)"
+        ))
+    }
+}
+
+/// What [`judge_costs`] holds the rounds to: `nodes` primaries, each node's loads before the
+/// second flush, and the `NOSCRIPT` replies rewritten after it.
+struct Costs<'m> {
+    nodes: u64,
+    mid: &'m [u64],
+    rewritten: u64,
 }
 
 /// What the rounds cost on the engine: every transition called, one `SCRIPT LOAD` per script
-/// per flush on each of the `nodes` primaries, no `EVAL`, an `EVALSHA` per transition.
+/// per flush on each primary (the second flush's misses with their text rewritten), no `EVAL`,
+/// an `EVALSHA` per transition.
 fn judge_costs(
     ctx: &GateContext<'_>,
     admin: &mut Admin,
     calls: &BTreeMap<&'static str, u64>,
-    nodes: u64,
-    mid: &[u64],
+    costs: &Costs<'_>,
     out: &mut GateOutcome,
 ) -> Result<(), GateError> {
+    let (nodes, mid) = (costs.nodes, costs.mid);
     let scripts = ctx.bundle.scripts.len() as u64;
     let stats = admin.commandstats()?;
     let get = |k: &str| stats.get(k).copied().unwrap_or(0);
@@ -171,9 +270,12 @@ fn judge_costs(
     out.check(
         !each.is_empty() && each.iter().all(|n| *n == 2 * scripts),
         format!(
-            "after the second SCRIPT FLUSH mid-run: script|load = {} in all{on} (one per script per flush: {})",
+            "after the second SCRIPT FLUSH mid-run, with the text of its {} NOSCRIPT replies \
+             rewritten (`-{NOSCRIPT} {REWRITTEN_NOSCRIPT}`): script|load = {} in all{on} (one per \
+             script per flush: {})",
+            costs.rewritten,
             shown(&each),
-            2 * scripts
+            2 * scripts,
         ),
     );
     let evals = get("eval") + get("eval_ro");

@@ -118,7 +118,8 @@ impl GateContext<'_> {
 }
 
 /// The fault proxy a check arms ([`GateContext::proxied`]): its own, stopped when dropped, or
-/// a node's, which outlives the check (its unfired rules are disarmed when this is dropped).
+/// a node's, which outlives the check (its unfired rules are disarmed and its rewrite ended when
+/// this is dropped, so no later gate meets them).
 pub enum GateProxy<'a> {
     Own(crate::faults::Proxy),
     Node(&'a crate::faults::Proxy),
@@ -138,6 +139,7 @@ impl Drop for GateProxy<'_> {
     fn drop(&mut self) {
         if let Self::Node(p) = self {
             p.disarm();
+            p.end_rewrite();
         }
     }
 }

@@ -79,8 +79,10 @@ fn engine_err(e: redis::RedisError) -> ConnectorError {
     ConnectorError::engine(e.to_string())
 }
 
-fn is_noscript(e: &redis::RedisError) -> bool {
-    e.kind() == RedisKind::Server(ServerErrorKind::NoScript)
+/// A `NOSCRIPT` reply taken for a miss: its code alone (R4.9), unless a double's quirk asks
+/// for more ([`Quirks::takes_miss`]).
+fn is_noscript(e: &redis::RedisError, quirks: Quirks) -> bool {
+    e.kind() == RedisKind::Server(ServerErrorKind::NoScript) && quirks.takes_miss(e.detail())
 }
 
 fn text(v: &Value) -> Option<String> {

@@ -275,6 +275,9 @@ fn tally(
         for (&q, v) in chunk.iter().zip(&replies) {
             match v {
                 Value::ServerError(e) => match e.kind() {
+                    Some(ServerErrorKind::NoScript) if !quirks.takes_miss(e.details()) => {
+                        return Err(ConnectorError::engine(format!("{e:?}")));
+                    }
                     Some(ServerErrorKind::NoScript) if quirks.noscript_lands => *done += 1,
                     Some(ServerErrorKind::NoScript) => {
                         if !missed_script.contains(&l) {

@@ -70,6 +70,23 @@ pub struct Quirks {
     /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
     /// the connection that said it stays (breaks R8.11).
     pub readonly_final: bool,
+    /// A `NOSCRIPT` reply is a miss only when its whole text is Valkey's
+    /// ([`VALKEY_NOSCRIPT_TEXT`]); any other wording (Redis's, or G3's rewritten one) is the
+    /// call's error, in a batch too (breaks R4.9: match the prefix only).
+    pub noscript_exact_text: bool,
     /// Behind Sentinel, the departures of [`super::link::SentinelQuirks`] (SPEC §11).
     pub sentinel: super::link::SentinelQuirks,
+}
+
+/// The text after the code of Valkey's `NOSCRIPT` reply: `shared.noscripterr` in Valkey 9.1's
+/// `src/server.c` is `-NOSCRIPT No matching script.`; Redis 7.0.15's and 8.0's add
+/// ` Please use EVAL.`. [`Quirks::noscript_exact_text`] knows a miss by it.
+pub const VALKEY_NOSCRIPT_TEXT: &str = "No matching script.";
+
+impl Quirks {
+    /// Whether a `NOSCRIPT` reply whose text after the code is `detail` is taken for a miss:
+    /// always, as R4.9 asks, except under [`Quirks::noscript_exact_text`].
+    pub(super) fn takes_miss(&self, detail: Option<&str>) -> bool {
+        !self.noscript_exact_text || detail == Some(VALKEY_NOSCRIPT_TEXT)
+    }
 }

@@ -68,8 +68,8 @@ impl Reference {
             return sent.map_err(engine_err);
         }
         match sent {
-            Err(e) if is_noscript(&e) && quirks.preload_only => Err(engine_err(e)),
-            Err(e) if is_noscript(&e) && quirks.eval_on_noscript => {
+            Err(e) if is_noscript(&e, quirks) && quirks.preload_only => Err(engine_err(e)),
+            Err(e) if is_noscript(&e, quirks) && quirks.eval_on_noscript => {
                 let mut eval = redis::cmd("EVAL");
                 eval.arg(&script.source[..]).arg(keys.len()).arg(keys);
                 for a in args {
@@ -77,7 +77,7 @@ impl Reference {
                 }
                 link.send(&eval).map_err(engine_err)
             }
-            Err(e) if is_noscript(&e) => {
+            Err(e) if is_noscript(&e, quirks) => {
                 Self::load(link, &keys[0], script, quirks)?;
                 link.send(&cmd).map_err(engine_err)
             }

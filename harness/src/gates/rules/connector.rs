@@ -214,6 +214,7 @@ pub const CONNECTOR: &[Rule] = &[
         summary: "EVALSHA first; one SCRIPT LOAD per NOSCRIPT miss; never EVAL; no error after SCRIPT FLUSH",
         checks: &[
             "G3: commandstats: EVALSHA per transition, loads per flush",
+            "G3: after the second flush every NOSCRIPT reply's text is rewritten by the fault proxy (the code kept): still one load per script, no caller error",
             "G3: an engine error reply (WRONGTYPE) of each transition costs one EVALSHA and no SCRIPT LOAD",
         ],
         cases: &[],
@@ -228,6 +229,11 @@ pub const CONNECTOR: &[Rule] = &[
                 How::TooMany,
                 "any engine error taken for NOSCRIPT: a load and a second run of the call",
                 &[Double::ReloadOnAnyError],
+            ),
+            Way::by(
+                How::TooMany,
+                "more matched than the NOSCRIPT prefix (one engine's whole text, Valkey's `No matching script.`): a miss in other words is the caller's error",
+                &[Double::NoscriptExactText],
             ),
             Way::by(
                 How::Never,
