@@ -60,15 +60,17 @@ impl Engine {
             .collect()
     }
 
-    /// `CONFIG SET name value` on node `id`.
+    /// `CONFIG SET name value` on node `id`, again on a fresh connection when the node closes one
+    /// under it ([`Engine::on_node`]).
     pub fn config_set(&self, id: NodeId, name: &str, value: &str) -> Result<(), HarnessError> {
-        self.node_admin(id)?
-            .query::<()>(&["CONFIG", "SET", name, value])
+        self.on_node(id, &format!("CONFIG SET {name}"), |a| {
+            a.query::<()>(&["CONFIG", "SET", name, value])
+        })
     }
 
     /// What node `id` took over when it was promoted.
     pub fn take_over(&self, id: NodeId) -> Result<TakeOver, HarnessError> {
-        let info = self.node_admin(id)?.info("replication")?;
+        let info = self.node_info(id, "replication")?;
         Ok(TakeOver {
             replid: field(&info, "master_replid")?,
             replid2: field(&info, "master_replid2")?,

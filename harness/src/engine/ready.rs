@@ -43,6 +43,24 @@ fn is_transient(e: &HarnessError) -> bool {
     .any(|s| m.contains(s))
 }
 
+/// A connection the server closed under an admin request: reset, a broken pipe, or an end of
+/// file (what a harness-side TLS back gives for every one of them). A poll opens a fresh one.
+pub(crate) fn is_closed(e: &HarnessError) -> bool {
+    let (HarnessError::Unreachable(m) | HarnessError::Engine(m)) = e else {
+        return false;
+    };
+    let m = m.to_lowercase();
+    [
+        "os error 104",
+        "os error 32",
+        "broken pipe",
+        "reset by peer",
+        "end of file",
+    ]
+    .iter()
+    .any(|s| m.contains(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +73,8 @@ mod tests {
         assert!(is_transient(&reset) && is_transient(&refused));
         assert!(!is_transient(&auth));
         assert!(!is_transient(&HarnessError::BadInput("x".into())));
+        let eof = HarnessError::Unreachable("unexpected end of file".into());
+        assert!(is_closed(&eof) && is_closed(&reset) && !is_closed(&refused) && !is_closed(&auth));
         let mut tries = 0;
         let got = retry_transient(|| {
             tries += 1;

@@ -133,6 +133,40 @@ impl Engine {
         Admin::connect(&self.node_url(id))
     }
 
+    /// `ask` of node `id` on a fresh connection, asked again on another while the node closes it
+    /// under the request, within [`ENGINE_WITHIN`]: behind Sentinel a failover ends with
+    /// `CLIENT KILL TYPE normal` on the nodes it touched, the harness's connections included, at
+    /// a moment only the Sentinel knows (after a coordinated one, later than the promotion the
+    /// harness saw). For what may be asked twice: a read, a `CONFIG SET`.
+    pub fn on_node<T>(
+        &self,
+        id: NodeId,
+        what: &str,
+        mut ask: impl FnMut(&mut Admin) -> Result<T, HarnessError>,
+    ) -> Result<T, HarnessError> {
+        let mut got = None;
+        try_wait_until(&format!("{what} on {id}"), || {
+            match self.node_admin(id).and_then(|mut a| ask(&mut a)) {
+                Ok(v) => {
+                    got = Some(v);
+                    Ok(true)
+                }
+                Err(e) if crate::engine::ready::is_closed(&e) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })?;
+        Ok(got.expect("the wait ended on an answer"))
+    }
+
+    /// `INFO section` of node `id` ([`Engine::on_node`]).
+    pub fn node_info(
+        &self,
+        id: NodeId,
+        section: &str,
+    ) -> Result<BTreeMap<String, String>, HarnessError> {
+        self.on_node(id, &format!("INFO {section}"), |a| a.info(section))
+    }
+
     /// The fault proxy in front of node `id` (a cluster's or a Sentinel engine's).
     pub fn proxy_of(&self, id: NodeId) -> Result<&Proxy, HarnessError> {
         Ok(&self.booted_node(id)?.proxy)
@@ -202,8 +236,6 @@ impl Engine {
     /// premise of a failover that loses nothing it need not (a replica still in its first sync
     /// would lose everything).
     pub fn wait_in_sync(&self, primary: NodeId, replica: NodeId) -> Result<(), HarnessError> {
-        let mut p = self.node_admin(primary)?;
-        let mut r = self.node_admin(replica)?;
         let offset =
             |m: &BTreeMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<u64>().ok());
         let what = format!(
@@ -211,9 +243,26 @@ impl Engine {
             self.port_of(replica),
             self.port_of(primary)
         );
+        // The two connections are opened again after a node closed one: behind Sentinel a
+        // failover ends with `CLIENT KILL TYPE normal` on the nodes it touched, the harness's own
+        // connections included, at a moment only the Sentinel knows.
+        let mut cons: Option<(Admin, Admin)> = None;
         try_wait_until(&what, || {
-            let head = p.info("replication")?;
-            let tail = r.info("replication")?;
+            let step = (|| {
+                let (p, r) = match &mut cons {
+                    Some(c) => c,
+                    None => cons.insert((self.node_admin(primary)?, self.node_admin(replica)?)),
+                };
+                Ok::<_, HarnessError>((p.info("replication")?, r.info("replication")?))
+            })();
+            let (head, tail) = match step {
+                Ok(both) => both,
+                Err(e) if crate::engine::ready::is_closed(&e) => {
+                    cons = None;
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            };
             Ok(
                 tail.get("master_link_status").map(String::as_str) == Some("up")
                     && offset(&head, "master_repl_offset").is_some()
