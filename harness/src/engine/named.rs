@@ -1,4 +1,5 @@
-//! Engines by name (`valkey-9.1`, `valkey-8.1`, `redis-7.0`) and where a build came from.
+//! Engines by name (`valkey-9.1`, `valkey-8.1`, `redis-7.0`, `redis-8.0`) and where a build came
+//! from.
 //!
 //! `ci/provision` writes one pair of variables per engine it built:
 //! `EMQ_ENGINE_<NAME>_SERVER` (the binary) and `EMQ_ENGINE_<NAME>_IMAGE` (the local image), where
@@ -10,10 +11,11 @@ use std::process::{Command, Stdio};
 /// The engines a matrix runs by default, the pinned one first; then a Valkey Cluster of the
 /// pinned engine's binary (a name with [`CLUSTER_SUFFIX`]), its TLS build, and the Sentinel
 /// deployments of both ([`SENTINEL_SUFFIX`]).
-pub const DEFAULT_NAMES: [&str; 8] = [
+pub const DEFAULT_NAMES: [&str; 9] = [
     "valkey-9.1",
     "valkey-8.1",
     "redis-7.0",
+    "redis-8.0",
     "valkey-9.1-cluster",
     "valkey-9.1-tls",
     "valkey-9.1-tls-cluster",
@@ -232,6 +234,8 @@ mod tests {
         assert_eq!(var_prefix("valkey-9.1"), "EMQ_ENGINE_VALKEY_9_1");
         assert_eq!(var_prefix("redis-7.0"), "EMQ_ENGINE_REDIS_7_0");
         assert_eq!(name_of("redis", "7.0.15"), "redis-7.0");
+        assert_eq!(name_of("redis", "8.0.2"), "redis-8.0");
+        assert!(DEFAULT_NAMES.contains(&"redis-8.0"));
         assert_eq!(name_of("valkey", "9.1.2"), "valkey-9.1");
     }
 
