@@ -4,12 +4,13 @@
 //! stops part-way ("non local key": the counter moved, no job made); once the keys moved, the
 //! source answers `ASK`; the target runs the call after `ASKING` when it holds every declared key
 //! and answers `TRYAGAIN` when it lacks one; after the migration the source answers `MOVED`.
+//! The atomic way ([`migrate_atomic`], R8.6) moves the slot whole with no `ASK`, then `MOVED`.
 
 mod common;
 
 use emq::engine::Admin;
 use emq::engine::admin::shards;
-use emq::engine::migration::SlotMove;
+use emq::engine::migration::{SlotMove, has_atomic, migrate_atomic};
 use emq::protocol::grammar::{job_root, key};
 
 fn eval(a: &mut Admin, script: &str, keys: &[String], args: &[&str]) -> Result<String, String> {
@@ -73,4 +74,45 @@ fn a_live_migration_does_to_the_scripts_what_spec_says() {
     let e = eval(&mut src, &claim, &ck, &[&root, "1000"]).unwrap_err();
     assert!(e.contains("Moved") || e.contains("MOVED"), "{e}");
     eval(&mut dst, &claim, &ck, &[&root, "1000"]).unwrap();
+}
+
+#[test]
+fn an_atomic_migration_moves_the_slot_whole_then_answers_moved() {
+    let engine = common::cluster_engine();
+    let bundle = common::bundle();
+    let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
+    let mut admin = engine.admin(0).unwrap();
+    assert!(
+        has_atomic(&mut admin).unwrap(),
+        "Valkey 9.1 has CLUSTER MIGRATESLOTS"
+    );
+    let primaries = engine.primaries(&admin);
+    let q = admin.one_name_per_primary("amig")[0].clone();
+    let slot = shards::slot(key(&q, "pending").as_bytes());
+    let (from, to) = (primaries[0], primaries[1]);
+    let mut src = engine.node_admin(from).unwrap();
+    let mut dst = engine.node_admin(to).unwrap();
+    let keys = [key(&q, "pending"), key(&q, "delayed"), key(&q, "seq")];
+    let root = job_root(&q);
+    eval(&mut src, &enqueue, &keys, &[&root, "p", "0"]).unwrap();
+    eval(&mut src, &enqueue, &keys, &[&root, "d", "3600000"]).unwrap();
+
+    let moved = migrate_atomic(&engine, slot, from, to).unwrap();
+    assert_eq!(moved.state, "success");
+    let e = eval(&mut src, &enqueue, &keys, &[&root, "x", "0"]).unwrap_err();
+    assert!(e.contains("Moved") || e.contains("MOVED"), "{e}");
+    // Every key came along: the counter goes on from 2, both jobs are where they were.
+    eval(&mut dst, &enqueue, &keys, &[&root, "y", "0"]).unwrap();
+    assert_eq!(dst.get(&key(&q, "seq")).unwrap().as_deref(), Some("3"));
+    assert_eq!(
+        dst.query::<u64>(&["ZCARD", &key(&q, "pending")]).unwrap(),
+        2
+    );
+    assert_eq!(
+        dst.query::<u64>(&["ZCARD", &key(&q, "delayed")]).unwrap(),
+        1
+    );
+    // And home again.
+    migrate_atomic(&engine, slot, to, from).unwrap();
+    eval(&mut src, &enqueue, &keys, &[&root, "z", "0"]).unwrap();
 }

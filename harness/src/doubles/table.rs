@@ -252,6 +252,9 @@ doubles! {
     /// On a cluster, answers `ASK` by sending the call to the named node without `ASKING`
     /// first: the importing node answers `MOVED` back to the source (R8.6).
     AskWithoutAsking = |b| b.quirked(|q| q.ask = Ask::WithoutAsking), breaks "R8.6: the call after ASK is preceded by ASKING on the named node (on one node: the reference)";
+    /// On a cluster, follows one redirect per call: a `MOVED` from the node a redirect named is
+    /// the call's error (R8.12: a slot that moved since the map was read and is moving again).
+    OneRedirect = |b| b.quirked(|q| q.one_redirect = true), breaks "R8.12: a redirect from the node a MOVED named is followed too (a slot that moved since the map was read and is moving again; on one node: the reference)";
     /// On a cluster, answers a `NOSCRIPT` that followed a redirect by loading the script where
     /// its slot map says the slot lives, not on the node that said it (R8.2 during a migration).
     LoadsWhereSlotMapSays = |b| b.quirked(|q| q.load_by_slot = true), breaks "R8.8: a NOSCRIPT is answered by SCRIPT LOAD on the node that said it, also when a redirect sent the call there (on one node: the reference)";

@@ -28,37 +28,31 @@ pub(crate) fn retry_transient<T>(
 /// A connection refused, reset or cut before its reply: what a loaded machine does to a new
 /// server's first clients.
 fn is_transient(e: &HarnessError) -> bool {
-    let (HarnessError::Unreachable(m) | HarnessError::Engine(m)) = e else {
-        return false;
-    };
-    let m = m.to_lowercase();
-    [
-        "os error 104",
-        "os error 111",
-        "os error 32",
-        "broken pipe",
-        "reset by peer",
-    ]
-    .iter()
-    .any(|s| m.contains(s))
+    is_closed(e) || message(e).is_some_and(|m| m.contains("os error 111"))
 }
 
 /// A connection the server closed under an admin request: reset, a broken pipe, or an end of
 /// file (what a harness-side TLS back gives for every one of them). A poll opens a fresh one.
 pub(crate) fn is_closed(e: &HarnessError) -> bool {
-    let (HarnessError::Unreachable(m) | HarnessError::Engine(m)) = e else {
-        return false;
-    };
-    let m = m.to_lowercase();
-    [
-        "os error 104",
-        "os error 32",
-        "broken pipe",
-        "reset by peer",
-        "end of file",
-    ]
-    .iter()
-    .any(|s| m.contains(s))
+    message(e).is_some_and(|m| {
+        [
+            "os error 104",
+            "os error 32",
+            "broken pipe",
+            "reset by peer",
+            "end of file",
+        ]
+        .iter()
+        .any(|s| m.contains(s))
+    })
+}
+
+/// The text of an error that may say the connection went, lowercased.
+fn message(e: &HarnessError) -> Option<String> {
+    match e {
+        HarnessError::Unreachable(m) | HarnessError::Engine(m) => Some(m.to_lowercase()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -75,6 +69,10 @@ mod tests {
         assert!(!is_transient(&HarnessError::BadInput("x".into())));
         let eof = HarnessError::Unreachable("unexpected end of file".into());
         assert!(is_closed(&eof) && is_closed(&reset) && !is_closed(&refused) && !is_closed(&auth));
+        assert!(
+            is_transient(&eof),
+            "a TLS back's end of file is a reset too"
+        );
         let mut tries = 0;
         let got = retry_transient(|| {
             tries += 1;

@@ -22,6 +22,9 @@ pub struct Quirks {
     pub resend_pipelines: bool,
     /// How `ASK` is answered during a slot migration (anything but `Follow` breaks R8.6).
     pub ask: Ask,
+    /// One redirect per call: a redirect from the node a `MOVED` named is the call's error
+    /// (breaks R8.12: a slot that moved since the map was read and is moving again).
+    pub one_redirect: bool,
     /// On `NOSCRIPT` after a redirect, load where the slot map says, not there (breaks R8.8).
     pub load_by_slot: bool,
     /// On a cluster, before each script call, `PING` the key's node; a dead connection there is

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+mod atomic;
+
 use super::ledger::Ledger;
 use crate::connector::{Claimed, Connector, Verbs};
 use crate::engine::admin::{Admin, shards};
@@ -241,12 +243,29 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     );
     judge_tryagain(&mut admin, &t, tried, &mut l, out)?;
     after(&mut c, &mut idle, (&q, &t), &mut l, out)?;
+    let via = ctx
+        .engine
+        .primaries(&admin)
+        .into_iter()
+        .find(|p| *p != from && *p != to)
+        .expect("a cluster has three primaries");
+    let route = atomic::Route {
+        queue: &q,
+        slot,
+        at: to,
+        via,
+        home: from,
+    };
+    let home = atomic::run(ctx, &url, &mut admin, &mut c, &route, &mut l, out)?;
     account(ctx, &url, &mut admin, (&q, &t), &mut l, out)?;
-    // Home again, with no connector running, so later runs on this cluster meet its usual layout.
-    let mut back = SlotMove::begin(ctx.engine, slot, to, from)?;
-    back.move_keys()?;
-    back.finish(ctx.engine)?;
-    ctx.engine.mark_health();
+    if !home {
+        // Home again, with no connector running, so later runs on this cluster meet its usual
+        // layout.
+        let mut back = SlotMove::begin(ctx.engine, slot, to, from)?;
+        back.move_keys()?;
+        back.finish(ctx.engine)?;
+        ctx.engine.mark_health();
+    }
     Ok(())
 }
 

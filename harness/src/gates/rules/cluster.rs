@@ -30,6 +30,28 @@ pub const CLUSTER: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: RuleId::new(8, 12),
+        summary: "on a cluster: a chain of redirects is followed, at least three for one call, within the request's timeout",
+        checks: &[
+            "G8: a session whose slot map predates an atomic migration enqueues while the slot goes home the legacy way: MOVED to the new owner, ASK home, and the enqueue succeeds",
+        ],
+        cases: &[],
+        gates: &[GateId::G8],
+        ways: &[
+            Way::by(
+                How::TooFew,
+                "a chain cut after the first redirect: a MOVED from the node a MOVED named reported as the call's error",
+                &[Double::OneRedirect],
+            ),
+            Way::not(
+                How::TooMany,
+                "a chain followed without a bound",
+                "each of the engine's migrations ends, so no chain the gate makes is endless; a connector that never gives up on one is R5.8's silence",
+            ),
+        ],
+        unbreakable: "",
+    },
+    Rule {
         id: RuleId::new(8, 5),
         summary: "on a cluster: a url naming a database other than 0 is invalid; one naming none connects",
         checks: &[
@@ -122,9 +144,10 @@ pub const CLUSTER: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(8, 6),
-        summary: "on a cluster: ASK is answered by ASKING and the call on the named node",
+        summary: "on a cluster: during a slot migration every call succeeds: ASK is answered by ASKING and the call on the named node, an atomic migration's cut-over is waited out",
         checks: &[
             "G8: a live migration of a queue's slot; with its keys on the target every verb on the queue succeeds",
+            "G8: where the engine has CLUSTER MIGRATESLOTS, the slot moves atomically while the worker runs; every call before, during and after the cut-over succeeds",
         ],
         cases: &[],
         gates: &[GateId::G8],

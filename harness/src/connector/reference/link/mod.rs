@@ -64,6 +64,8 @@ pub(super) struct Cluster {
     resend_pipelines: bool,
     /// How an `ASK` is answered (by `ASKING` and the call there, except in a double).
     ask: Ask,
+    /// How many redirects one call follows ([`MAX_REDIRECTS`], except in a double).
+    redirects: usize,
     /// The node a followed redirect sent the last command to: a `NOSCRIPT` came from there, so
     /// the script is loaded there (R8.2), not where the slot map says the slot lives.
     answered_by: Option<(String, u16)>,
@@ -160,6 +162,7 @@ impl Link {
             follow: true,
             resend_pipelines: false,
             ask: Ask::Follow,
+            redirects: MAX_REDIRECTS,
             answered_by: None,
             load_by_slot: false,
             refresh_on_loss: true,
@@ -174,6 +177,7 @@ impl Link {
             c.follow = !q.no_redirects;
             c.resend_pipelines = q.resend_pipelines;
             c.ask = q.ask;
+            c.redirects = if q.one_redirect { 1 } else { MAX_REDIRECTS };
             c.load_by_slot = q.load_by_slot;
             c.refresh_on_loss = !q.stale_slot_map;
             c.refresh_on_readonly = !q.readonly_final;
@@ -269,10 +273,13 @@ impl Link {
 
     /// Follows the redirects `reply` names (a cluster only), at most [`MAX_REDIRECTS`].
     fn follow(&mut self, cmd: &Cmd, mut reply: RedisResult<Value>) -> RedisResult<Value> {
-        for _ in 0..MAX_REDIRECTS {
+        for hop in 0..MAX_REDIRECTS {
             let Self::Cluster(c) = self else {
                 return reply;
             };
+            if hop == c.redirects {
+                return reply;
+            }
             if !c.follow {
                 return reply;
             }

@@ -1,0 +1,181 @@
+//! G8's migration phase, the atomic way (SPEC R8.6; Valkey 9's `CLUSTER MIGRATESLOTS`), after the
+//! legacy one, then home:
+//!
+//! - The worker goes on working the queue while the engine copies its slot to a third primary,
+//!   pauses writes for the cut-over and answers `MOVED` from then on (no `ASK`, no `TRYAGAIN`):
+//!   every call succeeds, before, during and after (a call held by the pause is answered when it
+//!   ends).
+//! - A session that read its slot map before that move calls once while the slot goes home the
+//!   legacy way, its keys already there: the node its map names answers `MOVED` to the third
+//!   primary, which answers `ASK` home (R8.12: a chain of redirects is followed). Deterministic:
+//!   every node agrees who owns the slot, nothing else moves it, and the session sends nothing in
+//!   between.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{Books, Conn, ROUNDS, SESSION, errorstat};
+use crate::connector::Verbs;
+use crate::engine::Target;
+use crate::engine::admin::Admin;
+use crate::engine::migration::{AtomicMove, SlotMove, has_atomic, migrate_atomic};
+use crate::engine::topology::NodeId;
+use crate::gates::{GateContext, GateError, GateOutcome};
+
+/// A round that failed after this long may have met the engine's write pause past P4.11's
+/// shortest request timeout: its error is then the engine's doing (an ERROR), not a FAIL. It only
+/// turns a FAIL into an ERROR, so a slower machine never makes a false FAIL of it.
+const PAUSE_PAST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The queue, where its slot is and where it goes: the legacy move left it on `at`; it passes
+/// through `via` and ends `home`.
+pub(super) struct Route<'a> {
+    pub queue: &'a str,
+    pub slot: u16,
+    pub at: NodeId,
+    pub via: NodeId,
+    pub home: NodeId,
+}
+
+/// The phase; `Ok(false)` (a figure says why) when the engine has no atomic migration, and the
+/// slot is still on `at`; else the slot is home.
+pub(super) fn run(
+    ctx: &GateContext<'_>,
+    url: &Target,
+    admin: &mut Admin,
+    c: &mut Conn,
+    r: &Route<'_>,
+    l: &mut Books,
+    out: &mut GateOutcome,
+) -> Result<bool, GateError> {
+    let q = r.queue;
+    if !has_atomic(admin)? {
+        out.figure(
+            "atomic_migration",
+            "not run: the engine has no CLUSTER MIGRATESLOTS",
+        );
+        return Ok(false);
+    }
+    (ctx.progress)(&format!(
+        "G8: an atomic migration of slot {} under the worker, then home",
+        r.slot
+    ));
+    // Its slot map names `at`, and it sends nothing more until the slot is on its way home.
+    let mut stale = ctx.factory.make()?;
+    stale.connect(SESSION, url.clone())?;
+    stale.pending_size(SESSION, q)?;
+    let moved0 = errorstat(ctx.engine, r.at, "MOVED")?;
+    let (moved, slowest, failed) = under_worker(ctx, c, r, l)?;
+    let mut after = Vec::new();
+    for n in 0..ROUNDS {
+        if let Err(e) = l.round(c, q, 1_000 + n) {
+            after.push(format!("round {n}: kind {}: {}", e.kind, e.message));
+        }
+    }
+    out.figure("atomic_migration_ms", moved.took.as_millis() as u64);
+    out.figure("atomic_keys_moved", moved.keys);
+    out.figure("atomic_slowest_round_ms", slowest.as_millis() as u64);
+    out.figure(
+        "atomic_moved_replies",
+        errorstat(ctx.engine, r.at, "MOVED")? - moved0,
+    );
+    let held: Vec<&String> = failed
+        .iter()
+        .filter(|(t, _)| *t >= PAUSE_PAST_TIMEOUT)
+        .map(|(_, e)| e)
+        .collect();
+    if !held.is_empty() {
+        return Err(GateError::instrument(format!(
+            "the engine's atomic migration of slot {} held the worker's calls past P4.11's \
+             shortest request timeout ({} s), and these rounds failed after so long: {held:?}",
+            r.slot,
+            PAUSE_PAST_TIMEOUT.as_secs()
+        )));
+    }
+    let errors: Vec<&String> = failed.iter().map(|(_, e)| e).collect();
+    out.none_of(
+        &errors,
+        "while the engine moved the queue's slot atomically (CLUSTER MIGRATESLOTS: the source \
+         serves it while it copies, pauses writes for the cut-over, then answers MOVED), every \
+         call of the worker on the queue succeeded (R8.6)",
+        "failed",
+    );
+    out.none_of(
+        &after,
+        "after the atomic migration the worker followed MOVED and went on without an error (R8.1)",
+        "errors",
+    );
+    // Home the legacy way, the keys moved first: the node the late session's map names answers
+    // `MOVED` to `via`, which answers `ASK` home. Every node agrees `via` owns the slot, so the
+    // chain does not depend on how fast the cluster gossips.
+    let (moved1, asked1) = (
+        errorstat(ctx.engine, r.at, "MOVED")?,
+        errorstat(ctx.engine, r.via, "ASK")?,
+    );
+    let mut home = SlotMove::begin(ctx.engine, r.slot, r.via, r.home)?;
+    home.move_keys()?;
+    let hop = l.jobs.enqueue(&mut *stale, SESSION, q, "chain");
+    let hops = errorstat(ctx.engine, r.at, "MOVED")? - moved1
+        + errorstat(ctx.engine, r.via, "ASK")?
+        - asked1;
+    home.finish(ctx.engine)?;
+    ctx.engine.mark_health();
+    out.figure("chain_redirects", hops);
+    match hop {
+        Ok(_) => out.pass(
+            "a session whose slot map was two moves old enqueued on the moving queue at once: \
+             it followed MOVED to the slot's owner, then its ASK to the target (R8.12)",
+        ),
+        Err(e) => out.fail(format!(
+            "a session whose slot map was two moves old could not enqueue on the moving queue \
+             (kind {}: {}) after {hops} redirects: a redirect from the node a MOVED named is \
+             followed too (R8.12)",
+            e.kind, e.message
+        )),
+    }
+    ctx.engine.refresh(admin)?;
+    Ok(true)
+}
+
+/// A round that failed: how long it took, and what the caller saw.
+type Failed = (Duration, String);
+
+/// The worker's rounds on `q` while the engine moves its slot from `at` to `via`: the move, the
+/// slowest round, and the rounds that failed.
+fn under_worker(
+    ctx: &GateContext<'_>,
+    c: &mut Conn,
+    r: &Route<'_>,
+    l: &mut Books,
+) -> Result<(AtomicMove, Duration, Vec<Failed>), GateError> {
+    let done = AtomicBool::new(false);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let (mut slowest, mut errors, mut n) = (Duration::ZERO, Vec::new(), 0u32);
+            // At least one round after the move, and until then as many as fit.
+            loop {
+                let last = done.load(Ordering::SeqCst);
+                let t0 = Instant::now();
+                let got = l.round(c, r.queue, 500 + n);
+                let took = t0.elapsed();
+                if let Err(e) = got {
+                    errors.push((took, format!("round {n}: kind {}: {}", e.kind, e.message)));
+                }
+                slowest = slowest.max(took);
+                n += 1;
+                let _ = started_tx.send(());
+                if last {
+                    return (slowest, errors);
+                }
+            }
+        });
+        // The move starts once the worker has one round behind it.
+        let _ = started_rx.recv();
+        let moved = migrate_atomic(ctx.engine, r.slot, r.at, r.via);
+        done.store(true, Ordering::SeqCst);
+        let (slowest, errors) = worker.join().expect("the worker thread does not panic");
+        ctx.engine.mark_health();
+        Ok((moved?, slowest, errors))
+    })
+}
