@@ -24,23 +24,65 @@ fn eval(a: &mut Admin, script: &str, keys: &[String], args: &[&str]) -> Result<S
         .map_err(|e| e.to_string())
 }
 
-#[test]
-fn a_live_migration_does_to_the_scripts_what_spec_says() {
+/// A cluster, a queue on its first primary with a pending and a delayed job (every declared key
+/// of enqueue exists), and what a test needs to call enqueue by hand on either side.
+struct Setup {
+    engine: emq::engine::Engine,
+    bundle: std::sync::Arc<emq::protocol::bundle::Bundle>,
+    q: String,
+    slot: u16,
+    from: emq::engine::topology::NodeId,
+    to: emq::engine::topology::NodeId,
+    src: Admin,
+    dst: Admin,
+    keys: [String; 3],
+    root: String,
+}
+
+fn setup(prefix: &str) -> Setup {
     let engine = common::cluster_engine();
     let bundle = common::bundle();
-    let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
     let admin = engine.admin(0).unwrap();
     let primaries = engine.primaries(&admin);
-    let q = admin.one_name_per_primary("mig")[0].clone();
+    let q = admin.one_name_per_primary(prefix)[0].clone();
     let slot = shards::slot(key(&q, "pending").as_bytes());
     let (from, to) = (primaries[0], primaries[1]);
     let mut src = engine.node_admin(from).unwrap();
-    let mut dst = engine.node_admin(to).unwrap();
+    let dst = engine.node_admin(to).unwrap();
     let keys = [key(&q, "pending"), key(&q, "delayed"), key(&q, "seq")];
     let root = job_root(&q);
-    // Every declared key of enqueue exists: a pending job and a delayed one.
+    let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
     eval(&mut src, &enqueue, &keys, &[&root, "p", "0"]).unwrap();
     eval(&mut src, &enqueue, &keys, &[&root, "d", "3600000"]).unwrap();
+    Setup {
+        engine,
+        bundle,
+        q,
+        slot,
+        from,
+        to,
+        src,
+        dst,
+        keys,
+        root,
+    }
+}
+
+#[test]
+fn a_live_migration_does_to_the_scripts_what_spec_says() {
+    let Setup {
+        engine,
+        bundle,
+        q,
+        slot,
+        from,
+        to,
+        mut src,
+        mut dst,
+        keys,
+        root,
+    } = setup("mig");
+    let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
 
     let mut mv = SlotMove::begin(&engine, slot, from, to).unwrap();
     let e = eval(&mut src, &enqueue, &keys, &[&root, "x", "0"]).unwrap_err();
@@ -78,41 +120,31 @@ fn a_live_migration_does_to_the_scripts_what_spec_says() {
 
 #[test]
 fn an_atomic_migration_moves_the_slot_whole_then_answers_moved() {
-    let engine = common::cluster_engine();
-    let bundle = common::bundle();
-    let enqueue = String::from_utf8(bundle.script("enqueue").source.clone()).unwrap();
-    let mut admin = engine.admin(0).unwrap();
+    let mut s = setup("amig");
+    let enqueue = String::from_utf8(s.bundle.script("enqueue").source.clone()).unwrap();
+    let mut admin = s.engine.admin(0).unwrap();
     assert!(
         has_atomic(&mut admin).unwrap(),
         "Valkey 9.1 has CLUSTER MIGRATESLOTS"
     );
-    let primaries = engine.primaries(&admin);
-    let q = admin.one_name_per_primary("amig")[0].clone();
-    let slot = shards::slot(key(&q, "pending").as_bytes());
-    let (from, to) = (primaries[0], primaries[1]);
-    let mut src = engine.node_admin(from).unwrap();
-    let mut dst = engine.node_admin(to).unwrap();
-    let keys = [key(&q, "pending"), key(&q, "delayed"), key(&q, "seq")];
-    let root = job_root(&q);
-    eval(&mut src, &enqueue, &keys, &[&root, "p", "0"]).unwrap();
-    eval(&mut src, &enqueue, &keys, &[&root, "d", "3600000"]).unwrap();
+    let args = |name: &'static str| [s.root.clone(), name.to_string(), "0".to_string()];
 
-    let moved = migrate_atomic(&engine, slot, from, to).unwrap();
+    let moved = migrate_atomic(&s.engine, s.slot, s.from, s.to).unwrap();
     assert_eq!(moved.state, "success");
-    let e = eval(&mut src, &enqueue, &keys, &[&root, "x", "0"]).unwrap_err();
+    let x = args("x");
+    let e = eval(&mut s.src, &enqueue, &s.keys, &[&x[0], &x[1], &x[2]]).unwrap_err();
     assert!(e.contains("Moved") || e.contains("MOVED"), "{e}");
     // Every key came along: the counter goes on from 2, both jobs are where they were.
-    eval(&mut dst, &enqueue, &keys, &[&root, "y", "0"]).unwrap();
-    assert_eq!(dst.get(&key(&q, "seq")).unwrap().as_deref(), Some("3"));
+    let y = args("y");
+    eval(&mut s.dst, &enqueue, &s.keys, &[&y[0], &y[1], &y[2]]).unwrap();
+    let count = |a: &mut Admin, set: &str| a.query::<u64>(&["ZCARD", &key(&s.q, set)]).unwrap();
+    assert_eq!(s.dst.get(&key(&s.q, "seq")).unwrap().as_deref(), Some("3"));
     assert_eq!(
-        dst.query::<u64>(&["ZCARD", &key(&q, "pending")]).unwrap(),
-        2
-    );
-    assert_eq!(
-        dst.query::<u64>(&["ZCARD", &key(&q, "delayed")]).unwrap(),
-        1
+        (count(&mut s.dst, "pending"), count(&mut s.dst, "delayed")),
+        (2, 1)
     );
     // And home again.
-    migrate_atomic(&engine, slot, to, from).unwrap();
-    eval(&mut src, &enqueue, &keys, &[&root, "z", "0"]).unwrap();
+    migrate_atomic(&s.engine, s.slot, s.to, s.from).unwrap();
+    let z = args("z");
+    eval(&mut s.src, &enqueue, &s.keys, &[&z[0], &z[1], &z[2]]).unwrap();
 }
