@@ -286,6 +286,14 @@ mod tests {
         "e290bcf623f64085d1aaa69c7be629eae3a033b7",
     );
 
+    /// README's table of versions names the contract SPEC's changelog is at (it said 7 at 10).
+    #[test]
+    fn the_readme_names_the_current_contract() {
+        let readme = include_str!("../../../README.md");
+        let row = format!("| contract | `{}` |", current());
+        assert!(readme.contains(&row), "README's versions table lacks {row:?}");
+    }
+
     #[test]
     fn the_catalogue_has_not_changed_without_a_decision_on_the_contract() {
         assert_eq!(
