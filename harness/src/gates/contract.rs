@@ -291,7 +291,10 @@ mod tests {
     fn the_readme_names_the_current_contract() {
         let readme = include_str!("../../../README.md");
         let row = format!("| contract | `{}` |", current());
-        assert!(readme.contains(&row), "README's versions table lacks {row:?}");
+        assert!(
+            readme.contains(&row),
+            "README's versions table lacks {row:?}"
+        );
     }
 
     #[test]
