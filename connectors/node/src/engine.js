@@ -993,6 +993,12 @@ class ClusterEngineSession extends EngineSession {
           // A node this session has no client for: node-redis rediscovers the nodes and sends
           // ASKING and the call there. A NOSCRIPT from it is answered on that node (now known).
           const s = await this._viaLibrary(args);
+          const lost = this._askedNowhere(s);
+          if (lost) {
+            route[i] = { client: lost, asking: true };
+            todo.push(i);
+            continue;
+          }
           const named = this._clientAt(reply.address);
           if (script && s.status === 'rejected' && isNoScript(s.reason) && named && !loadedOn.has(named)) {
             loadOn.add(named);
@@ -1007,6 +1013,14 @@ class ClusterEngineSession extends EngineSession {
         } else {
           mapRefreshed = true;
           const s = await this._viaLibrary(args);
+          // The refreshed map's node answered ASK (a slot moved again, R8.12) to a node
+          // node-redis cannot map: follow it here.
+          const lost = this._askedNowhere(s);
+          if (lost) {
+            route[i] = { client: lost, asking: true };
+            todo.push(i);
+            continue;
+          }
           // node-redis re-sent it to the slot's primary in the refreshed map: that node answered.
           const owner = this._clientFor(args);
           if (script && s.status === 'rejected' && isNoScript(s.reason) && !loadedOn.has(owner)) {
@@ -1039,6 +1053,16 @@ class ClusterEngineSession extends EngineSession {
       (value) => ({ status: 'fulfilled', value }),
       (reason) => ({ status: 'rejected', reason }),
     );
+  }
+
+  /**
+   * node-redis followed a redirect to a node that answered `ASK` to an address it cannot map (its
+   * `Cannot find node host:port`, thrown before anything went there: the call did not run, R8.12):
+   * that node's client here, if the session has one.
+   */
+  _askedNowhere(s) {
+    const m = s.status === 'rejected' && /^Cannot find node (\S+)$/.exec(s.reason?.message ?? '');
+    return m ? this._clientAt(m[1]) : null;
   }
 
   /** The client of the primary at `address` (`host:port` as the cluster announces it), if any. */
