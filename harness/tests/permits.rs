@@ -28,8 +28,8 @@ fn taker_engines(t: Taker) -> &'static [On] {
             On::Named("redis-7.0"),
         ],
         Taker::ReconnectReadsFirst | Taker::PingsEveryVerb => &[On::One],
-        Taker::EagerNodeConnections => &[On::Cluster, On::TlsCluster],
-        Taker::ReadsEverySlotMap | Taker::RetriesTryagain => &[On::Cluster],
+        Taker::EagerNodeConnections | Taker::ReadsEverySlotMap => &[On::Cluster, On::TlsCluster],
+        Taker::RetriesTryagain => &[On::Cluster],
         Taker::SentinelExtras => &[On::Sentinel],
         _ => &[On::One, On::Cluster],
     }

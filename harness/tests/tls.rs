@@ -180,3 +180,31 @@ fn plaintext_at_a_tls_front_fails_g1_and_is_no_error() {
         );
     }
 }
+
+/// `CLUSTER SHARDS` on the TLS cluster, as a client reads it (P4.9, R10.4): every node's
+/// `endpoint` is the host name the certificates name, its address is in `ip` only, it has no
+/// plaintext `port`, and each primary's `tls-port` and ranges are what `CLUSTER SLOTS` names
+/// (the node's front). The double `ShardsIpOnly` dials that `ip`.
+#[test]
+fn cluster_shards_on_the_tls_cluster_names_the_host_and_the_fronts() {
+    use emq::engine::admin::shards::{SlotRange, parse_cluster_slots};
+    use emq::engine::topology::shards::parse_shards;
+    let engine = common::tls_cluster_engine();
+    let mut admin = engine.admin(0).unwrap();
+    let v: redis::Value = admin.query(&["CLUSTER", "SLOTS"]).unwrap();
+    let slots = parse_cluster_slots(&v).unwrap();
+    let v: redis::Value = admin.query(&["CLUSTER", "SHARDS"]).unwrap();
+    let shards = parse_shards(&v).unwrap();
+    for n in shards.iter().flat_map(|s| &s.nodes) {
+        assert_eq!(n.host(), Some("localhost"), "{n:?}");
+        assert_eq!((n.ip.as_str(), n.port), ("127.0.0.1", None), "{n:?}");
+    }
+    let mut primaries: Vec<(u16, Vec<SlotRange>)> = shards
+        .iter()
+        .filter(|s| !s.ranges.is_empty())
+        .map(|s| (s.primary().unwrap().tls_port.unwrap(), s.ranges.clone()))
+        .collect();
+    primaries.sort_by_key(|(_, r)| r[0]);
+    let named: Vec<(u16, Vec<SlotRange>)> = slots.iter().map(|(p, r, _)| (*p, r.clone())).collect();
+    assert_eq!(primaries, named);
+}

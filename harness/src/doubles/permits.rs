@@ -41,7 +41,8 @@ pub enum Taker {
     EagerNodeConnections,
     /// A `batch` sends its first enqueue alone, then pipelines of `depth`.
     LoneFirstEnqueue,
-    /// On a cluster, `connect` reads `CLUSTER SHARDS` and `CLUSTER NODES` besides `SLOTS`.
+    /// On a cluster, the slot map is read from `CLUSTER SHARDS` (pipelines dial each node's
+    /// `endpoint`), and `CLUSTER NODES` is read too.
     ReadsEverySlotMap,
     /// `connect` dials once more when its first connection is closed before the fence read.
     RedialsAtConnect,

@@ -116,6 +116,11 @@ doubles! {
     /// On a `rediss://` cluster, verifies the seed's certificate and no other node's (the TLS
     /// options given to the seed only).
     TrustOnSeedOnly = |b| b.quirked(|q| q.tls_seed_only = true), on tls_cluster, breaks "R10.3, R10.4: every node a cluster session reaches is verified, not the seed only";
+    /// On a cluster, reads the slot map from `CLUSTER SHARDS` and dials each node's `ip` for its
+    /// pipelines, not its `endpoint` (redis-cluster-client 0.16, #515).
+    ShardsIpOnly = |b| b.quirked(|q| q.shards_ip = true), on tls_cluster, breaks "R10.4: a node is dialled by the host name the slot map gives (CLUSTER SHARDS' endpoint), never by its ip",
+        also [G2, G3, G4, G5, G8],
+        why "every gate whose workload pipelines (a batch, a browse, the probe) to a node off the seed dials it by address, and that handshake fails: no certificate names an address";
     /// Takes a `rediss://` url as `redis://`: plaintext to a TLS server.
     PlaintextOnRediss = |b| b.wrap(tls::PlaintextOnRediss), breaks "R10.2: a rediss:// session speaks TLS from its first byte",
         also [G2, G3, G4, G5, G8],
@@ -277,6 +282,9 @@ doubles! {
     /// Reference quirk on a cluster: a lost connection leaves the slot map (and the dead node's
     /// connection) as it was.
     StaleSlotMapAfterDeath = |b| b.quirked(|q| q.stale_slot_map = true), breaks "R8.11: a lost connection makes the slot map stale; the next call reads it again";
+    /// Reference quirk on a cluster: follows `MOVED` for the call and keeps its slot map, so
+    /// every later call on the slot meets `MOVED` again.
+    MovedNoRefresh = |b| b.quirked(|q| q.moved_no_refresh = true), breaks "R8.11: MOVED makes the slot map stale; the next call reads it again";
     /// Behind Sentinel, asks the first Sentinel only.
     SentinelFirstOnly = |b| b.quirked(|q| q.sentinel.first_only = true), breaks "R11.1: the Sentinels are asked in order; one that refuses is skipped";
     /// Behind Sentinel, waits on a Sentinel as long as on the engine (a minute).

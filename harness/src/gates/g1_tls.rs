@@ -34,6 +34,7 @@ pub fn check(ctx: &GateContext<'_>, out: &mut GateOutcome, url: &Target) -> Resu
     }
     unreadable_ca(ctx, out, front, url)?;
     if ctx.engine.is_cluster() {
+        super::g1_tls_nodes::reached_by_name(ctx, out, url)?;
         for (lie, rule) in &LIES[..2] {
             super::g1_tls_nodes::refused_on_discovered(ctx, out, url, *lie, rule)?;
         }

@@ -2,7 +2,9 @@
 //! verified as the seed is. The front of a primary other than the seed presents a certificate
 //! that must be refused, from before `connect` until a call routed to that node is answered: no
 //! handshake with it may complete, and the call must fail with kind `engine`. A client that
-//! gives its CA (or its name checks) to the seed only accepts it.
+//! gives its CA (or its name checks) to the seed only accepts it. Before that, while every front
+//! presents the good certificate, a pipelined batch reaches every primary by the name the slot
+//! map gives: a client that dials a node's address (`CLUSTER SHARDS`' `ip`) cannot verify it.
 
 use crate::connector::{Connector, Request, Verbs};
 use crate::engine::Target;
@@ -26,6 +28,36 @@ fn queue_off_the_seed(ctx: &GateContext<'_>) -> Result<(String, NodeId), GateErr
     Err(GateError::instrument(
         "no queue name maps to a primary other than the seed",
     ))
+}
+
+/// Every primary reached by the name the slot map gives (R10.4): a batch over one queue per
+/// primary, pipelined on the connector's connection to each node (R8.3), succeeds while every
+/// front presents the good certificate. No certificate names an address, so a client that
+/// dials the nodes' addresses fails its handshakes there.
+pub(super) fn reached_by_name(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    url: &Target,
+) -> Result<(), GateError> {
+    let queues = ctx.engine.admin(0)?.one_name_per_primary("tls-name");
+    let mut c = ctx.factory.make()?;
+    let n = 2 * queues.len() as i64;
+    let got = c
+        .connect("tls-name", url)
+        .and_then(|()| c.batch_over("tls-name", &queues, n, 2, "by-name"));
+    let _ = c.call(&Request::Disconnect {
+        session: "tls-name".into(),
+    });
+    match got {
+        Ok(_) => out.pass(
+            "a batch over a queue of every primary succeeded with every node verified: each was dialled by the name the slot map gives (R10.4)",
+        ),
+        Err(e) => out.fail(format!(
+            "a batch over a queue of every primary ({queues:?}) failed while every node presented a good certificate for the name the slot map gives, kind {}: {}; a node is dialled by that name (CLUSTER SHARDS' endpoint), never its address (R10.4)",
+            e.kind, e.message
+        )),
+    }
+    Ok(())
 }
 
 /// One session while a discovered node's front presents `lie`.

@@ -24,7 +24,7 @@ mod resp;
 mod scripts;
 
 pub use link::Ask;
-use link::{Dial, Link};
+use link::{Dial, Link, MapFrom};
 pub use permits::Permits;
 pub use quirks::Quirks;
 use redis::{ErrorKind as RedisKind, ServerErrorKind, Value};
@@ -220,8 +220,13 @@ impl Reference {
         if self.permits.eager_nodes {
             link.open_every_node().map_err(engine_err)?;
         }
-        if self.permits.every_slot_map {
-            link.read_other_slot_maps().map_err(engine_err)?;
+        let from = match (self.quirks.shards_ip, self.permits.every_slot_map) {
+            (true, _) => Some(MapFrom::ShardsIp),
+            (false, true) => Some(MapFrom::Shards),
+            (false, false) => None,
+        };
+        if let Some(from) = from {
+            link.read_other_slot_maps(from).map_err(engine_err)?;
         }
         if self.quirks.preload_only {
             for name in SCRIPT_ORDER {

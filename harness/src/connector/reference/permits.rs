@@ -39,7 +39,8 @@ pub struct Permits {
     pub eager_nodes: bool,
     /// A `batch` sends its first enqueue alone, then pipelines of `depth` (P4.3).
     pub lone_first: bool,
-    /// On a cluster, `connect` also reads `CLUSTER SHARDS` and `CLUSTER NODES` (P4.9).
+    /// On a cluster, `connect` reads the slot map again from `CLUSTER SHARDS` (its pipelines
+    /// dial each node's `endpoint`) and reads `CLUSTER NODES` too (P4.9, R10.4).
     pub every_slot_map: bool,
     /// `connect` dials once more when its first connection fails before it could read the
     /// fence (P3.4).

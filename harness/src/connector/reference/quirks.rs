@@ -25,6 +25,10 @@ pub struct Quirks {
     /// One redirect per call: a redirect from the node a `MOVED` named is the call's error
     /// (breaks R8.12: a slot that moved since the map was read and is moving again).
     pub one_redirect: bool,
+    /// On a cluster, the slot map is read from `CLUSTER SHARDS` and each node's pipeline dials
+    /// its `ip`, not its `endpoint`, as redis-cluster-client 0.16 did (#515): on TLS the
+    /// certificate names the host, never the address (breaks R10.4).
+    pub shards_ip: bool,
     /// On `NOSCRIPT` after a redirect, load where the slot map says, not there (breaks R8.8).
     pub load_by_slot: bool,
     /// On a cluster, before each script call, `PING` the key's node; a dead connection there is
@@ -70,6 +74,9 @@ pub struct Quirks {
     /// On a cluster, a lost connection leaves the slot map as it was: the session keeps the
     /// dead node's connection and never reads the map again (breaks R8.11).
     pub stale_slot_map: bool,
+    /// On a cluster, a followed `MOVED` leaves the slot map as it was: the call goes to the node
+    /// it names, and every later call on the slot meets `MOVED` again (breaks R8.11).
+    pub moved_no_refresh: bool,
     /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
     /// the connection that said it stays (breaks R8.11).
     pub readonly_final: bool,

@@ -7,6 +7,7 @@
 //!
 //! The parsing is pure and unit-tested ([`view`]); the queries here read the live engine.
 
+pub mod shards;
 pub mod view;
 
 use std::collections::BTreeMap;

@@ -243,6 +243,7 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
     );
     judge_tryagain(&mut admin, &t, tried, &mut l, out)?;
     after(&mut c, &mut idle, (&q, &t), &mut l, out)?;
+    settles(ctx, &mut c, &[&q, &t], from, &mut l, out)?;
     let via = ctx
         .engine
         .primaries(&admin)
@@ -322,20 +323,87 @@ fn after(
             e.kind, e.message
         )),
     }
-    let mut errors = Vec::new();
-    for n in 0..ROUNDS {
-        for queue in [q, t] {
-            if let Err(e) = l.round(c, queue, n) {
-                errors.push(format!("round {n} on {queue}: kind {}", e.kind));
-            }
-        }
-    }
-    errors.truncate(3);
+    let errors = rounds(c, &[q, t], 0, l);
     out.none_of(
         &errors,
         "after the migration the worker went on without an error",
         "errors",
     );
+    Ok(())
+}
+
+/// [`ROUNDS`] worker rounds on each of `queues`, numbered from `first`: the first three errors.
+fn rounds(c: &mut Conn, queues: &[&str], first: u32, l: &mut Books) -> Vec<String> {
+    rounds_of(c, queues, first..first + ROUNDS, l)
+}
+
+/// The rounds `ns` on each of `queues`: the first three errors.
+fn rounds_of(
+    c: &mut Conn,
+    queues: &[&str],
+    ns: std::ops::Range<u32>,
+    l: &mut Books,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for n in ns {
+        for queue in queues {
+            if let Err(e) = l.round(c, queue, n) {
+                errors.push(format!(
+                    "round {n} on {queue}: kind {}: {}",
+                    e.kind, e.message
+                ));
+            }
+        }
+    }
+    errors.truncate(3);
+    errors
+}
+
+/// Batches of rounds after the migration, at most this many, until one meets no `MOVED`.
+const SETTLE_BATCHES: u32 = 10;
+/// Rounds in one such batch.
+const SETTLE_ROUNDS: u32 = 10;
+
+/// R8.11: a `MOVED` makes the session's slot map stale and it is read again, so the worker's
+/// calls on the moved slot stop meeting `MOVED` at the source. Counted in batches until one
+/// meets none: a connector that patches its map, or reloads it in the background (go-redis's
+/// `LazyReload`), has one soon; one that keeps its map meets `MOVED` on every call of every
+/// batch. Counts, not time: a busy machine changes neither.
+fn settles(
+    ctx: &GateContext<'_>,
+    c: &mut Conn,
+    queues: &[&str],
+    source: NodeId,
+    l: &mut Books,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
+    let mut met = Vec::new();
+    let mut errors = Vec::new();
+    for b in 0..SETTLE_BATCHES {
+        let before = errorstat(ctx.engine, source, "MOVED")?;
+        let first = 2_000 + b * SETTLE_ROUNDS;
+        errors.extend(rounds_of(c, queues, first..first + SETTLE_ROUNDS, l));
+        met.push(errorstat(ctx.engine, source, "MOVED")? - before);
+        if met.last() == Some(&0) {
+            break;
+        }
+    }
+    errors.truncate(3);
+    out.none_of(
+        &errors,
+        "the worker's rounds after the migration went on without an error",
+        "errors",
+    );
+    out.figure("moved_per_settle_batch", format!("{met:?}"));
+    if met.last() == Some(&0) {
+        out.pass(
+            "after the migration the worker's calls on the moved slot stopped meeting MOVED: a MOVED made its slot map stale and it was read again (R8.11)",
+        );
+    } else {
+        out.fail(format!(
+            "after the migration the worker's calls on the moved slot met MOVED in each of {SETTLE_BATCHES} batches of {SETTLE_ROUNDS} rounds ({met:?} MOVED replies from the old owner): a MOVED makes the slot map stale, and the next call reads it again (R8.11)"
+        ));
+    }
     Ok(())
 }
 

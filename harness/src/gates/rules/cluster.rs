@@ -268,6 +268,7 @@ pub const CLUSTER: &[Rule] = &[
         checks: &[
             "G8: after the SIGKILL every worker claims on the shard again (a session that keeps the dead node's connection does not)",
             "G8: after the SIGSTOP the woken node's proxy answers READONLY on every connection opened before; every worker claims on the shard again",
+            "G8: after the live migration the worker's calls on the moved slot stop meeting MOVED (batches of ten rounds until one meets none; a session that keeps its map never has one)",
         ],
         cases: &[],
         gates: &[GateId::G8],
@@ -281,6 +282,11 @@ pub const CLUSTER: &[Rule] = &[
                 How::Otherwise,
                 "READONLY taken as the call's final answer",
                 &[Double::ReadonlyFinal],
+            ),
+            Way::by(
+                How::Never,
+                "the slot map kept after a MOVED: every later call on the slot meets MOVED again",
+                &[Double::MovedNoRefresh],
             ),
             Way::not(
                 How::Twice,

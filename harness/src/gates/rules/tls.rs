@@ -86,10 +86,11 @@ pub const TLS: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(10, 4),
-        summary: "the certificate must name the host the connection was opened to (the url's, or the slot map's host name)",
+        summary: "the certificate must name the host the connection was opened to (the url's, or the slot map's host name: CLUSTER SHARDS' endpoint, never its ip)",
         checks: &[
             "G1 on a TLS engine: the front presents a certificate of the run's CA for another name; the connect fails with kind engine and no handshake completes",
             "G1 on a TLS cluster: a discovered primary's front presents it; the call routed there fails with kind engine and no handshake with it completes",
+            "G1 on a TLS cluster: with every front presenting the good certificate, a batch over a queue of every primary succeeds (each node dialled by the slot map's host name, not its address)",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -109,10 +110,10 @@ pub const TLS: &[Rule] = &[
                 "names checked on the seed only",
                 &[Double::TrustOnSeedOnly],
             ),
-            Way::not(
+            Way::by(
                 How::Otherwise,
-                "a cluster's nodes dialled by address where the slot map names a host",
-                "no certificate names an address: a client that verifies fails every call routed off the seed (every gate on valkey-9.1-tls-cluster sees it), and one that stops checking names to make it work is NameUnchecked's or TrustOnSeedOnly's way",
+                "a cluster's nodes dialled by address where the slot map names a host (CLUSTER SHARDS' ip, not its endpoint)",
+                &[Double::ShardsIpOnly],
             ),
         ],
         unbreakable: "",

@@ -26,6 +26,8 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterConnection};
 
 use crate::engine::admin::shards::{self, SlotMap};
+use crate::engine::topology::Role;
+use crate::engine::topology::shards::{ShardNode, parse_shards};
 use crate::protocol::url::EngineUrl;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, ServerErrorKind, Value};
@@ -52,8 +54,13 @@ pub(super) struct Cluster {
     /// How the session dials (its CA, for a node's own connections).
     dial: Dial,
     timeout: Duration,
-    /// Each primary's port, slot ranges and replicas, from `CLUSTER SLOTS`.
+    /// Each primary's port, slot ranges and replicas, from `CLUSTER SLOTS` (or `SHARDS`).
     slots: SlotMap,
+    /// Which reply the slot map is read from, and which of its hosts a pipeline dials.
+    map_from: MapFrom,
+    /// The host each node's pipeline dials, by port, where the slot map names one; else the
+    /// seed's host.
+    hosts: HashMap<u16, String>,
     /// The plain connection to each node a pipeline went to, by port.
     pipes: HashMap<u16, redis::Connection>,
     /// A `MOVED` was followed: the slot map is stale; the next call reconnects first.
@@ -75,6 +82,8 @@ pub(super) struct Cluster {
     refresh_on_loss: bool,
     /// `READONLY` makes the slot map stale (always, except in a double).
     refresh_on_readonly: bool,
+    /// A followed `MOVED` makes the slot map stale (always, except in a double).
+    refresh_on_moved: bool,
 }
 
 /// How a cluster session answers `ASK` (SPEC R8.6).
@@ -87,6 +96,18 @@ pub enum Ask {
     Ignore,
     /// The call on the named node without `ASKING` first (a double): it answers `MOVED` back.
     WithoutAsking,
+}
+
+/// Which reply a cluster session reads its slot map from (SPEC P4.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MapFrom {
+    /// `CLUSTER SLOTS`; pipelines dial the seed's host.
+    #[default]
+    Slots,
+    /// `CLUSTER SHARDS`; pipelines dial each node's `endpoint` (a permission's path).
+    Shards,
+    /// `CLUSTER SHARDS`; pipelines dial each node's `ip` (a double: breaks R10.4 on TLS).
+    ShardsIp,
 }
 
 /// Where a redirect sends a command.
@@ -136,7 +157,7 @@ impl Link {
         }
         let client = dial.cluster_client(vec![url.to_string()], timeout)?;
         let mut con = client.get_connection()?;
-        let slots = read_slots(&mut con)?;
+        let (slots, hosts) = read_map(&mut con, MapFrom::Slots, url)?;
         let info = redis::IntoConnectionInfo::into_connection_info(url)?;
         let seed = match info.addr() {
             redis::ConnectionAddr::Tcp(host, port)
@@ -157,6 +178,8 @@ impl Link {
             dial: dial.clone(),
             timeout,
             slots,
+            map_from: MapFrom::Slots,
+            hosts,
             pipes: HashMap::new(),
             stale: false,
             follow: true,
@@ -167,6 +190,7 @@ impl Link {
             load_by_slot: false,
             refresh_on_loss: true,
             refresh_on_readonly: true,
+            refresh_on_moved: true,
         })))
     }
 
@@ -181,6 +205,7 @@ impl Link {
             c.load_by_slot = q.load_by_slot;
             c.refresh_on_loss = !q.stale_slot_map;
             c.refresh_on_readonly = !q.readonly_final;
+            c.refresh_on_moved = !q.moved_no_refresh;
         }
     }
 
@@ -236,7 +261,7 @@ impl Link {
             let mut seeds = vec![c.url.clone()];
             for (primary, _, replicas) in &c.slots {
                 for port in std::iter::once(primary).chain(replicas) {
-                    seeds.push(node_url(&c.url, *port)?);
+                    seeds.push(c.node_url(*port)?);
                 }
             }
             seeds.dedup();
@@ -244,7 +269,7 @@ impl Link {
             c.pipes.clear();
             c.client = c.dial.cluster_client(seeds, c.timeout)?;
             c.con = c.client.get_connection()?;
-            c.slots = read_slots(&mut c.con)?;
+            (c.slots, c.hosts) = read_map(&mut c.con, c.map_from, &c.url)?;
             c.stale = false;
         }
         Ok(())
@@ -292,7 +317,7 @@ impl Link {
                 None => return reply,
                 Some(Redirect::Ask(..)) if c.ask == Ask::Ignore => return reply,
                 Some(Redirect::Moved(host, port)) => {
-                    c.stale = true;
+                    c.stale |= c.refresh_on_moved;
                     c.answered_by = Some((host.clone(), port));
                     con.route_command(cmd, by_address(&host, port))
                 }
@@ -373,24 +398,81 @@ impl Link {
     }
 }
 
-/// The primaries and their slots, from `CLUSTER SLOTS` through the cluster client.
-fn read_slots(con: &mut ClusterConnection) -> RedisResult<SlotMap> {
+/// The primaries and their slots, read through the cluster client from `from`'s reply, and the
+/// host of each where the reply names one a client dials (`seed` says whether that is TLS).
+fn read_map(
+    con: &mut ClusterConnection,
+    from: MapFrom,
+    seed: &str,
+) -> RedisResult<(SlotMap, HashMap<u16, String>)> {
+    let sub = if from == MapFrom::Slots {
+        "SLOTS"
+    } else {
+        "SHARDS"
+    };
     let v = con.route_command(
-        &redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
+        &redis::cmd("CLUSTER").arg(sub).to_owned(),
         RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
     )?;
-    shards::parse_cluster_slots(&v)
-        .map_err(|e| redis::RedisError::from((RedisKind::Client, "bad CLUSTER SLOTS reply", e)))
+    let bad = |e| redis::RedisError::from((RedisKind::Client, "bad CLUSTER slot map reply", e));
+    if from == MapFrom::Slots {
+        return Ok((
+            shards::parse_cluster_slots(&v).map_err(bad)?,
+            HashMap::new(),
+        ));
+    }
+    let tls = parse_url(seed)?.scheme == crate::protocol::url::Scheme::Rediss;
+    let (mut map, mut hosts): (SlotMap, _) = (Vec::new(), HashMap::new());
+    for s in parse_shards(&v).map_err(bad)? {
+        let Some(p) = s.primary().filter(|_| !s.ranges.is_empty()) else {
+            continue;
+        };
+        let port_of = |n: &ShardNode| {
+            n.client_port(tls)
+                .ok_or_else(|| bad(format!("a node without its port: {n:?}")))
+        };
+        let replicas = s.nodes.iter().filter(|n| n.role == Role::Replica);
+        let replicas = replicas.map(port_of).collect::<RedisResult<Vec<u16>>>()?;
+        let host = match from {
+            MapFrom::ShardsIp => Some(p.ip.as_str()),
+            _ => p.host(),
+        };
+        if let Some(h) = host {
+            hosts.insert(port_of(p)?, h.to_string());
+        }
+        map.push((port_of(p)?, s.ranges.clone(), replicas));
+    }
+    map.sort_by_key(|(_, ranges, _)| ranges[0]);
+    Ok((map, hosts))
 }
 
-/// `seed` with `port` in place of its port, naming its database (0 when it names none).
-fn node_url(seed: &str, port: u16) -> RedisResult<String> {
-    let u = EngineUrl::parse(seed).map_err(|e| {
+fn parse_url(url: &str) -> RedisResult<EngineUrl> {
+    EngineUrl::parse(url).map_err(|e| {
         redis::RedisError::from((
             RedisKind::InvalidClientConfig,
             "bad seed url",
             e.to_string(),
         ))
-    })?;
-    Ok(u.with_port(port).with_db(Some(u.db_or_zero())).to_string())
+    })
+}
+
+impl Cluster {
+    /// The seed url with the node's host (where the slot map names one) and `port`, naming its
+    /// database (0 when it names none).
+    fn node_url(&self, port: u16) -> RedisResult<String> {
+        let u = parse_url(&self.url)?;
+        let mut n = u.with_port(port).with_db(Some(u.db_or_zero()));
+        if let Some(h) = self.hosts.get(&port) {
+            n.host = h.clone();
+        }
+        Ok(n.to_string())
+    }
+
+    /// Reads the slot map from `from` from now on (a permission's path, or a double's).
+    pub(super) fn read_map_from(&mut self, from: MapFrom) -> RedisResult<()> {
+        self.map_from = from;
+        (self.slots, self.hosts) = read_map(&mut self.con, from, &self.url)?;
+        self.pipes.clear();
+        Ok(())
+    }
 }

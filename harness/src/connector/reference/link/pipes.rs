@@ -5,7 +5,7 @@
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{ConnectionLike, ErrorKind as RedisKind, Pipeline, RedisResult, Value};
 
-use super::{Link, node_url};
+use super::{Link, MapFrom};
 use crate::engine::admin::shards;
 
 impl Link {
@@ -29,27 +29,29 @@ impl Link {
                             format!("slot {slot} of {key}"),
                         ))
                     })?;
-                let con = match c.pipes.entry(port) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(c.dial.connection(&node_url(&c.url, port)?, c.timeout)?)
-                    }
-                };
+                if !c.pipes.contains_key(&port) {
+                    let con = c.dial.connection(&c.node_url(port)?, c.timeout)?;
+                    c.pipes.insert(port, con);
+                }
+                let con = c.pipes.get_mut(&port).expect("inserted above");
                 Ok(con)
             }
         }
     }
 
-    /// On a cluster, `CLUSTER SHARDS` and `CLUSTER NODES` too, as other client libraries read
-    /// the slot map ([`super::super::Permits::every_slot_map`], P4.9); nothing on one engine.
-    pub(in crate::connector::reference) fn read_other_slot_maps(&mut self) -> RedisResult<()> {
+    /// On a cluster, the slot map read from `CLUSTER SHARDS`, its pipelines dialling the hosts
+    /// `from` says, and `CLUSTER NODES` read too, as other client libraries read the slot map
+    /// ([`super::super::Permits::every_slot_map`], P4.9; a double's `ip`); nothing on one engine.
+    pub(in crate::connector::reference) fn read_other_slot_maps(
+        &mut self,
+        from: MapFrom,
+    ) -> RedisResult<()> {
         if let Self::Cluster(c) = self {
-            for sub in ["SHARDS", "NODES"] {
-                c.con.route_command(
-                    &redis::cmd("CLUSTER").arg(sub).to_owned(),
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                )?;
-            }
+            c.read_map_from(from)?;
+            c.con.route_command(
+                &redis::cmd("CLUSTER").arg("NODES").to_owned(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )?;
         }
         Ok(())
     }
@@ -61,7 +63,7 @@ impl Link {
             let primaries: Vec<u16> = c.slots.iter().map(|(p, _, _)| *p).collect();
             for port in primaries {
                 if !c.pipes.contains_key(&port) {
-                    let con = c.dial.connection(&node_url(&c.url, port)?, c.timeout)?;
+                    let con = c.dial.connection(&c.node_url(port)?, c.timeout)?;
                     c.pipes.insert(port, con);
                 }
             }

@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Books, Conn, ROUNDS, SESSION, errorstat};
+use super::{Books, Conn, SESSION, errorstat};
 use crate::connector::Verbs;
 use crate::engine::Target;
 use crate::engine::admin::Admin;
@@ -66,19 +66,12 @@ pub(super) fn run(
     stale.pending_size(SESSION, q)?;
     let moved0 = errorstat(ctx.engine, r.at, "MOVED")?;
     let (moved, slowest, failed) = under_worker(ctx, c, r, l)?;
-    let mut after = Vec::new();
-    for n in 0..ROUNDS {
-        if let Err(e) = l.round(c, q, 1_000 + n) {
-            after.push(format!("round {n}: kind {}: {}", e.kind, e.message));
-        }
-    }
+    let after = super::rounds(c, &[q], 1_000, l);
     out.figure("atomic_migration_ms", moved.took.as_millis() as u64);
     out.figure("atomic_keys_moved", moved.keys);
     out.figure("atomic_slowest_round_ms", slowest.as_millis() as u64);
-    out.figure(
-        "atomic_moved_replies",
-        errorstat(ctx.engine, r.at, "MOVED")? - moved0,
-    );
+    let moved1 = errorstat(ctx.engine, r.at, "MOVED")?;
+    out.figure("atomic_moved_replies", moved1 - moved0);
     let held: Vec<&String> = failed
         .iter()
         .filter(|(t, _)| *t >= PAUSE_PAST_TIMEOUT)
@@ -108,10 +101,7 @@ pub(super) fn run(
     // Home the legacy way, the keys moved first: the node the late session's map names answers
     // `MOVED` to `via`, which answers `ASK` home. Every node agrees `via` owns the slot, so the
     // chain does not depend on how fast the cluster gossips.
-    let (moved1, asked1) = (
-        errorstat(ctx.engine, r.at, "MOVED")?,
-        errorstat(ctx.engine, r.via, "ASK")?,
-    );
+    let asked1 = errorstat(ctx.engine, r.via, "ASK")?;
     let mut home = SlotMove::begin(ctx.engine, r.slot, r.via, r.home)?;
     home.move_keys()?;
     let hop = l.jobs.enqueue(&mut *stale, SESSION, q, "chain");
