@@ -251,6 +251,10 @@ pub const NOT_CERTIFIED: &str = "TLS not certified";
 /// A Sentinel record's footer when the connector has no Sentinel support (SPEC P11.2).
 pub const SENTINEL_NOT_CERTIFIED: &str = "Sentinel not certified";
 
+/// A cluster record's footer when the connector has no cluster support (SPEC P8.5); on a TLS
+/// cluster, when it has no cluster or no TLS support (one `unsupported` answers both).
+pub const CLUSTER_NOT_CERTIFIED: &str = "cluster not certified";
+
 /// What a connector left out, said in a record's footer and every gate's line.
 struct LeftOut {
     footer: &'static str,
@@ -258,16 +262,18 @@ struct LeftOut {
     why: String,
 }
 
-/// On a TLS or a Sentinel engine, the connector's answer to one `connect` when it is kind
-/// `unsupported` (SPEC R10.1, P11.2: a connector without TLS or without Sentinel says so);
-/// `None` otherwise, and always on other engines. The probe session is closed again.
+/// On a TLS, a cluster or a Sentinel engine, the connector's answer to one `connect` when it is
+/// kind `unsupported` (SPEC R10.1, P8.5, P11.2: a connector without TLS, cluster or Sentinel
+/// support says so); `None` otherwise, and always on a plain single engine. The probe session
+/// is closed again.
 fn left_out(
     engine: &crate::engine::Engine,
     factory: &dyn crate::gates::ConnectorFactory,
 ) -> Option<LeftOut> {
     use crate::connector::Verbs;
     let sentinel = engine.kind == crate::engine::EngineKind::Sentinel;
-    if engine.tls().is_none() && !sentinel {
+    let cluster = engine.is_cluster();
+    if engine.tls().is_none() && !sentinel && !cluster {
         return None;
     }
     let mut c = factory.make().ok()?;
@@ -276,6 +282,12 @@ fn left_out(
             LeftOut {
                 footer: SENTINEL_NOT_CERTIFIED,
                 rule: "a connect that names a Sentinel deployment with kind unsupported (SPEC P11.2)",
+                why: e.message,
+            }
+        } else if cluster && (engine.tls().is_none() || has_tls(engine, factory)) {
+            LeftOut {
+                footer: CLUSTER_NOT_CERTIFIED,
+                rule: "a connect with \"cluster\": true with kind unsupported (SPEC P8.5)",
                 why: e.message,
             }
         } else {
@@ -293,6 +305,26 @@ fn left_out(
         }
         Err(_) => None,
     }
+}
+
+/// On a TLS cluster whose `connect` the connector refused: false when it refuses a single
+/// `rediss://` connection to the seed too (it has no TLS, R10.1), true when it takes it (it has
+/// no cluster support, P8.5). That connection is closed again.
+fn has_tls(engine: &crate::engine::Engine, factory: &dyn crate::gates::ConnectorFactory) -> bool {
+    use crate::connector::Verbs;
+    let Ok(mut c) = factory.make() else {
+        return false;
+    };
+    let mut one = engine.target(0);
+    one.cluster = false;
+    let refused = matches!(
+        c.connect("probe", one),
+        Err(e) if e.kind == crate::error::ErrorKind::Unsupported
+    );
+    let _ = c.call(&crate::connector::Request::Disconnect {
+        session: "probe".into(),
+    });
+    !refused
 }
 
 /// Every gate ERROR, saying why: the connector answered with kind `unsupported`.

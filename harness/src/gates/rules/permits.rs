@@ -211,8 +211,9 @@ pub const PERMITS: &[Permit] = &[
         rule: RuleId::new(8, 1),
         what: "no cluster support: a cluster connect answered with kind unsupported",
         takers: &[],
-        untaken: "every connector of the harness supports clusters; a connector without answers \
-                  one connect and its cluster records say so, as a TLS-less one's do (P10.2)",
+        untaken: "taken by a child fixture in tests/cluster_left_out.rs: its cluster records (plain \
+                  and TLS) say cluster not certified with that answer, exit 4, no FAIL, and it \
+                  passes G1 on one engine",
     },
     Permit {
         id: "P9.1",
