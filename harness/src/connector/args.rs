@@ -28,7 +28,7 @@ pub fn validate(req: &Request) -> Result<(), ConnectorError> {
 }
 
 /// `connect`'s url: SPEC R9.1 ([`EngineUrl`]: `redis://` or `rediss://`, a decimal port
-/// and `/db`), on a cluster database 0 only (SPEC R8.1), and a `ca_file` only with `rediss://`
+/// and `/db`, on a cluster too: the engine refuses a database it lacks, R8.5), and a `ca_file` only with `rediss://`
 /// (R10.1; whether the file reads is the connector's to find, when it opens the session).
 pub fn connect_url(
     url: &str,
@@ -50,12 +50,7 @@ pub fn connect_url(
             "ca_file is for a rediss:// url only (SPEC R10.1)",
         ));
     }
-    match u.db {
-        Some(db) if cluster && db != 0 => Err(ConnectorError::invalid(format!(
-            "a cluster url names database 0, not {db}"
-        ))),
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 /// `pipeline_probe`'s key: non-empty and outside EchoMQ's keys.
@@ -147,10 +142,12 @@ mod cluster_args {
     }
 
     #[test]
-    fn a_cluster_url_names_database_zero() {
+    fn a_cluster_url_names_any_database() {
         assert!(connect("redis://:pw@127.0.0.1:7000/0", true));
         assert!(connect("redis://:pw@127.0.0.1:7000", true));
-        assert!(!connect("redis://:pw@127.0.0.1:7000/3", true));
+        // The engine says whether it has database 3 (R8.5), never the client.
+        assert!(connect("redis://:pw@127.0.0.1:7000/3", true));
+        assert!(connect("redis://:pw@127.0.0.1:7000/16", true));
         assert!(connect("redis://:pw@127.0.0.1:7000/3", false));
         assert!(connect("redis://:pw@127.0.0.1:7000/", true));
     }
@@ -315,6 +312,6 @@ mod tests {
             assert!(connect_url("redis://:pw@127.0.0.1:6379/", cluster, None, None).is_ok());
             assert!(connect_url("redis://:pw@127.0.0.1:6379", cluster, None, None).is_ok());
         }
-        assert!(connect_url("redis://127.0.0.1:6379/3", true, None, None).is_err());
+        assert!(connect_url("redis://127.0.0.1:6379/3", true, None, None).is_ok());
     }
 }

@@ -23,10 +23,11 @@ impl Connector for SeedNodeOnly {
     }
 }
 
-/// R8.5 broken: on a cluster, a url naming another database connects anyway (to database 0).
-pub struct ClusterAnyDatabase(pub Reference);
+/// R8.5 broken: on a cluster, the session works in database 0 whatever the url names (a
+/// library that drops a cluster url's `/db`, or gives its nodes database 0, as redis-py does).
+pub struct ClusterDatabaseDropped(pub Reference);
 
-impl Connector for ClusterAnyDatabase {
+impl Connector for ClusterDatabaseDropped {
     fn call(&mut self, request: &Request) -> Result<Reply, ConnectorError> {
         // A url that is no engine url goes as it is: the reference refuses it.
         let db0 = request.map_connect(|t| t.cluster.then(|| t.map_url(|u| u.with_db(Some(0)))));

@@ -232,8 +232,10 @@ doubles! {
     BackoffInSeconds = |b| b.skewed(TimeSkew::BackoffInSeconds), breaks "R1.6: a timed score is the engine's time of the call plus the given ms, exactly";
     /// Takes 250 ms off every lease, delay and backoff above it (a "safety margin").
     SubtractsMargin = |b| b.skewed(TimeSkew::SubtractsMargin), breaks "R1.6: a timed score is the engine's time of the call plus the given ms, exactly (no margin taken off)";
-    /// On a cluster, connects whatever database the url names (R8.5).
-    ClusterAnyDatabase = |b| b.wrap(cluster::ClusterAnyDatabase), breaks "R8.5: on a cluster, a url naming a database other than 0 is invalid";
+    /// On a cluster, works in database 0 whatever the url names (R8.5).
+    ClusterDatabaseDropped = |b| b.wrap(cluster::ClusterDatabaseDropped), breaks "R8.5: on a cluster, the session works in the url's database on every node",
+        also [G1, G2, G3, G4, G5, G6, G7],
+        why "every gate on a cluster: its url names database 9, and a connect that reads the fence in database 0 is refused (NOPERM)";
     /// Ignores `connect`'s `cluster` flag: a plain connection to the seed node only.
     SeedNodeOnly = |b| b.wrap(cluster::SeedNodeOnly), breaks "R8.1: on a cluster, a cluster client that routes every call by slot (on one node: the reference)",
         also [G1, G2, G4, G5, G8],
@@ -285,6 +287,12 @@ doubles! {
     /// Reference quirk on a cluster: follows `MOVED` for the call and keeps its slot map, so
     /// every later call on the slot meets `MOVED` again.
     MovedNoRefresh = |b| b.quirked(|q| q.moved_no_refresh = true), breaks "R8.11: MOVED makes the slot map stale; the next call reads it again";
+    /// Reference quirk on a cluster: a call that follows `MOVED` or `ASK` goes on a connection
+    /// of its own, opened without `SELECT` (predis #1696's question).
+    SelectNotOnRedirect = |b| b.quirked(|q| q.redirect_without_select = true), breaks "R8.5: a connection opened to follow a redirect selects the url's database";
+    /// Reference quirk on a cluster: the connections that replace failed ones are opened
+    /// without `SELECT` (redis-rs #2146's footgun).
+    NoReselectAfterReconnect = |b| b.quirked(|q| q.reconnect_without_select = true), breaks "R8.5: a replacement connection selects the url's database";
     /// Behind Sentinel, asks the first Sentinel only.
     SentinelFirstOnly = |b| b.quirked(|q| q.sentinel.first_only = true), breaks "R11.1: the Sentinels are asked in order; one that refuses is skipped";
     /// Behind Sentinel, waits on a Sentinel as long as on the engine (a minute).

@@ -74,6 +74,9 @@ pub struct Users {
     /// The engine's version when it is Redis (`None`: Valkey, which knows every command of
     /// SPEC's list); a Redis before 7.2 has no `CLIENT SETINFO` to grant.
     pub redis: Option<(u32, u32)>,
+    /// The one database the connector's user may use (`db=`, Valkey 9.1+), on a cluster; every
+    /// database otherwise.
+    pub db: Option<u32>,
 }
 
 impl Users {
@@ -83,7 +86,14 @@ impl Users {
             admin_password: random_password(),
             connector_password: random_password(),
             redis,
+            db: None,
         }
+    }
+
+    /// The same users, the connector's limited to database `db` (SPEC R8.5).
+    pub fn only_db(mut self, db: u32) -> Self {
+        self.db = Some(db);
+        self
     }
 
     /// The harness's own user and password.
@@ -124,6 +134,7 @@ impl Users {
                 .chain([format!(">{}", self.connector_password)]),
         );
         flags.extend(crate::protocol::commands::acl_rules(self.redis));
+        flags.extend(self.db.map(|db| format!("db={db}")));
         flags
     }
 
@@ -261,6 +272,7 @@ mod tests {
             admin_password: "a1".into(),
             connector_password: "c2".into(),
             redis: None,
+            db: None,
         };
         let f = users.server_flags();
         assert_eq!(f[..3], ["--user", "default", "off"]);
@@ -276,6 +288,10 @@ mod tests {
         );
         assert!(f[emq..].contains(&"+evalsha".to_string()));
         assert!(!f[emq..].contains(&"+@all".to_string()));
+        assert!(!f.iter().any(|x| x.starts_with("db=")));
+        // On a cluster the connector's user gets one database, as its last rule.
+        let f = users.clone().only_db(9).server_flags();
+        assert_eq!(f.last().map(String::as_str), Some("db=9"));
         assert_eq!(
             users.replication_flags(),
             ["--masteruser", ADMIN_USER, "--masterauth", "a1"]

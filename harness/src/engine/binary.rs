@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::engine::acl::Users;
-use crate::engine::cleanup::{Guard, record_server, register_pid};
+use crate::engine::cleanup::{Guard, record_server};
 use crate::engine::server_flags;
 use crate::error::HarnessError;
 use crate::settings;
@@ -233,21 +233,20 @@ fn spawn(
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(server_flags(users)),
     };
-    let child = cmd
-        .args([
-            "--dir",
-            &dir.display().to_string(),
-            "--logfile",
-            "valkey.log",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    cmd.args([
+        "--dir",
+        &dir.display().to_string(),
+        "--logfile",
+        "valkey.log",
+    ])
+    .args(extra)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let (child, guard) = crate::engine::cleanup::spawn(&mut cmd)
         .map_err(|e| HarnessError::io(format!("start {}", path.display()), e))?;
     Ok(Process {
-        _guard: register_pid(child.id()),
+        _guard: guard,
         record: record_server(child.id(), port, dir),
         child,
     })

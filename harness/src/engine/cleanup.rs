@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::{Mutex, Once, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,10 @@ static REGISTRY: Mutex<Vec<(u64, Resource)>> = Mutex::new(Vec::new());
 static NEXT: Mutex<u64> = Mutex::new(0);
 static HANDLER: Once = Once::new();
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Held (shared) from a spawn until its registration, and taken (exclusive) by the signal handler
+/// before it removes anything: a process started in the instant a signal arrived was once left
+/// running, spawned but not yet registered when the handler emptied the registry.
+static SPAWNING: RwLock<()> = RwLock::new(());
 
 /// True once Ctrl-C (or SIGTERM) arrived: the handler is removing everything and will end the
 /// process with 130, so a caller that finishes meanwhile must not exit first and cut it short.
@@ -57,9 +61,14 @@ fn register(res: Resource) -> Guard {
     Guard(id)
 }
 
-/// Registers a child process (or process group leader) to kill on Ctrl-C.
-pub fn register_pid(pid: u32) -> Guard {
-    register(Resource::Pid(pid))
+/// Starts `cmd` and registers the child (or process group leader) to kill on Ctrl-C, as one step
+/// the signal handler cannot cut in two.
+pub fn spawn(cmd: &mut Command) -> std::io::Result<(std::process::Child, Guard)> {
+    install_handler();
+    let _spawning = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
+    let child = cmd.spawn()?;
+    let guard = register(Resource::Pid(child.id()));
+    Ok((child, guard))
 }
 
 /// Registers a container to remove on Ctrl-C.
@@ -89,14 +98,18 @@ pub fn kill_pid(pid: u32) {
 }
 
 /// Removes everything registered: used by the signal handler. Returns how many there were.
+/// Waits (a bounded while) until each killed process is gone, so that "removed" is true when
+/// the handler says it.
 pub fn remove_all() -> usize {
     let items: Vec<_> = std::mem::take(&mut *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
     let n = items.len();
+    let mut killed = Vec::new();
     for (_, res) in items {
         match res {
             Resource::Pid(pid) => {
                 kill_group(pid);
                 kill_pid(pid);
+                killed.push(pid);
             }
             Resource::Container(id) => {
                 let _ = std::process::Command::new("docker")
@@ -106,6 +119,11 @@ pub fn remove_all() -> usize {
                     .status();
             }
         }
+    }
+    // SIGKILL cannot be refused; the bound only covers a machine too busy to schedule the exit.
+    let until = Instant::now() + Duration::from_secs(5);
+    while killed.iter().any(|&pid| start_time(pid).is_some()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
     }
     n
 }
@@ -132,6 +150,8 @@ fn install_handler() {
         // If another handler is installed (an embedding program's), leave theirs in place.
         let _ = ctrlc::set_handler(|| {
             INTERRUPTED.store(true, Ordering::SeqCst);
+            // Kept until the process exits: no spawn starts or goes unregistered after this.
+            let _no_spawn = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
             let n = remove_all();
             // Printed even under --quiet: a run that ends without a record must say why.
             eprintln!(

@@ -75,6 +75,15 @@ pub fn announce_setting(tls: bool) -> &'static str {
 /// under load).
 pub const NODE_TIMEOUT_MS: u32 = 15_000;
 
+/// How many databases each node serves (`cluster-databases`, Valkey 9.0+; SPEC R8.5).
+pub const DATABASES: u32 = 16;
+
+/// The database every run on a cluster works in, and the only one the connector's user may use
+/// (`db=`, Valkey 9.1+): not 0, so a connection that lost its `SELECT` (one opened to follow a
+/// redirect, a replacement) meets `NOPERM` on its first keyed command instead of working
+/// unseen in database 0 (SPEC R8.5).
+pub const DB: u32 = 9;
+
 /// The flags that make a server a cluster node: cluster mode, its bus port, the user and password
 /// it gives its primary, and settings under which the cluster changes only when the harness asks
 /// (a verdict must not depend on how busy the machine is):
@@ -82,7 +91,8 @@ pub const NODE_TIMEOUT_MS: u32 = 15_000;
 ///   `CLUSTER FAILOVER` of G8 still works (Valkey's `clusterHandleReplicaFailover` exempts it);
 /// - `cluster-require-full-coverage no`: a primary flagged failing by a slow peer keeps its
 ///   slots served instead of taking the whole cluster down;
-/// - [`NODE_TIMEOUT_MS`].
+/// - [`NODE_TIMEOUT_MS`];
+/// - [`DATABASES`] databases.
 fn node_flags(users: &Users, dir_hint: &str, bus: u16) -> Vec<String> {
     let mut flags: Vec<String> = [
         "--cluster-enabled",
@@ -97,6 +107,8 @@ fn node_flags(users: &Users, dir_hint: &str, bus: u16) -> Vec<String> {
         "yes",
         "--cluster-require-full-coverage",
         "no",
+        "--cluster-databases",
+        &DATABASES.to_string(),
     ]
     .map(String::from)
     .to_vec();

@@ -36,6 +36,8 @@ pub struct SlotMove {
     to_id: String,
     to_real_port: u16,
     host: String,
+    /// The database the keys live in (a cluster's run database, SPEC R8.5).
+    db: String,
     /// The admin user and password `MIGRATE` authenticates with on the target.
     user: Option<String>,
     password: Option<String>,
@@ -68,6 +70,7 @@ impl SlotMove {
             to_id,
             to_real_port: engine.port_of(to),
             host: engine.host.clone(),
+            db: engine.db_for(0).to_string(),
             user: engine.admin_user().map(str::to_string),
             password: engine.password().map(str::to_string),
         })
@@ -82,7 +85,14 @@ impl SlotMove {
             return Ok(0);
         }
         let port = self.to_real_port.to_string();
-        let mut args: Vec<&str> = vec!["MIGRATE", &self.host, &port, "", "0", MIGRATE_TIMEOUT_MS];
+        let mut args: Vec<&str> = vec![
+            "MIGRATE",
+            &self.host,
+            &port,
+            "",
+            &self.db,
+            MIGRATE_TIMEOUT_MS,
+        ];
         // `AUTH2 user password`: the target's `default` user is off (R4.19's users).
         match (&self.user, &self.password) {
             (Some(u), Some(p)) => args.extend(["AUTH2", u.as_str(), p.as_str()]),

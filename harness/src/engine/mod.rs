@@ -288,7 +288,7 @@ impl Engine {
     fn cluster(path: Option<&std::path::Path>, tls: bool) -> Result<Self, HarnessError> {
         Self::from_binary(EngineKind::Cluster, path, |path, users| {
             let run = tls.then(crate::tls::RunTls::new).transpose()?;
-            let running = cluster::start(path, users, run)?;
+            let running = cluster::start(path, &users.clone().only_db(cluster::DB), run)?;
             let port = seed_port(&running, users)?;
             Ok((port, Handle::Cluster(running)))
         })
@@ -412,6 +412,12 @@ impl Engine {
     /// True on a Valkey Cluster (SPEC §8).
     pub fn is_cluster(&self) -> bool {
         self.kind == EngineKind::Cluster
+    }
+
+    /// The database a run that asks for `db` works in: `db`, or on a cluster the one its
+    /// connector's user may use, [`cluster::DB`] (SPEC R8.5), whatever it asked for.
+    pub fn db_for(&self, db: u32) -> u32 {
+        if self.is_cluster() { cluster::DB } else { db }
     }
 
     /// True when every case can own a database of its own (so cases may run in parallel).

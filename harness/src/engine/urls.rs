@@ -17,7 +17,7 @@ impl Engine {
     pub(super) fn url_as(&self, auth: &Auth, db: u32) -> String {
         let (port, db) = match (&self.handle, self.kind) {
             (_, EngineKind::Url) => (self.port, self.base_db),
-            (Handle::Cluster(_), _) => (self.booted_admin_port(), 0),
+            (Handle::Cluster(_), _) => (self.booted_admin_port(), self.db_for(db)),
             // A TLS Sentinel engine's primary listens on TLS only: its plaintext back.
             (Handle::Sentinel(_), _) => (self.booted_admin_port(), db),
             _ => (self.port, db),
@@ -41,7 +41,7 @@ impl Engine {
             Handle::Cluster(c) => match &c.tls {
                 // The seed's TLS front, by the name its certificate gives (SPEC §10).
                 Some(run) => Target {
-                    url: self.tls_url(self.announced_port(self.seed()), 0),
+                    url: self.tls_url(self.announced_port(self.seed()), self.db_for(db)),
                     cluster: true,
                     ca_file: Some(run.ca_file()),
                     sentinel: None,
@@ -51,7 +51,7 @@ impl Engine {
                         &self.host,
                         self.announced_port(self.seed()),
                         &self.connector_auth,
-                        0,
+                        self.db_for(db),
                     ),
                     cluster: true,
                     ca_file: None,

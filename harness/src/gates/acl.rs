@@ -49,6 +49,10 @@ pub fn violation(
             entry.username,
             entry.context
         ),
+        "database" => format!(
+            "R8.5: the engine refused database {:?} to user {:?}{times} ({}), {client}: every connection of a session works in the url's database (SELECT on each node connection, the ones that follow a redirect or replace a failed one too)",
+            entry.object, entry.username, entry.context
+        ),
         other => format!(
             "R4.19: the engine refused {other} {:?} to user {:?}{times} ({}), {client}",
             entry.object, entry.username, entry.context
@@ -85,12 +89,29 @@ fn nodes(engine: &Engine) -> Vec<Result<Admin, crate::error::HarnessError>> {
 /// of another gate's side database belongs to that gate's part still running beside this gate:
 /// it is held for it ([`judge_part`]).
 pub fn judge_acl(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    judge_acl_except(ctx, out, |_| false);
+}
+
+/// [`judge_acl`] in the middle of a gate, but for the entries `expected` picks (a refusal the
+/// gate asked the engine for, such as G1's connect to a database the user is not granted):
+/// those are not judged, and their number is returned.
+pub fn judge_acl_except(
+    ctx: &GateContext<'_>,
+    out: &mut GateOutcome,
+    expected: impl Fn(&AclLogEntry) -> bool,
+) -> usize {
+    let mut seen = 0;
     for e in take(ctx, out) {
+        if expected(&e) {
+            seen += 1;
+            continue;
+        }
         match e.db.and_then(GateId::of_side_db) {
             Some(other) if other != out.id => ctx.engine.hold_acl(e),
             _ => judge(ctx.engine, &e, out),
         }
     }
+    seen
 }
 
 /// The `ACL LOG` of a part that ran beside later gates (`gates/beside.rs`), judged into its

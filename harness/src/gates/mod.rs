@@ -60,9 +60,9 @@ pub struct GateDb {
 
 impl GateContext<'_> {
     /// The database gate `id` owns: its own on a single engine ([`GateId::db`]); on a cluster,
-    /// database 0 (the only one, SPEC §8), flushed by each gate.
+    /// the one database the connector's user may use (SPEC R8.5), flushed by each gate.
     pub fn db_of(&self, id: GateId) -> u32 {
-        if self.engine.is_cluster() { 0 } else { id.db() }
+        self.engine.db_for(id.db())
     }
 
     /// The database gate `id` owns, flushed, with an admin on it: every gate's first step.

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{ChildSpec, LOG_LINES};
-use crate::engine::cleanup::{Guard, register_pid};
+use crate::engine::cleanup::Guard;
 use crate::error::HarnessError;
 
 /// How long drop waits for the child to obey `stop` before killing it.
@@ -101,11 +101,9 @@ impl Running {
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
         }
-        let mut child = cmd
-            .spawn()
+        let (mut child, guard) = crate::engine::cleanup::spawn(&mut cmd)
             .map_err(|e| HarnessError::io(format!("start connector {}", spec.argv.join(" ")), e))?;
         let pid = child.id();
-        let guard = register_pid(pid);
         let (stdin, stdout, stderr) = (
             child.stdin.take().expect("stdin is piped"),
             child.stdout.take().expect("stdout is piped"),

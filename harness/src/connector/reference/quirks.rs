@@ -77,6 +77,12 @@ pub struct Quirks {
     /// On a cluster, a followed `MOVED` leaves the slot map as it was: the call goes to the node
     /// it names, and every later call on the slot meets `MOVED` again (breaks R8.11).
     pub moved_no_refresh: bool,
+    /// On a cluster, a call that follows `MOVED` or `ASK` goes on a connection of its own to
+    /// the node named, opened without `SELECT` (breaks R8.5: a redirect names no database).
+    pub redirect_without_select: bool,
+    /// On a cluster, the connections that replace failed ones are opened without `SELECT`
+    /// (breaks R8.5: a replacement forgets the url's database).
+    pub reconnect_without_select: bool,
     /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
     /// the connection that said it stays (breaks R8.11).
     pub readonly_final: bool,

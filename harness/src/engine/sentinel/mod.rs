@@ -273,6 +273,7 @@ mod tests {
             admin_password: "a1".into(),
             connector_password: "c2".into(),
             redis: None,
+            db: None,
         };
         let conf = boot(&users, None).sentinel_conf(7000);
         let lines: Vec<&str> = conf.lines().collect();

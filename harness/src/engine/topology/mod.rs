@@ -126,7 +126,7 @@ impl Engine {
     /// `MONITOR`, `CLIENT KILL` and the admin see the node itself.
     pub fn node_url(&self, id: NodeId) -> String {
         let port = self.booted_node(id).map_or(self.port, |n| n.admin_port());
-        super::url_of(&self.host, port, &self.admin_auth, 0)
+        super::url_of(&self.host, port, &self.admin_auth, self.db_for(0))
     }
 
     /// An admin connection to `id` alone.
@@ -198,7 +198,7 @@ impl Engine {
     pub(super) fn url_of_port(&self, port: u16) -> String {
         match self.node_at(port) {
             Some(id) => self.node_url(id),
-            None => super::url_of(&self.host, port, &self.admin_auth, 0),
+            None => super::url_of(&self.host, port, &self.admin_auth, self.db_for(0)),
         }
     }
 

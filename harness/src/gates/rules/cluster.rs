@@ -53,22 +53,34 @@ pub const CLUSTER: &[Rule] = &[
     },
     Rule {
         id: RuleId::new(8, 5),
-        summary: "on a cluster: a url naming a database other than 0 is invalid; one naming none connects",
+        summary: "on a cluster: the session works in the url's database on every node connection; the engine, not the client, refuses a database",
         checks: &[
-            "G1 on a cluster: connect with /3 is kind invalid, without a database it connects",
+            "every gate on a cluster: the url names database 9, the only one the connector's user may use (db=9), so a keyed command on a connection left in database 0 answers NOPERM",
+            "G1 on a cluster: connect with /3 (forbidden) and /16 (out of range) fails with kind engine",
+            "G8 on a cluster: calls that follow MOVED and ASK in the live migrations, and sessions whose connections were killed, succeed in database 9",
         ],
         cases: &[],
-        gates: &[GateId::G1],
+        gates: &[GateId::G8],
         ways: &[
             Way::by(
-                How::Accepted,
-                "a cluster url naming database 3 connected",
-                &[Double::ClusterAnyDatabase],
+                How::Otherwise,
+                "the url's database dropped on a cluster: every node connection in database 0",
+                &[Double::ClusterDatabaseDropped],
+            ),
+            Way::by(
+                How::Never,
+                "no SELECT on a connection opened to follow MOVED or ASK",
+                &[Double::SelectNotOnRedirect],
+            ),
+            Way::by(
+                How::Never,
+                "no SELECT on a connection that replaces a failed one",
+                &[Double::NoReselectAfterReconnect],
             ),
             Way::not(
                 How::Refused,
-                "a cluster url naming no database refused",
-                "every gate connects its cluster sessions without a database, so such a connector fails every gate at connect and never ships",
+                "a database refused by the client itself (kind invalid)",
+                "every gate connects its cluster sessions to database 9, so such a connector fails every gate at connect and never ships; G1's /3 and /16 connects say so in words",
             ),
         ],
         unbreakable: "",

@@ -84,6 +84,11 @@ pub(super) struct Cluster {
     refresh_on_readonly: bool,
     /// A followed `MOVED` makes the slot map stale (always, except in a double).
     refresh_on_moved: bool,
+    /// A redirected call goes on a connection of its own in database 0 (only a double does
+    /// this), by node.
+    redirect_db0: Option<HashMap<(String, u16), redis::Connection>>,
+    /// Replacement connections are opened in database 0 (only a double does this).
+    reconnect_db0: bool,
 }
 
 /// How a cluster session answers `ASK` (SPEC R8.6).
@@ -191,6 +196,8 @@ impl Link {
             refresh_on_loss: true,
             refresh_on_readonly: true,
             refresh_on_moved: true,
+            redirect_db0: None,
+            reconnect_db0: false,
         })))
     }
 
@@ -206,6 +213,8 @@ impl Link {
             c.refresh_on_loss = !q.stale_slot_map;
             c.refresh_on_readonly = !q.readonly_final;
             c.refresh_on_moved = !q.moved_no_refresh;
+            c.redirect_db0 = q.redirect_without_select.then(HashMap::new);
+            c.reconnect_db0 = q.reconnect_without_select;
         }
     }
 
@@ -258,6 +267,9 @@ impl Link {
             return p.reconnect();
         }
         if let Self::Cluster(c) = self {
+            if c.reconnect_db0 {
+                c.url = parse_url(&c.url)?.with_db(Some(0)).to_string();
+            }
             let mut seeds = vec![c.url.clone()];
             for (primary, _, replicas) in &c.slots {
                 for port in std::iter::once(primary).chain(replicas) {
@@ -308,11 +320,20 @@ impl Link {
             if !c.follow {
                 return reply;
             }
-            let con = &mut c.con;
             let redirect = match &reply {
                 Err(e) => redirect_of(e),
                 Ok(_) => None,
             };
+            if let (Some(Redirect::Moved(host, port) | Redirect::Ask(host, port)), true) =
+                (&redirect, c.redirect_db0.is_some())
+            {
+                let asking = matches!(redirect, Some(Redirect::Ask(..)));
+                c.stale |= !asking && c.refresh_on_moved;
+                c.answered_by = Some((host.clone(), *port));
+                reply = c.send_in_db0(cmd, host, *port, asking);
+                continue;
+            }
+            let con = &mut c.con;
             reply = match redirect {
                 None => return reply,
                 Some(Redirect::Ask(..)) if c.ask == Ask::Ignore => return reply,
@@ -459,6 +480,32 @@ fn parse_url(url: &str) -> RedisResult<EngineUrl> {
 impl Cluster {
     /// The seed url with the node's host (where the slot map names one) and `port`, naming its
     /// database (0 when it names none).
+    /// A double's: `cmd` (after `ASKING` when `asking`) on its own connection to `host:port`,
+    /// opened in database 0 whatever the url names.
+    fn send_in_db0(
+        &mut self,
+        cmd: &Cmd,
+        host: &str,
+        port: u16,
+        asking: bool,
+    ) -> RedisResult<Value> {
+        let key = (host.to_string(), port);
+        let cons = self.redirect_db0.get_or_insert_with(HashMap::new);
+        if !cons.contains_key(&key) {
+            let mut u = parse_url(&self.url)?.with_port(port).with_db(Some(0));
+            u.host = host.to_string();
+            cons.insert(
+                key.clone(),
+                self.dial.connection(&u.to_string(), self.timeout)?,
+            );
+        }
+        let con = cons.get_mut(&key).expect("inserted above");
+        if asking {
+            con.req_command(&redis::cmd("ASKING"))?.extract_error()?;
+        }
+        con.req_command(cmd).and_then(Value::extract_error)
+    }
+
     fn node_url(&self, port: u16) -> RedisResult<String> {
         let u = parse_url(&self.url)?;
         let mut n = u.with_port(port).with_db(Some(u.db_or_zero()));
