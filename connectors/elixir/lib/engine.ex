@@ -32,6 +32,15 @@ defmodule EchoMQ.Engine do
   Opens one connection (no fence read here: the caller does it before any verb). `tls` is nil
   (plaintext) or the session's settings from `tls_settings/1`: then the connection speaks TLS
   from its first byte (R10.2).
+
+  `AUTH` and then `SELECT db` (when `db` is not 0) are the first commands on it, sent here as one
+  RESP pipeline, on a cluster node as on one engine (R5.12, R8.5). eredis's own `Database`
+  argument is not used: eredis sends that `SELECT` inline before anything else
+  (`eredis_client.erl`, `connect/1`), so it would come before our `AUTH user password` and be
+  refused with `NOAUTH`, and its refusal would surface as `{select_error, {unexpected_data, ...}}`
+  instead of the engine's text. A refused `SELECT` (`ERR DB index is out of range`, `NOPERM`,
+  `ERR SELECT is not allowed in cluster mode`) closes the connection and is returned with the
+  engine's text; nothing else was sent on it.
   """
   def open_conn({host, port} = node, auth, db, tls, dl) do
     t = min(@connect_timeout, max(dl - System.monotonic_time(:millisecond), 1))
@@ -45,13 +54,14 @@ defmodule EchoMQ.Engine do
           {:ok, pid}
 
         {:ok, replies} ->
-          case Enum.find(replies, &match?({:err, _}, &1)) do
+          # the engine's own text, after the command it refused (AUTH's arguments are not shown)
+          case Enum.find(Enum.zip(setup, replies), &match?({_, {:err, _}}, &1)) do
             nil ->
               {:ok, pid}
 
-            {:err, m} ->
+            {[cmd | _], {:err, m}} ->
               close_conn(pid)
-              {:error, "#{Router.addr(node)}: #{m}"}
+              {:error, "#{Router.addr(node)}: #{if cmd == "SELECT", do: "SELECT #{db}", else: cmd}: #{m}"}
           end
 
         {:error, reason} ->

@@ -84,8 +84,12 @@ defmodule EchoMQ.Router do
     end
   end
 
+  # Every connection of the session is opened here (the seed, each primary of the slot map, a
+  # MOVED/ASK target, a replacement, the seed again to re-read the slot map), and each gets the
+  # url's database: a redirect names a node, never a database, so a connection opened without
+  # `SELECT db` would run the session's commands in database 0 (R5.12, R8.5).
   defp open(s, node, dl) do
-    case Engine.open_conn(node, s.auth, if(s.cluster, do: 0, else: s.db), s.tls, dl) do
+    case Engine.open_conn(node, s.auth, s.db, s.tls, dl) do
       {:ok, pid} -> {:ok, pid, %{s | conns: Map.put(s.conns, node, %{pid: pid, fenced: false})}}
       {:error, msg} -> {:error, :engine, msg, s}
     end

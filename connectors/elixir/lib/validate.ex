@@ -181,7 +181,9 @@ defmodule EchoMQ.Validate do
     db =
       case path do
         "" -> 0
-        d -> if d =~ ~r/\A[0-9]{1,9}\z/, do: String.to_integer(d), else: bad.("has a bad database")
+        # any decimal integer: whether the engine has that database is the engine's to say, at
+        # `SELECT` (R5.12, R8.5); the client never refuses a number itself
+        d -> if d =~ ~r/\A[0-9]+\z/, do: String.to_integer(d), else: bad.("has a bad database")
       end
 
     %{host: host, port: port, user: user, password: if(password == "", do: nil, else: password), db: db, tls: tls}

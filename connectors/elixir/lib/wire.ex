@@ -103,7 +103,8 @@ defmodule EchoMQ.Wire do
     name = Validate.session_name(req)
     url = Validate.url(Map.get(req, "url") || Validate.fail("missing field url"))
     cluster = Validate.optional_bool(req, "cluster")
-    if cluster and url.db != 0, do: Validate.fail("a cluster url names database 0 (or none), got #{url.db}")
+    # R8.5: a cluster url may name any database; whether the engine has it (`cluster-databases`,
+    # the user's `db=` ACL) is the engine's to say, when the seed's connection sends `SELECT`
     # R11.1: the Sentinels to ask and the name they know the primary by (nil on other engines)
     sentinel = Validate.sentinel(req, cluster)
     # R10.1: read and checked here, before the old session is closed or anything is dialled

@@ -83,9 +83,12 @@ defmodule EchoMQ.ValidateTest do
     assert V.url("redis://u:p%40ss@h:2/0").user == "u"
     assert V.url("redis://:a@b@h:2").password == "a@b"
     assert V.url("redis://[::1]:6380/1") == %{host: "::1", port: 6380, user: nil, password: nil, db: 1, tls: false}
+    # any decimal database: the engine, not the client, says which it has (R5.12, R8.5)
+    assert V.url("redis://h:1/16").db == 16
+    assert V.url("redis://h:1/9999999999").db == 9_999_999_999
 
     for bad <- ["redisss://h:1", "valkeys://h:1", "rediss:/h:1", "rediss://h:1/x", "unix:///tmp/s", "http://h:1", "h:1", "redis://", "redis://h:0", "redis://h:99999",
-                "redis://h:1/x", "redis://h:1/1/2", "redis://h:1?db=2", "redis://:pw@:1", "redis://h:port"] do
+                "redis://h:1/x", "redis://h:1/1x", "redis://h:1/-1", "redis://h:1/1/2", "redis://h:1?db=2", "redis://:pw@:1", "redis://h:port"] do
       assert invalid(fn -> V.url(bad) end) =~ "url", "expected #{bad} to be refused"
     end
 

@@ -121,7 +121,7 @@ defmodule EchoMQ.WireTest do
       %{"cmd" => "connect", "url" => "rediss://h:1", "ca_file" => "/nonexistent/ca.pem"},
       %{"cmd" => "connect", "url" => "rediss://h:1", "ca_file" => 5},
       %{"cmd" => "connect", "url" => "unix:///tmp/x"},
-      %{"cmd" => "connect", "url" => "redis://h:1/2", "cluster" => true},
+      %{"cmd" => "connect", "url" => "redis://h:1/x", "cluster" => true},
       %{"cmd" => "connect", "url" => "redis://h:1", "cluster" => "yes"},
       %{"cmd" => "connect"},
       %{"cmd" => "connect", "session" => "", "url" => "redis://h:1"},
@@ -130,6 +130,18 @@ defmodule EchoMQ.WireTest do
 
     for r <- bad do
       assert {"invalid", _} = error_kind(st, Map.merge(base, r)), inspect(r)
+    end
+  end
+
+  test "a cluster url may name any database (R8.5): it is dialled, not refused as invalid", %{state: st} do
+    # a port nothing listens on: the connect gets as far as dialling the seed, so kind engine
+    {:ok, sock} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
+    {:ok, port} = :inet.port(sock)
+    :gen_tcp.close(sock)
+
+    for db <- ["/2", "/9", "/16", "/0", ""] do
+      {resp, _} = call(st, %{"seq" => 1, "cmd" => "connect", "session" => "w1", "url" => "redis://127.0.0.1:#{port}#{db}", "cluster" => true})
+      assert resp["error"]["kind"] == "engine", "#{db}: #{inspect(resp)}"
     end
   end
 

@@ -720,12 +720,48 @@ function redirectOf(err) {
 const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before it is kind `engine`
 
 /**
+ * The `defaults` of createCluster: node-redis makes every node client from them, merged with that
+ * node's own options (@redis/client cluster/cluster-slots.js #clientOptionsDefaults, used by
+ * #initiateClient for each client it makes: the root's discovery client, each primary's client
+ * #reset opens from CLUSTER NODES (#initiateClientForNode, `{socket: {host, port}, readonly}`
+ * only), and the discovery client a MOVED/ASK rediscovery opens from a node's options). Only the
+ * root's options hold the url, so everything the url says that every node needs is here:
+ *   - the user and password (AUTH on every node, R9.1);
+ *   - the database (R8.5): a redirect names a node, never a database. RedisClient #initiateOptions
+ *     makes `database` the client's selected db, and its socketInitiator, run at every connect
+ *     of the socket (a first one and any reconnect, socket.js #connect), queues `SELECT <db>` with
+ *     `asap` before anything else of the session (after AUTH, which it queues in front of it).
+ *     A refused SELECT fails that connect (the socket is destroyed, the error is the engine's
+ *     reply): the connector never judges the number itself. Database 0 needs no SELECT;
+ *   - the no-resend options of a single-node session (disableOfflineQueue, a refusing
+ *     reconnectStrategy) and the TLS options of every node (node-redis takes TLS from the seed's
+ *     url only, #2477).
+ */
+function clusterDefaults(url, ca) {
+  const parsed = new URL(url);
+  const defaults = {
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout: 5000,
+      reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
+      ...tlsSocketOptions(url, ca, { sni: false }),
+    },
+  };
+  if (parsed.username) defaults.username = decodeURIComponent(parsed.username);
+  if (parsed.password) defaults.password = decodeURIComponent(parsed.password);
+  const db = databaseOf(url);
+  if (db !== 0) defaults.database = db;
+  return defaults;
+}
+
+/**
  * A session on a Valkey Cluster (`connect` with `"cluster": true`, SPEC §8), on node-redis's
  * cluster client (`createCluster`, @redis/client 1.4.x in node-redis 4.5.1):
- *   - rootNodes: the url (the seed); `defaults` carries the url's password to every node, and the
- *     same no-resend client options as a single-node session (disableOfflineQueue, a refusing
- *     reconnectStrategy); useReplicas: false, so getSlotMaster / the library route to primaries
- *     only, and no node client is created for a replica (RedisClusterSlots #reset).
+ *   - rootNodes: the url (the seed); `defaults` (clusterDefaults) carries the url's user,
+ *     password and database to every node, and the same no-resend client options as a
+ *     single-node session (disableOfflineQueue, a refusing reconnectStrategy); useReplicas:
+ *     false, so getSlotMaster / the library route to primaries only, and no node client is
+ *     created for a replica (RedisClusterSlots #reset).
  *   - every call goes to the primary of its keys' slot (`getSlotMaster(slot).client`). A call's
  *     share on each node is one pipeline on that node's client (all issued in one tick, which
  *     node-redis writes as one batch); the nodes are served concurrently, each in order.
@@ -755,17 +791,7 @@ class ClusterEngineSession extends EngineSession {
     const { createCluster } = loadRedis();
     if (typeof createCluster !== 'function') throw engineError('this node-redis has no cluster client');
     const parsed = new URL(url);
-    const defaults = {
-      disableOfflineQueue: true,
-      socket: {
-        connectTimeout: 5000,
-        reconnectStrategy: () => new Error('reconnects are the connector\'s job'),
-        // Every node client's TLS options (node-redis takes TLS from the seed's url only, #2477).
-        ...tlsSocketOptions(url, ca, { sni: false }),
-      },
-    };
-    if (parsed.username) defaults.username = decodeURIComponent(parsed.username);
-    if (parsed.password) defaults.password = decodeURIComponent(parsed.password);
+    const defaults = clusterDefaults(url, ca);
     // The url first, then every node the session's last slot map named (R8.11), one at a time:
     // node-redis's own rootNodes stop at the first one whose connection fails.
     const roots = [url];
@@ -805,8 +831,12 @@ class ClusterEngineSession extends EngineSession {
       } catch (err) {
         session._kill();
         // A refused or failed first connection surfaces as ReconnectStrategyError, whose message
-        // is our strategy's; its socketError names the cause.
-        last = asEngineError(err?.socketError ?? err);
+        // is our strategy's; its socketError names the cause (a SELECT or AUTH the seed refused:
+        // the engine's reply). One that failed on a node client after the seed's (#reset inside
+        // #discoverNodes) surfaces as RootNodesUnavailableError only: the engine's words are in
+        // the first error node-redis reported on the way.
+        const why = err?.socketError ?? (err?.constructor?.name === 'RootNodesUnavailableError' ? mine.firstError : null) ?? err;
+        last = asEngineError(why?.socketError ?? why);
       }
     }
     if (last) throw last;
@@ -822,6 +852,7 @@ class ClusterEngineSession extends EngineSession {
 
   constructor(bundle, log) {
     super(bundle, log);
+    this.firstError = null; // the first error node-redis reported (connect's cause, see open)
     this.cluster = null;
     this.known = []; // host:port of the primaries the slot map named last (seeds for a reopen)
     this.hosts = null; // rediss:// only: "ip:port" of CLUSTER NODES -> { host, port } announced
@@ -838,6 +869,7 @@ class ClusterEngineSession extends EngineSession {
       text = await client.sendCommand(['CLUSTER', 'NODES']);
     } else {
       const { createClient } = loadRedis();
+      // Made from the url: AUTH as its user and SELECT its database (R8.5) before CLUSTER NODES.
       const seed = createClient({
         url: this.tlsUrl,
         disableOfflineQueue: true,
@@ -856,6 +888,11 @@ class ClusterEngineSession extends EngineSession {
       }
     }
     for (const [address, host] of clusterNodeHosts(String(text))) this.hosts.set(address, host);
+  }
+
+  _onClientError(err) {
+    this.firstError ??= err;
+    super._onClientError(err);
   }
 
   /** Marks the session dead and closes every node client now (see the class comment). */
@@ -1090,4 +1127,4 @@ class ClusterEngineSession extends EngineSession {
 }
 
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, SentinelEngineSession, parseHostPort, discoverPrimary, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts };
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, SentinelEngineSession, parseHostPort, discoverPrimary, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts, clusterDefaults };

@@ -102,15 +102,15 @@ function sentinel(req, isCluster) {
   return { name: v.name, nodes: [...v.nodes] };
 }
 
-/** connect: the url, and on a cluster (R8.1) the seed's database must be 0 (or absent). */
+/**
+ * connect: the url and its options. A cluster url may name any database, as any url (R8.5): only
+ * the engine knows how many it serves (`cluster-databases`) and which the user may use, so a
+ * number it refuses fails at its SELECT (kind `engine`), never here.
+ */
 function connectArgs(r) {
   const u = url(r);
   const c = cluster(r);
   const s = sentinel(r, c);
-  if (c) {
-    const db = new URL(u).pathname.replace(/^\//, '');
-    if (db !== '' && db !== '0') throw invalid(`a cluster url names database 0, not ${db}`);
-  }
   const ca = caFile(r, u);
   const out = { url: u, cluster: c };
   if (ca !== undefined) out.ca = ca;

@@ -1,7 +1,9 @@
 'use strict';
 // Cluster mode (SPEC §8) against a real Valkey Cluster: three primaries and three replicas on
 // loopback, booted here (cluster mode, a password, no persistence, free ports, a temp dir) and
-// killed at the end. Binaries: $EMQ_VALKEY_SERVER (valkey-cli beside it), else
+// killed at the end. As the harness does (R8.5), the nodes serve 16 databases and the session works
+// in database 9 as a user allowed that one only (`db=9`), so a connection that did not select it
+// (one opened after a MOVED, say) meets NOPERM. Binaries: $EMQ_VALKEY_SERVER (valkey-cli beside it), else
 // ~/.cache/emq/valkey-9.1.2/bin; skipped when either is missing.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -15,6 +17,7 @@ const { Connector } = require('../src/connector');
 const { loadRedis, slotOf } = require('../src/engine');
 
 const PASSWORD = 'pw';
+const DB = 9; // the session's database; its user may use no other
 const SERVER = process.env.EMQ_VALKEY_SERVER || path.join(os.homedir(), '.cache/emq/valkey-9.1.2/bin/valkey-server');
 const CLI = path.join(path.dirname(SERVER), 'valkey-cli');
 const usable = (f) => {
@@ -53,7 +56,7 @@ test('a connector session on a Valkey Cluster', { skip, timeout: 120_000 }, asyn
   let connector;
   const admin = async (port) => {
     if (!admins.has(port)) {
-      const c = loadRedis().createClient({ url: `redis://:${PASSWORD}@127.0.0.1:${port}` });
+      const c = loadRedis().createClient({ url: `redis://:${PASSWORD}@127.0.0.1:${port}/${DB}` });
       c.on('error', () => {});
       await c.connect();
       admins.set(port, c);
@@ -97,11 +100,13 @@ test('a connector session on a Valkey Cluster', { skip, timeout: 120_000 }, asyn
   try {
     for (const p of ports) {
       servers.push(spawn(SERVER, ['--port', String(p), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-        '--requirepass', PASSWORD, '--masterauth', PASSWORD, '--save', '', '--appendonly', 'no',
+        '--cluster-databases', '16', '--requirepass', PASSWORD, '--masterauth', PASSWORD, '--save', '', '--appendonly', 'no',
         '--cluster-config-file', path.join(dir, `nodes-${p}.conf`), '--dir', dir,
         '--logfile', path.join(dir, `valkey-${p}.log`)], { stdio: 'ignore' }));
     }
     for (const p of ports) await waitFor(`node ${p}`, async () => (await cmd(p, ['PING'])) === 'PONG', 10_000);
+    // The connector's user (on every node: ACLs are not replicated), database 9 only.
+    for (const p of ports) await cmd(p, ['ACL', 'SETUSER', 'emq', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', `db=${DB}`]);
     execFileSync(CLI, ['-a', PASSWORD, '--no-auth-warning', '--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`),
       '--cluster-replicas', '1', '--cluster-yes'], { stdio: 'ignore', timeout: 60_000 });
     await waitFor('cluster_state:ok everywhere', async () => {
@@ -127,8 +132,15 @@ test('a connector session on a Valkey Cluster', { skip, timeout: 120_000 }, asyn
 
     connector = new Connector(bundle, { log: () => {} });
     const call = (req) => connector.handle({ session: 's', ...req });
-    const seed = `redis://:${PASSWORD}@127.0.0.1:${ports[0]}/0`;
+    const seed = `redis://emq:${PASSWORD}@127.0.0.1:${ports[0]}/${DB}`;
     assert.deepEqual(await call({ cmd: 'connect', url: seed, cluster: true }), {});
+
+    await t.test('a database the engine refuses fails connect with kind engine, its words (R8.5)', async () => {
+      for (const [db, words] of [[16, /DB index is out of range/], [3, /NOPERM/]]) {
+        const other = connector.handle({ cmd: 'connect', session: `db${db}`, url: seed.replace(/\/\d+$/, `/${db}`), cluster: true });
+        await assert.rejects(other, (e) => e.kind === 'engine' && words.test(e.message));
+      }
+    });
 
     await t.test('the fence lives on its own node', async () => {
       const fence = await cmd(await owner('emq:fence'), ['HGETALL', 'emq:fence']);
@@ -214,6 +226,13 @@ test('a connector session on a Valkey Cluster', { skip, timeout: 120_000 }, asyn
       assert.equal(await call({ cmd: 'batch', queue: twelve[0], n: 1200, depth: 100, payload: 'b', queues: twelve }), 1200);
       assert.equal(await cmd(replica, ['GET', `emq:{${q}}:seq`]), String(held + 1 + (twelve.includes(q) ? 100 : 0)));
       assert.ok(/count=[1-9]/.test((await info(old, 'errorstats')).errorstat_MOVED || ''), 'the old primary answered MOVED');
+    });
+
+    await t.test('every key the session wrote is in its database, on every primary (R8.5)', async () => {
+      for (const p of await primaries()) {
+        const keyspace = Object.keys(await info(p, 'keyspace'));
+        assert.deepEqual(keyspace, [`db${DB}`], `primary ${p}: ${keyspace}`);
+      }
     });
 
     await t.test('disconnect closes every connection of the session', async () => {

@@ -136,15 +136,21 @@ test('batch over queues: enqueue i goes to queues[i % len], depth per pipeline',
 test('connect cluster: true opens a cluster session, and a lost one is re-opened as one', async () => {
   const { connector, opened, calls } = fakeWorld();
   assert.equal(await kindOf(connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/0', cluster: 'yes' })), 'invalid');
-  assert.equal(await kindOf(connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/2', cluster: true })), 'invalid');
+  assert.equal(await kindOf(connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/x', cluster: true })), 'invalid');
   assert.deepEqual(calls, [], 'invalid connects open nothing');
   await connector.handle({ cmd: 'connect', session: 'w', url: 'redis://h:1/0', cluster: true });
   await connector.handle({ cmd: 'connect', session: 's', url: 'redis://h:1/0', cluster: false });
+  // R8.5: a cluster url names a database like any url; the session (and its reopen) keeps it.
+  await connector.handle({ cmd: 'connect', session: 'd', url: 'redis://h:1/9', cluster: true });
   opened[0].alive = false;
+  opened[2].alive = false;
   await connector.handle({ cmd: 'pending_size', session: 'w', queue: 'q' });
+  await connector.handle({ cmd: 'pending_size', session: 'd', queue: 'q' });
   assert.deepEqual(calls.filter((c) => c[0] === 'open'), [
     ['open', 'redis://h:1/0', 'cluster'],
     ['open', 'redis://h:1/0'],
+    ['open', 'redis://h:1/9', 'cluster'],
     ['open', 'redis://h:1/0', 'cluster'],
+    ['open', 'redis://h:1/9', 'cluster'],
   ]);
 });

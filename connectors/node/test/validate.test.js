@@ -134,13 +134,21 @@ test('batch queues (R4.12): absent, or 1..64 queue names led by queue', () => {
   }
 });
 
-test('connect cluster (R8.1): absent or a boolean; a cluster url names database 0', () => {
+test('connect cluster (R8.1): absent or a boolean; a cluster url names any database (R8.5)', () => {
   assert.equal(accepts('connect').args.cluster, false);
   assert.equal(accepts('connect', { cluster: false }).args.cluster, false);
   assert.equal(accepts('connect', { cluster: true }).args.cluster, true);
   for (const cluster of [null, 1, 0, 'true', 'yes', [], {}]) rejects('connect', { cluster }, /cluster must be a boolean/);
   accepts('connect', { cluster: true, url: 'redis://:pw@127.0.0.1:7000' });
   accepts('connect', { cluster: true, url: 'redis://:pw@127.0.0.1:7000/' });
-  rejects('connect', { cluster: true, url: 'redis://:pw@127.0.0.1:7000/1' }, /database 0/);
+  // Any number: the engine alone knows its `cluster-databases` and the user's `db=` (R8.5), so
+  // /16 past 16 databases and /3 a user may not use are sent, and refused by the engine.
+  for (const db of ['0', '1', '3', '9', '16', '9999']) {
+    const url = `redis://emq:pw@127.0.0.1:7000/${db}`;
+    assert.equal(accepts('connect', { cluster: true, url }).args.url, url);
+    assert.equal(accepts('connect', { cluster: true, url: url.replace('redis:', 'rediss:') }).args.cluster, true);
+  }
+  // Not a number is the url rule (R9.1), cluster or not.
+  for (const db of ['abc', '1x', '-1', '9.0']) rejects('connect', { cluster: true, url: `redis://:pw@127.0.0.1:7000/${db}` }, /database/);
   accepts('connect', { cluster: false, url: 'redis://:pw@127.0.0.1:7000/1' });
 });
