@@ -9,10 +9,12 @@ package main
 //   - No silent re-send (R4.16): any I/O error or timeout drops every connection of the session and
 //     surfaces as kind engine. The session reconnects only at its next verb, and a reconnect is a
 //     connect: it reads the fence first (R3.1).
-//   - Cluster (R8.1-R8.4): one connection per primary, routed by the {q} slot; MOVED refreshes the
+//   - Cluster (R8.1-R8.5): one connection per primary, routed by the {q} slot; MOVED refreshes the
 //     slot map (and re-reads the fence) and re-sends to the named node; ASK sends ASKING and the
 //     call to the named node; TRYAGAIN/CLUSTERDOWN are re-sent after a pause. All four say the call
-//     did not run. Never a replica, never READONLY.
+//     did not run. Never a replica, never READONLY. The url's database is the session's on every
+//     node (R8.5): every node connection (the seed, the slot map's, a redirect's, a replacement)
+//     is opened by conn below, which has redigo send SELECT right after AUTH.
 //   - TLS (SPEC §10): a rediss:// session dials every connection (the seed, every node of the slot
 //     map or of a redirect, every reconnect) through conn below with the same TLS options: the
 //     session's CAs only (ca_file; the system store without it), the host name of that connection
@@ -96,8 +98,10 @@ func (t *Target) UseSentinel(s *SentinelField) *WireError {
 	return nil
 }
 
-// ParseTarget checks the url (scheme redis or rediss, SPEC §5 and §10; database 0 on a cluster,
-// R8.1). url.Parse lower-cases the scheme.
+// ParseTarget checks the url (scheme redis or rediss, SPEC §5 and §10; a decimal database, R9.1).
+// Any database goes, on a cluster too (R8.5): only the engine knows how many it serves, so a
+// database it does not serve (or the url's user may not use) is its SELECT's error reply, kind
+// engine at connect. url.Parse lower-cases the scheme.
 func ParseTarget(raw string, cluster bool) (Target, *WireError) {
 	var t Target
 	u, err := url.Parse(raw)
@@ -135,9 +139,6 @@ func ParseTarget(raw string, cluster bool) (Target, *WireError) {
 			return t, invalidf("url %q: database %q is not a number", raw, path)
 		}
 		t.DB = db
-	}
-	if cluster && t.DB != 0 {
-		return t, invalidf("a cluster url names database 0, got %d", t.DB)
 	}
 	return t, nil
 }
@@ -323,7 +324,10 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 		e.broken = true
 		return nil, enginef("the connection to the primary %s is gone; the next call asks the Sentinels again", addr)
 	}
-	c, err := e.dial(addr, dialTimeout, ioTimeout, !e.t.Cluster && e.t.DB != 0)
+	// The database on every connection, a cluster node's too (R8.5): a redirect names a node,
+	// never a database, so each connection this opens (the seed, a slot map's primary, a MOVED or
+	// ASK target, a replacement after a failure) selects it at dial, before anything else.
+	c, err := e.dial(addr, dialTimeout, ioTimeout, e.t.DB != 0)
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +339,10 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 // R4.19), with SELECT of the url's database when withDB. Every connection of the session (data
 // nodes and Sentinels alike) is dialled here, so a rediss:// session speaks TLS from the first
 // byte of each (R10.2), with the session's CAs and addr's host as the name to verify.
+// redigo's DialContext sends AUTH, then SELECT (redigo 1.8.3 conn.go:287-297, :306-311) before it
+// returns the connection, and returns an error reply to either as the redis.Error itself, having
+// closed the socket: so a database the engine refuses (out of range, not allowed in cluster mode,
+// NOPERM) fails that dial with kind engine and the engine's text (dialError), nothing else sent.
 func (e *Engine) dial(addr string, connect, rw time.Duration, withDB bool) (redis.Conn, *WireError) {
 	opts := []redis.DialOption{
 		redis.DialConnectTimeout(connect),

@@ -269,6 +269,9 @@ func TestTLSTargetWithCAFile(t *testing.T) {
 	if tg, err := ParseTarget("REDISS://localhost:1", true); err != nil || !tg.TLS || !tg.Cluster || tg.RootCAs != nil {
 		t.Fatalf("rediss without ca_file: %+v %v", tg, err)
 	}
+	if tg, err := ParseTarget("rediss://emq:pw@localhost:1/9", true); err != nil || !tg.TLS || !tg.Cluster || tg.DB != 9 {
+		t.Fatalf("a rediss:// cluster url with a database (R8.5): %+v %v", tg, err)
+	}
 	if tg, err := ParseTarget("redis://localhost:1/0", false); err != nil || tg.TLS {
 		t.Fatalf("redis: %+v %v", tg, err)
 	}
@@ -301,7 +304,7 @@ func TestTLSConnectValidationDialsNothing(t *testing.T) {
 		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://:pw@` + addr + `/0","ca_file":[` + q(caFile) + `]}`,
 		// the url rule still holds for rediss://
 		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://` + addr + `/x","ca_file":` + q(caFile) + `}`,
-		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://` + addr + `/1","ca_file":` + q(caFile) + `,"cluster":true}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://` + addr + `/1x","ca_file":` + q(caFile) + `,"cluster":true}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://` + addr + `/0?insecure=1","ca_file":` + q(caFile) + `}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"redisx://` + addr + `/0","ca_file":` + q(caFile) + `}`,
 	}

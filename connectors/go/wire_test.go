@@ -155,7 +155,7 @@ func TestValidation(t *testing.T) {
 		`{"seq":1,"cmd":"connect","session":"w","url":"rediss://127.0.0.1:1/0","ca_file":"/nonexistent/ca.pem"}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"unix:///tmp/x.sock"}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/x"}`,
-		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/2","cluster":true}`,
+		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/x","cluster":true}`,
 		`{"seq":1,"cmd":"connect","session":"w","url":"redis://127.0.0.1:1/0","cluster":"yes"}`,
 		`{"seq":1,"cmd":"connect","session":"","url":"redis://127.0.0.1:1/0"}`,
 		`{"seq":1,"cmd":"connect","session":"w"}`,
@@ -216,13 +216,22 @@ func TestParseTarget(t *testing.T) {
 	if _, err := ParseTarget("redis://:pw@127.0.0.1:6390/0", true); err != nil {
 		t.Fatal(err)
 	}
+	// A cluster url names any database (R8.5): the engine, not the client, refuses one it does
+	// not serve (cluster_test.go), so even one past any cluster-databases count parses.
+	for raw, db := range map[string]int{"redis://emq:pw@127.0.0.1:6390/9": 9, "rediss://emq:pw@localhost:6390/16": 16, "redis://127.0.0.1:6390/1023": 1023, "redis://127.0.0.1:6390/": 0} {
+		if tg, err := ParseTarget(raw, true); err != nil || tg.DB != db || !tg.Cluster {
+			t.Errorf("cluster url %s: %+v %v, want database %d", raw, tg, err, db)
+		}
+	}
 	tg, err = ParseTarget("rediss://:pw@localhost:6390/2", false)
 	if err != nil || !tg.TLS || tg.Addr != "localhost:6390" || tg.Host != "localhost" || tg.DB != 2 {
 		t.Fatalf("%+v %v", tg, err)
 	}
 	for _, bad := range []string{"http://h:1", "redis://", "rediss://", "unix:///tmp/x", "valkeys://h:1", "redis://h:99999", "redis://h:1/-1", "redis://h:1/a", "redis://h:1/0?x=1"} {
-		if _, err := ParseTarget(bad, false); err == nil || err.Kind != KindInvalid {
-			t.Errorf("%s accepted", bad)
+		for _, cluster := range []bool{false, true} {
+			if _, err := ParseTarget(bad, cluster); err == nil || err.Kind != KindInvalid {
+				t.Errorf("%s accepted (cluster %v)", bad, cluster)
+			}
 		}
 	}
 }
