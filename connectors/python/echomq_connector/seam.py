@@ -5,9 +5,10 @@ knows the key schema (SPEC §1). Everything else talks to `Session` methods and 
 exceptions of `errors` (a test in tests/test_seam.py fails if `redis` is imported elsewhere).
 
 Commands sent, and nothing else (besides what redis-py sends at connect: AUTH as the url's user,
-SELECT; on a cluster CLUSTER SLOTS, never COMMAND: `_cluster_class`; behind Sentinel, ROLE on
-every connection to a node a Sentinel named, and to each Sentinel AUTH and SENTINEL
-get-master-addr-by-name only: `SentinelSession`; SPEC R4.19's and R11.4's lists):
+SELECT; on a cluster SELECT <db> (sent by `ClusterSession._on_node_connection`, redis-py's
+RedisCluster refuses a database) and CLUSTER SLOTS, never COMMAND: `_cluster_class`; behind
+Sentinel, ROLE on every connection to a node a Sentinel named, and to each Sentinel AUTH and
+SENTINEL get-master-addr-by-name only: `SentinelSession`; SPEC R4.19's and R11.4's lists):
   - at every new engine connection, before anything else (the fence, SPEC §3):
       HGETALL emq:fence; if empty: MULTI, HSETNX x3, EXEC, HGETALL emq:fence
   - transitions: EVALSHA <sha> ...; on a NOSCRIPT reply one SCRIPT LOAD <source> and the EVALSHA
@@ -43,6 +44,7 @@ from redis.retry import Retry
 
 from .bundle import Bundle, Script
 from .errors import EngineError, FenceError, Invalid
+from .validate import database
 
 # ---------------------------------------------------------------------------------------------
 # The key schema (SPEC §1): emq:{q}:<type>; the hash tag {q} keeps a queue in one slot.
@@ -248,6 +250,15 @@ class _FenceRejected(RedisError):
     """Raised inside redis-py's connect path so redis-py drops the socket; mapped to FenceError."""
 
 
+class _SelectRefused(RedisError):
+    """A cluster node refused the SELECT of the url's database (R8.5), raised inside redis-py's
+    connect path so that it drops the socket (Connection.connect disconnects on a RedisError raised
+    by redis_connect_func: redis-py 8.2.0 connection.py:1346-1358, 5.0.8 :286-296). Not a
+    ResponseError, which NodesManager.initialize would report as "Cluster mode is not enabled on
+    this node" (cluster.py:4055-4058), nor a ConnectionError (nothing is wrong with the link).
+    Its text is the engine's reply, e.g. `ERR DB index is out of range`; kind engine."""
+
+
 def _log(msg: str) -> None:
     print(f"emq-connector-py: {msg}", file=sys.stderr, flush=True)
 
@@ -270,6 +281,11 @@ def _server_message(err: BaseException) -> str:
     """redis-py strips the error code of known replies ("ERR ...", "NOSCRIPT ..."); put it back."""
     msg = str(err)
     if isinstance(err, ResponseError):
+        # redis-py >= 8.2 keeps the code it stripped (`status_code`, redis/_parsers/base.py:160-170):
+        # exact, where the guess below takes "ERR DB index is out of range" for a code "DB".
+        code = getattr(err, "status_code", None)
+        if code:
+            return msg if msg == code or msg.startswith(code + " ") else f"{code} {msg}"
         prefix = _PREFIX_OF.get(type(err).__name__)
         first = msg.split(" ", 1)[0]
         if prefix and not msg.startswith(prefix):
@@ -672,10 +688,36 @@ class ClusterSession(Session):
         once the session is open says a word (`_on_node_connection`): redis-py's pool replaces a
         connection the engine closed at checkout ("Connection has data"), silently, so without
         this a killed connection's replacement would send a script before any fence read (R3.1).
+
+    The url's database (R8.5), on every node: RedisCluster refuses one itself ("A ``db``
+    querystring option can only be 0 in cluster mode" for a url, "Argument 'db' is not possible to
+    use in cluster mode" for a keyword: redis-py 8.2.0 redis/cluster.py:1396-1399 and :1349-1352;
+    5.0.8 :585-588, :569), so the seed url goes in without its `/db` (`_seed_url`) and every node
+    connection has redis-py's db 0 (no SELECT from Connection.on_connect, connection.py:1582-1583).
+    The SELECT is ours instead, the first thing `_on_node_connection` sends, right after redis-py's
+    AUTH: RedisCluster.__init__ puts its own `on_connect` in `redis_connect_func` and keeps ours as
+    `user_on_connect_func` (cluster.py:1423-1424), which it calls after `connection.on_connect()`
+    (:1583-1600); `redis_connect_func` is one of REDIS_ALLOWED_KEYS (:643), so cleanup_kwargs
+    (:683-692) gives it to NodesManager.connection_kwargs, which builds every node's pool
+    (create_redis_node, :3592-3631): the seed's (NodesManager.initialize, :4032-4037), every node
+    of the slot map (_create_redis_connections, :3522-3533), a redirect's target outside the map
+    (`_node_at` -> get_redis_connection -> create_redis_connections, :1603-1608, :3512-3520). Each
+    pool makes every connection from those kwargs (ConnectionPool.make_connection,
+    connection.py:4412-4425), and a connection's only way to a socket is connect_check_health,
+    which runs redis_connect_func right after setting it (connection.py:1345-1352), for the first
+    connection and for every replacement (ensure_connection's "Connection has data" reconnect,
+    :4377-4395; a dropped connection's next command, send_packed_command's `if not self._sock`,
+    :1682-1683). So no connection of the session sends CLUSTER SLOTS, the fence or a script before
+    its SELECT (tests/test_cluster_db.py watches the seed, a MOVED and an ASK target, and a
+    replacement). A SELECT the engine refuses (out of range, not allowed in cluster mode, NOPERM)
+    fails `connect` with kind engine and the engine's text (`_SelectRefused`); nothing else goes
+    out on it.
     """
 
     def __init__(self, bundle: Bundle, url: str, tls: TLS | None = None):
         super().__init__(bundle, url, tls)
+        self.db = database(url)  # R8.5: SELECTed on every node connection (none for 0)
+        self._select_refused: str | None = None  # the engine's refusal of that SELECT, for connect
         self._cluster: Any = None
         self._stale = False  # a connection of this session failed: refresh the map, re-read the fence
         self._extra_nodes: list[Any] = []  # ASK targets outside the slot map (closed with the session)
@@ -695,7 +737,9 @@ class ClusterSession(Session):
         engine closed, or a first one to another node) waits for a fence read on the fence's node
         (R3.1, R8.1). The read's own connection, and those the connect or a refresh opens (they
         read the fence themselves), go through; so does a replacement on a node the session had
-        a connection to, when broken on purpose (SILENT_NODE_RECONNECT)."""
+        a connection to, when broken on purpose (SILENT_NODE_RECONNECT). Every one of them, first
+        of all, SELECTs the url's database (R8.5, `_select`)."""
+        self._select(conn)
         node = (getattr(conn, "host", None), getattr(conn, "port", None))
         replacement = node in self._nodes_opened
         self._nodes_opened.add(node)
@@ -709,6 +753,35 @@ class ClusterSession(Session):
         finally:
             self._fencing = False
 
+    def _select(self, conn: Any) -> None:
+        """SELECT the url's database on a node connection redis-py just opened and authenticated
+        (R8.5), and check the reply: an error reply (`ERR DB index is out of range`, `ERR SELECT is
+        not allowed in cluster mode`, `NOPERM ...`) is raised as `_SelectRefused` with the engine's
+        text, so redis-py drops the connection before anything else is sent on it. Database 0
+        needs no SELECT (a new connection is in it)."""
+        if not self.db:
+            return
+        conn.send_command("SELECT", self.db)
+        try:
+            reply = _s(conn.read_response())
+        except ResponseError as e:
+            reply = _server_message(e)  # the engine's words, its error code restored
+            if type(e) is ResponseError and getattr(e, "status_code", None) is None and not reply.startswith("ERR "):
+                # redis-py < 8.2 keeps no code, and _server_message's guess takes "DB" of "ERR DB
+                # index is out of range" for one: a plain ResponseError to SELECT is an ERR (NOPERM
+                # is a NoPermissionError, whose code _server_message restores).
+                reply = f"ERR {e}"
+        if reply != "OK":
+            self._select_refused = f"{reply} (SELECT {self.db} on {conn.host}:{conn.port}, the url's database)"
+            raise _SelectRefused(self._select_refused)
+
+    def _seed_url(self) -> str:
+        """The url RedisCluster is given: the session's without its `/db` (RedisCluster refuses a
+        database other than 0; `_select` sends it), and as redis:// over TLS (see `open`)."""
+        parts = urlsplit(self.url)
+        scheme = "redis" if self.tls is not None else parts.scheme
+        return urlunsplit((scheme, parts.netloc, "", parts.query, parts.fragment))
+
     # ----------------------------------------------------------------------------- connect
 
     @_engine
@@ -717,16 +790,15 @@ class ClusterSession(Session):
 
         # The default retry is kept only in the broken-on-purpose double (CLUSTER_RETRY).
         knobs = {} if CLUSTER_RETRY else {"cluster_error_retry_attempts": 0}  # see the class docstring
-        url = self.url
+        url = self._seed_url()  # no /db: the SELECT is `_select`'s (R8.5, the class docstring)
         if self.tls is not None:
             # rediss:// (SPEC §10, R10.2): RedisCluster.__init__ does `kwargs.update(parse_url(url))`
             # (redis/cluster.py:833, :844), and parse_url says connection_class=SSLConnection for
             # rediss:// (connection.py:2384-2385), which would replace ours. So the seed url goes in
-            # as redis:// and TLS comes from `connection_class` alone: NodesManager hands it to
-            # every node's pool (cleanup_kwargs keeps it, cluster.py:274; create_redis_node,
-            # cluster.py:2518-2523), the seed, the nodes of the slot map, redirect targets and
-            # every replacement connection.
-            url = "redis://" + url[len("rediss://") :]
+            # as redis:// (`_seed_url`) and TLS comes from `connection_class` alone: NodesManager
+            # hands it to every node's pool (cleanup_kwargs keeps it, cluster.py:274;
+            # create_redis_node, cluster.py:2518-2523), the seed, the nodes of the slot map,
+            # redirect targets and every replacement connection.
             knobs.update(self.tls.redis_kwargs())
             # R10.4: the names the url and the slot map give are the names checked (TLS.note):
             # address_remap sees every host of CLUSTER SLOTS before ClusterNode turns `localhost`
@@ -752,6 +824,13 @@ class ClusterSession(Session):
                 )
         except (ValueError, TypeError) as e:
             raise Invalid(f"url: {e}") from None
+        except RedisClusterException:
+            # NodesManager.initialize keeps the seed's error and raises its own ("Redis Cluster
+            # cannot be connected. Please provide at least one reachable node: ...", cluster.py:
+            # 4156-4178): a refused SELECT is said as the engine said it (R8.5), kind engine.
+            if self._select_refused is not None:
+                raise EngineError(self._select_refused) from None
+            raise
         self._cluster = client
         try:
             self._fence_cluster()
@@ -1083,8 +1162,7 @@ class SentinelSession(Session):
         parts = urlsplit(url)
         self._username = unquote(parts.username) if parts.username else None
         self._password = unquote(parts.password) if parts.password is not None else None
-        db = parts.path.lstrip("/")
-        self._db = int(db) if db else 0
+        self._db = database(url)
         self._stale = False  # the primary was lost: the next call resolves it again
         self._closed = False
         self.primary: tuple[str, int] | None = None  # where the current client is (for messages)

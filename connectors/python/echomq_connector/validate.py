@@ -198,16 +198,12 @@ def ca_file(req: dict, url_value: str) -> str | None:
     return value
 
 
-def cluster_url(value: str) -> str:
-    """R8.1: a cluster's seed url names database 0 (or none): a cluster has no other database."""
-    try:
-        path = urlsplit(value).path
-    except ValueError:
-        raise Invalid("url must be redis://[:password@]host:port[/db]") from None
-    db = path.lstrip("/")
-    if db not in ("", "0"):
-        raise Invalid(f"a cluster url names database 0, not {db!r}")
-    return value
+def database(url_value: str) -> int:
+    """R9.1: the database a url (validated by `url`) names: none, or `/` alone, is 0. On a cluster
+    too (R8.5): the client never refuses a database itself, since only the engine knows how many it
+    has (`cluster-databases`); a SELECT it refuses fails `connect` with kind engine (the seam)."""
+    db = urlsplit(url_value).path.lstrip("/")
+    return int(db) if db else 0
 
 
 def probe_key(req: dict) -> str:

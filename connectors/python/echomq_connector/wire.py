@@ -114,8 +114,7 @@ class Connector:
         ca_file = v.ca_file(req, url)
         cluster = v.cluster_flag(req)
         sentinel = v.sentinel(req, cluster)  # R11.1: None on every other deployment
-        if cluster:
-            url = v.cluster_url(url)
+        # A cluster url may name any database (R8.5): the engine, not the client, says which exist.
         # rediss:// (SPEC §10): the TLS context is built here, before anything is dialled and before
         # an old session of that name is closed: an unreadable ca_file, or one with no certificate,
         # is invalid (R10.1).

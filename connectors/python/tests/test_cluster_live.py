@@ -29,6 +29,8 @@ from test_wire import Child  # the connector child process and its JSON-lines cl
 
 PASSWORD = "pw"
 NODES = 6
+DATABASES = 16  # cluster-databases (Valkey 9.0+), as the harness boots its clusters (SPEC R8.5)
+DB_USER = "emq9"  # a user allowed database 9 only (ACL db=9, Valkey 9.1+), as the harness's
 SERVERS: list[subprocess.Popen] = []
 PORTS: list[int] = []
 TMPDIR = None
@@ -108,6 +110,7 @@ def setUpModule():
             SERVERS.append(subprocess.Popen(
                 [server, "--port", str(p), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                  "--cluster-port", str(bus), "--requirepass", PASSWORD, "--masterauth", PASSWORD, "--save", "", "--appendonly", "no",
+                 "--cluster-databases", str(DATABASES),
                  "--cluster-config-file", os.path.join(TMPDIR, f"nodes-{p}.conf"), "--dir", TMPDIR,
                  "--logfile", os.path.join(TMPDIR, f"valkey-{p}.log")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -263,6 +266,63 @@ class ClusterTest(unittest.TestCase):
         self.assertGreaterEqual(ours(), 3)
         self.assertEqual(self.c.ok("disconnect", session="s"), {})
         wait("the connector's connections to close", lambda: ours() == 0, 5)
+
+
+class ClusterDatabaseTest(unittest.TestCase):
+    """R8.5: a url naming database 9, with a user allowed that database only (so a keyed command
+    on a connection left in database 0 answers NOPERM): the session works in 9 on every primary,
+    after its connections are killed too; a database the engine lacks or the user may not use
+    fails connect with kind engine."""
+
+    def setUp(self):
+        for p in PORTS:  # ACL users are per node, as in the harness
+            admin(p).execute_command("ACL", "SETUSER", DB_USER, "reset", "on", f">{PASSWORD}", "~*", "&*", "+@all", "db=9")
+        for p in primaries():
+            admin(p).flushall()
+        self.c = Child()
+        self.url = f"redis://{DB_USER}:{PASSWORD}@127.0.0.1:{PORTS[0]}"
+
+    def tearDown(self):
+        self.c.close()
+
+    def in_db(self, port: int, db: int, key: str) -> bool:
+        a = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD, db=db, protocol=2)
+        try:
+            return bool(a.exists(key))
+        finally:
+            a.close()
+
+    def test_the_urls_database_on_every_node(self):
+        self.assertEqual(self.c.ok("connect", session="s", url=self.url + "/9", cluster=True), {})
+        self.assertTrue(self.in_db(owner("emq:fence"), 9, "emq:fence"))
+        self.assertFalse(self.in_db(owner("emq:fence"), 0, "emq:fence"))
+        queues = queues_on_every_primary(1)
+        for q in queues:
+            self.c.ok("enqueue", session="s", queue=q, payload="x", delay_ms=0)
+        for q in queues:
+            self.assertTrue(self.in_db(owner(f"emq:{{{q}}}:pending"), 9, f"emq:{{{q}}}:pending"), q)
+            self.assertFalse(self.in_db(owner(f"emq:{{{q}}}:pending"), 0, f"emq:{{{q}}}:pending"), q)
+        for p in PORTS:  # the engine closes every connection of the session: the replacements select 9 too
+            admin(p).execute_command("CLIENT", "KILL", "USER", DB_USER)
+        for q in queues:
+            for attempt in range(2):  # a call that meets the killed connection may fail (R4.17); the next one works
+                reply = self.c.call("pending_size", session="s", queue=q)
+                if "ok" in reply:
+                    break
+                self.assertEqual(reply["error"]["kind"], "engine", reply)
+                self.assertNotIn("NOPERM", reply["error"]["message"])
+            self.assertEqual(reply.get("ok"), 1, reply)
+        self.assertEqual(self.c.ok("batch", session="s", queue=queues[0], n=300, depth=50, payload="b", queues=queues), 300)
+        self.assertEqual(sum(self.c.ok("pending_size", session="s", queue=q) for q in queues), 303)
+
+    def test_a_database_the_engine_refuses_fails_connect(self):
+        for db, says in (("/16", "ERR DB index is out of range"), ("/3", "NOPERM")):
+            with self.subTest(db=db):
+                reply = self.c.call("connect", session="s", url=self.url + db, cluster=True)
+                self.assertEqual(reply["error"]["kind"], "engine", reply)
+                self.assertTrue(reply["error"]["message"].startswith(says), reply)
+        reply = self.c.call("connect", session="s", url=self.url + "/x", cluster=True)
+        self.assertEqual(reply["error"]["kind"], "invalid", reply)
 
 
 if __name__ == "__main__":

@@ -73,13 +73,18 @@ class ClusterFlag(unittest.TestCase):
                 with self.assertRaises(Invalid):
                     v.cluster_flag({"cluster": value})
 
-    def test_cluster_url_is_database_0(self):
-        for good in ("redis://:pw@127.0.0.1:7000", "redis://:pw@127.0.0.1:7000/", "redis://:pw@127.0.0.1:7000/0"):
-            self.assertEqual(v.cluster_url(good), good)
-        for bad in ("redis://:pw@127.0.0.1:7000/1", "redis://:pw@127.0.0.1:7000/15", "redis://h:1/x"):
+    def test_a_cluster_url_names_any_database(self):
+        """R8.5: a cluster url names a database as any url does (R9.1); the client refuses none
+        (the engine knows how many it has), and a non-numeric one is still invalid."""
+        for url, db in (("redis://:pw@127.0.0.1:7000", 0), ("redis://:pw@127.0.0.1:7000/", 0),
+                        ("redis://:pw@127.0.0.1:7000/0", 0), ("redis://emq:pw@127.0.0.1:7000/9", 9),
+                        ("rediss://emq:pw@localhost:7000/16", 16), ("redis://h:1/3", 3)):
+            with self.subTest(url=url):
+                self.assertEqual(v.database(v.url({"url": url})), db)
+        for bad in ("redis://h:1/x", "redis://h:1/1x", "redis://h:1/-1", "redis://h:1/٣"):
             with self.subTest(url=bad):
                 with self.assertRaises(Invalid):
-                    v.cluster_url(bad)
+                    v.url({"url": bad})
 
 
 class SentinelField(unittest.TestCase):
@@ -187,9 +192,18 @@ class Dispatch(unittest.TestCase):
             with self.subTest(extra=extra):
                 reply = self.call(cmd="connect", session="a", url=url, **extra)
                 self.assertEqual(reply["error"]["kind"], "invalid", reply)
-        reply = self.call(cmd="connect", session="a", url="redis://:pw@127.0.0.1:7000/2", cluster=True)
+        reply = self.call(cmd="connect", session="a", url="redis://:pw@127.0.0.1:7000/x", cluster=True)
         self.assertEqual(reply["error"]["kind"], "invalid", reply)
         self.assertEqual(self.calls, [])
+
+    def test_a_cluster_connect_takes_any_database(self):
+        """R8.5: /2, /9, /16 on a cluster reach a cluster session with the url as given: the engine,
+        not the client, refuses a database it lacks (kind engine, at the SELECT)."""
+        for db in ("2", "9", "16"):
+            url = f"redis://emq:pw@127.0.0.1:7000/{db}"
+            with self.subTest(db=db):
+                self.assertEqual(self.call(cmd="connect", session="a", url=url, cluster=True), {"seq": 1, "ok": {}})
+                self.assertEqual(self.calls[-2][:3], ("new", "Cluster", url))
 
     def test_a_sentinel_connect_makes_a_sentinel_session(self):
         url = "redis://emq:pw@127.0.0.1:26379/5"
