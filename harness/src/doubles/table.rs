@@ -290,6 +290,11 @@ doubles! {
     /// Reference quirk on a cluster: a call that follows `MOVED` or `ASK` goes on a connection
     /// of its own, opened without `SELECT` (predis #1696's question).
     SelectNotOnRedirect = |b| b.quirked(|q| q.redirect_without_select = true), breaks "R8.5: a connection opened to follow a redirect selects the url's database";
+    /// Reference quirk on a cluster: the url's database reaches the seed's own connections only;
+    /// the cluster client's node connections work in database 0.
+    SelectSeedOnly = |b| b.quirked(|q| q.select_seed_only = true), breaks "R8.5: every node connection selects the url's database, not the seed's alone",
+        also [G1, G2, G3, G4, G5],
+        why "every gate on a cluster (G6's and G7's self-tests run on one engine): the fence is read on its node's connection, in database 0, and refused (NOPERM)";
     /// Reference quirk on a cluster: the connections that replace failed ones are opened
     /// without `SELECT` (redis-rs #2146's footgun).
     NoReselectAfterReconnect = |b| b.quirked(|q| q.reconnect_without_select = true), breaks "R8.5: a replacement connection selects the url's database";

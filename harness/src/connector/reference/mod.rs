@@ -196,6 +196,7 @@ impl Reference {
             accept_any: self.quirks.tls_accept_any,
             skip_names: self.quirks.tls_skip_names,
             seed_only: self.quirks.tls_seed_only,
+            select_seed_only: self.quirks.select_seed_only,
             permits: self.permits,
         })
     }

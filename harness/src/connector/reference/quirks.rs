@@ -80,6 +80,10 @@ pub struct Quirks {
     /// On a cluster, a call that follows `MOVED` or `ASK` goes on a connection of its own to
     /// the node named, opened without `SELECT` (breaks R8.5: a redirect names no database).
     pub redirect_without_select: bool,
+    /// On a cluster, the url's database is selected on the seed's connections only: the
+    /// cluster client's connections to every node work in database 0 (breaks R8.5: redis-py
+    /// gives its cluster nodes database 0).
+    pub select_seed_only: bool,
     /// On a cluster, the connections that replace failed ones are opened without `SELECT`
     /// (breaks R8.5: a replacement forgets the url's database).
     pub reconnect_without_select: bool,

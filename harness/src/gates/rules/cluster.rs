@@ -68,6 +68,11 @@ pub const CLUSTER: &[Rule] = &[
                 &[Double::ClusterDatabaseDropped],
             ),
             Way::by(
+                How::OnAnother,
+                "SELECT on the seed's connection only, not on the other nodes'",
+                &[Double::SelectSeedOnly],
+            ),
+            Way::by(
                 How::Never,
                 "no SELECT on a connection opened to follow MOVED or ASK",
                 &[Double::SelectNotOnRedirect],

@@ -19,6 +19,9 @@ pub(in crate::connector::reference) struct Dial {
     pub skip_names: bool,
     /// A double's: the seed verified, the cluster's nodes not ([`super::super::Quirks::tls_seed_only`]).
     pub seed_only: bool,
+    /// A double's: the url's database on the seed's own connections only; the cluster client's
+    /// node connections in database 0 ([`super::super::Quirks::select_seed_only`]).
+    pub select_seed_only: bool,
     /// A permission double's paths ([`super::super::Permits::resp3`], `greet`).
     pub permits: super::super::Permits,
     /// A Sentinel deployment the url's first Sentinel belongs to (SPEC R11.1).
@@ -42,6 +45,9 @@ impl Dial {
             .response_timeout(timeout);
         if self.permits.resp3 {
             builder = builder.use_protocol(redis::ProtocolVersion::RESP3);
+        }
+        if self.select_seed_only {
+            builder = builder.database_id(0);
         }
         if self.accept_any || self.skip_names || self.seed_only {
             // A double's: the cluster client checks neither the chain nor the name.

@@ -508,7 +508,13 @@ impl Cluster {
 
     fn node_url(&self, port: u16) -> RedisResult<String> {
         let u = parse_url(&self.url)?;
-        let mut n = u.with_port(port).with_db(Some(u.db_or_zero()));
+        // A double's: the database on the seed's connections alone.
+        let db = if self.dial.select_seed_only && port != self.seed.1 {
+            0
+        } else {
+            u.db_or_zero()
+        };
+        let mut n = u.with_port(port).with_db(Some(db));
         if let Some(h) = self.hosts.get(&port) {
             n.host = h.clone();
         }
