@@ -7,7 +7,10 @@ defmodule EchoMQ.ClusterDbTest do
   with kind `engine` and the engine's text, and nothing else is sent.
   """
   use ExUnit.Case, async: false
-  alias EchoMQ.{FakeNode, JSON, Slot, Wire}
+  alias EchoMQ.{FakeNode, Slot, Wire}
+  import EchoMQ.TestHelp, only: [call: 2]
+  # the fake nodes' reports to this process, read as a log
+  import EchoMQ.FakeNode, only: [log: 0, cmds: 2]
 
   @fence_slot Slot.of_key("emq:fence")
   @q_slot Slot.of_key("emq:{q}:pending")
@@ -16,12 +19,6 @@ defmodule EchoMQ.ClusterDbTest do
     b = EchoMQ.TestHelp.bundle()
     {:ok, cfg} = Agent.start_link(fn -> %{} end)
     %{state: Wire.new(b), bundle: b, cfg: cfg}
-  end
-
-  defp call(state, req) do
-    {:reply, out, state} = Wire.handle_line(IO.iodata_to_binary(JSON.encode(req)), state)
-    {:ok, resp} = JSON.decode(IO.iodata_to_binary(out))
-    {resp, state}
   end
 
   defp connect(state, seed, path) do
@@ -80,22 +77,6 @@ defmodule EchoMQ.ClusterDbTest do
       [@fence_slot + 1, 16383, node.(a, "a")]
     ]
   end
-
-  defp log(wait \\ 100) do
-    Process.sleep(wait)
-    drain([])
-  end
-
-  defp drain(acc) do
-    receive do
-      {:cmd, n, c, cmd} -> drain([{n, c, cmd} | acc])
-      {:closed, n, c} -> drain([{n, c, :closed} | acc])
-    after
-      0 -> Enum.reverse(acc)
-    end
-  end
-
-  defp cmds(log, name), do: for({^name, _, cmd} <- log, cmd != :closed, do: cmd)
 
   # each connection to `name`, as the list of the commands it carried, in the order opened
   defp per_conn(log, name) do

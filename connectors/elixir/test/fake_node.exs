@@ -123,6 +123,27 @@ defmodule EchoMQ.FakeNode do
 
   defp bulks(_, _, _), do: :more
 
+  @doc """
+  Every `{:cmd, ...}` / `{:closed, ...}` report so far (after `wait` ms for the last to arrive), in
+  order, as `{name, conn, cmd | :closed}`.
+  """
+  def log(wait \\ 100) do
+    Process.sleep(wait)
+    drain([])
+  end
+
+  defp drain(acc) do
+    receive do
+      {:cmd, n, c, cmd} -> drain([{n, c, cmd} | acc])
+      {:closed, n, c} -> drain([{n, c, :closed} | acc])
+    after
+      0 -> Enum.reverse(acc)
+    end
+  end
+
+  @doc "The commands `name` received in `log`, in order, over all its connections."
+  def cmds(log, name), do: for({^name, _, cmd} <- log, cmd != :closed, do: cmd)
+
   def enc(nil), do: "$-1\r\n"
   def enc({:simple, s}), do: "+#{s}\r\n"
   def enc({:err, m}), do: "-#{m}\r\n"

@@ -6,7 +6,8 @@ defmodule EchoMQ.LiveTest do
   in this file: kind engine, no re-send, and a fenced reconnect on the next verb.
   """
   use ExUnit.Case, async: false
-  alias EchoMQ.{JSON, Wire}
+  alias EchoMQ.Wire
+  import EchoMQ.TestHelp, only: [call: 2]
 
   @server System.get_env("EMQ_VALKEY_SERVER") ||
             Path.expand("~/.cache/emq/valkey-9.1.2/bin/valkey-server")
@@ -60,12 +61,6 @@ defmodule EchoMQ.LiveTest do
         Process.sleep(50)
         wait_admin(port, n - 1)
     end
-  end
-
-  defp call(state, req) do
-    {:reply, out, state} = Wire.handle_line(IO.iodata_to_binary(JSON.encode(req)), state)
-    {:ok, resp} = JSON.decode(IO.iodata_to_binary(out))
-    {resp, state}
   end
 
   defp admin(a, db, cmd) do

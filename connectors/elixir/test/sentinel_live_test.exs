@@ -8,7 +8,8 @@ defmodule EchoMQ.SentinelLiveTest do
   there, script loaded there), without a new `connect`.
   """
   use ExUnit.Case, async: false
-  alias EchoMQ.{JSON, Wire}
+  alias EchoMQ.Wire
+  import EchoMQ.TestHelp, only: [call: 2]
 
   @server System.get_env("EMQ_VALKEY_SERVER") ||
             Path.expand("~/.cache/emq/valkey-9.1.2/bin/valkey-server")
@@ -114,12 +115,6 @@ defmodule EchoMQ.SentinelLiveTest do
 
   defp wait_until(n, fun) do
     if fun.(), do: :ok, else: (Process.sleep(100); wait_until(n - 1, fun))
-  end
-
-  defp call(state, req) do
-    {:reply, out, state} = Wire.handle_line(IO.iodata_to_binary(JSON.encode(req)), state)
-    {:ok, resp} = JSON.decode(IO.iodata_to_binary(out))
-    {resp, state}
   end
 
   defp enqueue(st, seq),

@@ -8,17 +8,14 @@ defmodule EchoMQ.SentinelTest do
   the same over TLS.
   """
   use ExUnit.Case, async: false
-  alias EchoMQ.{FakeNode, JSON, Wire}
+  alias EchoMQ.{FakeNode, Wire}
+  import EchoMQ.TestHelp, only: [call: 2]
+  # the fake nodes' reports to this process, read as a log
+  import EchoMQ.FakeNode, only: [log: 0, cmds: 2]
 
   setup do
     b = EchoMQ.TestHelp.bundle()
     %{state: Wire.new(b), bundle: b}
-  end
-
-  defp call(state, req) do
-    {:reply, out, state} = Wire.handle_line(IO.iodata_to_binary(JSON.encode(req)), state)
-    {:ok, resp} = JSON.decode(IO.iodata_to_binary(out))
-    {resp, state}
   end
 
   defp connect(state, sentinels, opts \\ []) do
@@ -99,22 +96,6 @@ defmodule EchoMQ.SentinelTest do
     end
   end
 
-  # every {:cmd, ...} / {:closed, ...} report so far, in order, as {name, conn, cmd | :closed}
-  defp log(wait \\ 100) do
-    Process.sleep(wait)
-    drain([])
-  end
-
-  defp drain(acc) do
-    receive do
-      {:cmd, n, c, cmd} -> drain([{n, c, cmd} | acc])
-      {:closed, n, c} -> drain([{n, c, :closed} | acc])
-    after
-      0 -> Enum.reverse(acc)
-    end
-  end
-
-  defp cmds(log, name), do: for({^name, _, cmd} <- log, cmd != :closed, do: cmd)
   defp conns(log, name), do: log |> Enum.filter(&(elem(&1, 0) == name)) |> Enum.map(&elem(&1, 1)) |> Enum.uniq()
   defp closed(log, name), do: for({^name, c, :closed} <- log, do: c)
 

@@ -7,7 +7,8 @@ defmodule EchoMQ.TLSTest do
   and the host name, and that a refused certificate is kind `engine` with nothing sent.
   """
   use ExUnit.Case, async: false
-  alias EchoMQ.{JSON, Wire}
+  alias EchoMQ.Wire
+  import EchoMQ.TestHelp, only: [call: 2]
 
   @key {:namedCurve, :secp256r1}
 
@@ -57,12 +58,6 @@ defmodule EchoMQ.TLSTest do
   end
 
   defp pem(ders), do: :public_key.pem_encode(for d <- ders, do: {:Certificate, d, :not_encrypted})
-
-  defp call(state, req) do
-    {:reply, out, state} = Wire.handle_line(IO.iodata_to_binary(JSON.encode(req)), state)
-    {:ok, resp} = JSON.decode(IO.iodata_to_binary(out))
-    {resp, state}
-  end
 
   # A plain TCP listener on loopback: any connection attempt to it is seen.
   defp tcp_listener do

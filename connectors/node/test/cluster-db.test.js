@@ -8,19 +8,13 @@
 // database is `NOPERM`, a SELECT past 15 is `ERR DB index is out of range`.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const net = require('node:net');
 const path = require('node:path');
 const { Connector } = require('../src/connector');
 const { loadBundle, sha1 } = require('../src/bundle');
 const { clusterDefaults, slotOf, queueKey, FENCE_KEY } = require('../src/engine');
+const { OK, fakeServer, redisAvailable } = require('./fake-resp');
 
 const bundle = loadBundle(path.resolve(__dirname, '..', '..', '..', 'bundle'));
-let redisAvailable = true;
-try {
-  require('../src/engine').loadRedis();
-} catch {
-  redisAvailable = false;
-}
 const live = { skip: redisAvailable ? false : 'node-redis is not installed', timeout: 20_000 };
 
 test('clusterDefaults: the url\'s user, password and database go to every node client', () => {
@@ -37,44 +31,6 @@ test('clusterDefaults: the url\'s user, password and database go to every node c
 });
 
 // ---- fake cluster nodes ---------------------------------------------------------------------------
-
-const enc = (v) => {
-  if (v === null) return '$-1\r\n';
-  if (typeof v === 'number') return `:${v}\r\n`;
-  if (Array.isArray(v)) return `*${v.length}\r\n${v.map(enc).join('')}`;
-  if (v instanceof Error) return `-${v.message}\r\n`;
-  if (typeof v === 'object' && v.status) return `+${v.status}\r\n`;
-  return `$${Buffer.byteLength(String(v))}\r\n${v}\r\n`;
-};
-const OK = { status: 'OK' };
-
-/** Complete RESP arrays of bulk strings off `buf`: [commands, rest]. */
-function parseCommands(buf) {
-  const out = [];
-  let at = 0;
-  for (;;) {
-    const start = at;
-    const line = () => {
-      const end = buf.indexOf('\r\n', at);
-      if (end < 0) return null;
-      const s = buf.subarray(at, end).toString();
-      at = end + 2;
-      return s;
-    };
-    const head = line();
-    if (head === null || head[0] !== '*') { at = start; break; }
-    const args = [];
-    for (let i = 0, n = Number(head.slice(1)); i < n; i++) {
-      const len = line();
-      const size = len === null ? 0 : Number(len.slice(1));
-      if (len === null || buf.length < at + size + 2) return [out, buf.subarray(start)]; // incomplete
-      args.push(buf.subarray(at, at + size).toString());
-      at += size + 2;
-    }
-    out.push(args);
-  }
-  return [out, buf.subarray(at)];
-}
 
 const DATABASES = 16; // cluster-databases
 const ALLOWED_DB = 9; // the user's db=9
@@ -106,7 +62,7 @@ async function fakeCluster(n) {
     return text;
   };
   for (let i = 0; i < n; i++) {
-    const node = { id: `${'n'.repeat(39)}${i}`, conns: [], data: new Map(), scripts: new Set(), sockets: new Set() };
+    const node = { id: `${'n'.repeat(39)}${i}`, conns: [], data: new Map(), scripts: new Set(), ran: [], databases: DATABASES };
     const serve = (args, conn) => {
       const cmd = args[0].toUpperCase();
       if (cmd === 'AUTH') {
@@ -152,31 +108,13 @@ async function fakeCluster(n) {
       }
       return 0; // ZCARD and the like: an empty queue
     };
-    node.ran = [];
-    node.databases = DATABASES;
-    node.server = net.createServer((sock) => {
-      const conn = { authed: false, db: 0, asking: false, multi: null, log: [] };
-      node.conns.push(conn);
-      node.sockets.add(sock);
-      let buf = Buffer.alloc(0);
-      sock.on('close', () => node.sockets.delete(sock));
-      sock.on('error', () => {});
-      sock.on('data', (chunk) => {
-        let cmds;
-        [cmds, buf] = parseCommands(Buffer.concat([buf, chunk]));
-        for (const args of cmds) {
-          conn.log.push(args[0].toUpperCase() === 'SELECT' ? `SELECT ${args[1]}` : args[0].toUpperCase());
-          if (!sock.destroyed) sock.write(enc(serve(args, conn)));
-        }
-      });
-    });
-    await new Promise((r) => node.server.listen(0, '127.0.0.1', r));
-    node.port = node.server.address().port;
-    node.address = `127.0.0.1:${node.port}`;
-    node.close = () => {
-      for (const s of node.sockets) s.destroy();
-      return new Promise((r) => node.server.close(r));
-    };
+    // Each connection's record gets the node's state and its command log.
+    const srv = await fakeServer((args, conn) => {
+      conn.log.push(args[0].toUpperCase() === 'SELECT' ? `SELECT ${args[1]}` : args[0].toUpperCase());
+      return serve(args, conn);
+    }, { onConnection: (conn) => node.conns.push(Object.assign(conn, { db: 0, asking: false, multi: null, log: [] })) });
+    // `sockets`: the open ones, which a test destroys to lose a connection.
+    Object.assign(node, { port: srv.port, address: srv.address, sockets: srv.conns, close: srv.close });
     world.nodes.push(node);
   }
   world.home = world.nodes[0];

@@ -10,99 +10,16 @@ const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
-const tls = require('node:tls');
 const { execFileSync } = require('node:child_process');
 const { Connector } = require('../src/connector');
 const { loadBundle, sha1 } = require('../src/bundle');
 const { parseHostPort, FENCE_KEY } = require('../src/engine');
+const { OK, fakeServer, redisAvailable } = require('./fake-resp');
 
 const bundle = loadBundle(path.resolve(__dirname, '..', '..', '..', 'bundle'));
-let redisAvailable = true;
-try {
-  require('../src/engine').loadRedis();
-} catch {
-  redisAvailable = false;
-}
 const live = { skip: redisAvailable ? false : 'node-redis is not installed' };
 
-// ---- a fake RESP server -----------------------------------------------------------------------------
-
-const enc = (v) => {
-  if (v === null) return '$-1\r\n';
-  if (typeof v === 'number') return `:${v}\r\n`;
-  if (Array.isArray(v)) return `*${v.length}\r\n${v.map(enc).join('')}`;
-  if (v instanceof Error) return `-${v.message}\r\n`;
-  if (typeof v === 'object' && v.status) return `+${v.status}\r\n`;
-  return `$${Buffer.byteLength(String(v))}\r\n${v}\r\n`;
-};
-const OK = { status: 'OK' };
-
-/** Parses complete RESP arrays of bulk strings off `buf`; returns [commands, rest]. */
-function parseCommands(buf) {
-  const out = [];
-  let at = 0;
-  for (;;) {
-    const start = at;
-    const line = () => {
-      const end = buf.indexOf('\r\n', at);
-      if (end < 0) return null;
-      const s = buf.subarray(at, end).toString();
-      at = end + 2;
-      return s;
-    };
-    const head = line();
-    if (head === null || head[0] !== '*') { at = start; break; }
-    const n = Number(head.slice(1));
-    const args = [];
-    let complete = true;
-    for (let i = 0; i < n; i++) {
-      const len = line();
-      if (len === null) { complete = false; break; }
-      const size = Number(len.slice(1));
-      if (buf.length < at + size + 2) { complete = false; break; }
-      args.push(buf.subarray(at, at + size).toString());
-      at += size + 2;
-    }
-    if (!complete) { at = start; break; }
-    out.push(args);
-  }
-  return [out, buf.subarray(at)];
-}
-
-/**
- * A server on a free loopback port; `handle(args, conn)` returns the reply (undefined: none, the
- * server stays silent). `commands` holds every command received, `conns` the open sockets.
- */
-async function fakeServer(handle, { tlsCert } = {}) {
-  const srv = { commands: [], conns: new Set(), handle, handshakeErrors: 0 };
-  const onConn = (sock) => {
-    srv.conns.add(sock);
-    const conn = { sock, authed: false };
-    let buf = Buffer.alloc(0);
-    sock.on('close', () => srv.conns.delete(sock));
-    sock.on('error', () => {});
-    sock.on('data', (chunk) => {
-      let cmds;
-      [cmds, buf] = parseCommands(Buffer.concat([buf, chunk]));
-      for (const args of cmds) {
-        srv.commands.push(args);
-        const reply = srv.handle(args, conn);
-        if (reply !== undefined && !sock.destroyed) sock.write(enc(reply));
-      }
-    });
-  };
-  srv.server = tlsCert ? tls.createServer(tlsCert, onConn) : net.createServer(onConn);
-  if (tlsCert) srv.server.on('tlsClientError', () => srv.handshakeErrors++);
-  await new Promise((r) => srv.server.listen(0, '127.0.0.1', r));
-  srv.port = srv.server.address().port;
-  srv.address = `${tlsCert ? 'localhost' : '127.0.0.1'}:${srv.port}`;
-  srv.close = () => {
-    for (const s of srv.conns) s.destroy();
-    return new Promise((r) => srv.server.close(r));
-  };
-  srv.names = () => srv.commands.map((c) => (['SENTINEL', 'CLIENT', 'SCRIPT'].includes(c[0].toUpperCase()) ? `${c[0]} ${c[1]}` : c[0]).toUpperCase());
-  return srv;
-}
+// ---- fake Sentinels and data nodes (on ./fake-resp's server) ----------------------------------------
 
 const auth = (args) => {
   if (args.length === 3 && args[1] === 'emq' && args[2] === 'pw') return OK;
