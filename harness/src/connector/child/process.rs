@@ -247,8 +247,15 @@ fn next_line(
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
         };
-        let room = limit.saturating_sub(buf.len());
-        buf.extend_from_slice(&chunk[..take.min(room)]);
+        let add = take.min(limit.saturating_sub(buf.len()));
+        if buf.capacity() - buf.len() < add {
+            // Doubling, but never past `limit`: a line of 16 MiB + 2 would otherwise take a
+            // 32 MiB buffer, and a few connector processes answering at once a few of those
+            // (the misbehaving test's huge-line peak, 125 MB against its 100 MB bound).
+            let want = (buf.capacity() * 2).max(buf.len() + add).min(limit);
+            buf.reserve_exact(want - buf.len());
+        }
+        buf.extend_from_slice(&chunk[..add]);
         total += take;
         r.consume(take);
         if done {
@@ -327,5 +334,18 @@ mod tests {
         assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(2));
         assert_eq!(line_text(&buf), "k");
         assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), None);
+    }
+
+    /// The buffer never grows past the limit, however long the line: doubling alone took a
+    /// line just past a power of two to twice the memory.
+    #[test]
+    fn a_huge_line_takes_no_more_than_the_limit() {
+        let limit = (1 << 20) + 2;
+        let line = vec![b'x'; 3 << 20];
+        let mut r = BufReader::with_capacity(1 << 16, &line[..]);
+        let mut buf = Vec::new();
+        assert_eq!(next_line(&mut r, &mut buf, limit).unwrap(), Some(3 << 20));
+        assert_eq!(buf.len(), limit);
+        assert!(buf.capacity() <= limit, "capacity {}", buf.capacity());
     }
 }
