@@ -235,11 +235,9 @@ fn next_line(
     r: &mut impl BufRead,
     buf: &mut Vec<u8>,
     limit: usize,
-    keep_prefix: bool,
 ) -> std::io::Result<Option<usize>> {
     buf.clear();
     let mut total = 0usize;
-    let mut over = false;
     loop {
         let chunk = r.fill_buf()?;
         if chunk.is_empty() {
@@ -249,24 +247,10 @@ fn next_line(
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
         };
-        if !over {
-            let add = take.min(limit.saturating_sub(buf.len()));
-            if buf.capacity() - buf.len() < add {
-                // Doubling, but never past `limit` (a line of 16 MiB + 2 took a 32 MiB buffer).
-                let want = (buf.capacity() * 2).max(buf.len() + add).min(limit);
-                buf.reserve_exact(want - buf.len());
-            }
-            buf.extend_from_slice(&chunk[..add]);
-        }
+        let room = limit.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
         total += take;
         r.consume(take);
-        if total > limit && !keep_prefix && !over {
-            // Only the length is wanted now: the memory goes back at once, not after the rest
-            // of a line that can be far longer (a few connector processes each writing 200 MB
-            // held 16 MiB apiece meanwhile: the misbehaving test's huge-line peak, 180 MB).
-            *buf = Vec::new();
-            over = true;
-        }
         if done {
             return Ok(Some(total));
         }
@@ -285,7 +269,7 @@ fn read_lines(stdout: impl Read, out: SyncSender<Line>, answered: &OnceLock<Inst
     let mut r = BufReader::with_capacity(1 << 16, stdout);
     let mut buf = Vec::new();
     // The limit is on the text; its `\r\n` does not count.
-    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LINE + 2, false) {
+    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LINE + 2) {
         answered.get_or_init(Instant::now);
         let line = if total > MAX_LINE + 2 {
             buf = Vec::new(); // give the memory back at once
@@ -305,7 +289,7 @@ fn read_lines(stdout: impl Read, out: SyncSender<Line>, answered: &OnceLock<Inst
 fn read_log(stderr: impl Read, ring: &Ring) {
     let mut r = BufReader::new(stderr);
     let mut buf = Vec::new();
-    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LOG_LINE + 1, true) {
+    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LOG_LINE + 1) {
         let mut line = line_text(&buf);
         if total > MAX_LOG_LINE + 1 || line.len() > MAX_LOG_LINE {
             let cut = (0..=MAX_LOG_LINE)
@@ -328,7 +312,7 @@ mod tests {
         let mut r = BufReader::new(&b"a\r\nbb\nlast"[..]);
         let mut buf = Vec::new();
         let mut got = Vec::new();
-        while next_line(&mut r, &mut buf, 100, true).unwrap().is_some() {
+        while next_line(&mut r, &mut buf, 100).unwrap().is_some() {
             got.push(line_text(&buf));
         }
         assert_eq!(got, ["a", "bb", "last"]);
@@ -338,33 +322,10 @@ mod tests {
     fn a_long_line_is_measured_whole_but_kept_short() {
         let mut r = BufReader::with_capacity(4, &b"abcdefghij\nk\n"[..]);
         let mut buf = Vec::new();
-        assert_eq!(next_line(&mut r, &mut buf, 3, true).unwrap(), Some(11));
+        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(11));
         assert_eq!(buf, b"abc");
-        assert_eq!(next_line(&mut r, &mut buf, 3, true).unwrap(), Some(2));
+        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(2));
         assert_eq!(line_text(&buf), "k");
-        assert_eq!(next_line(&mut r, &mut buf, 3, true).unwrap(), None);
-    }
-
-    /// The buffer never grows past the limit, however long the line: doubling alone took a
-    /// line just past a power of two to twice the memory.
-    #[test]
-    fn a_huge_line_takes_no_more_than_the_limit() {
-        let limit = (1 << 20) + 2;
-        let line = vec![b'x'; 3 << 20];
-        let mut r = BufReader::with_capacity(1 << 16, &line[..]);
-        let mut buf = Vec::new();
-        assert_eq!(
-            next_line(&mut r, &mut buf, limit, true).unwrap(),
-            Some(3 << 20)
-        );
-        assert_eq!(buf.len(), limit);
-        assert!(buf.capacity() <= limit, "capacity {}", buf.capacity());
-        // Without the prefix, nothing is kept once the line is past the limit.
-        let mut r = BufReader::with_capacity(1 << 16, &line[..]);
-        assert_eq!(
-            next_line(&mut r, &mut buf, limit, false).unwrap(),
-            Some(3 << 20)
-        );
-        assert_eq!(buf.capacity(), 0);
+        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), None);
     }
 }
