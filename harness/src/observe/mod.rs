@@ -101,16 +101,21 @@ impl Watch {
 }
 
 /// The connector's clients on `db`: every client of that database but the `harness` addresses
-/// (on a cluster, the clients of every primary).
+/// (on a cluster, the clients of every primary). On a cluster, also every client of another
+/// database that is not the harness's user: a node connection is in database 0 between its
+/// `AUTH` and its `SELECT` (R8.5), and one caught there is the connector's all the same (only one
+/// gate runs on a cluster at a time, so no other gate's connector is there to take).
 pub fn connector_clients(
     admin: &mut Admin,
     db: u32,
     harness: &[String],
 ) -> Result<Vec<crate::engine::admin::ClientInfo>, HarnessError> {
+    let own = admin.is_cluster().then(|| admin.user());
     Ok(admin
         .client_list()?
         .into_iter()
-        .filter(|c| c.db == db && !harness.contains(&c.addr))
+        .filter(|c| !harness.contains(&c.addr))
+        .filter(|c| c.db == db || own.as_ref().is_some_and(|u| &c.user != u))
         .collect())
 }
 

@@ -6,7 +6,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 
 use serde_json::Value;
 
-use super::process::{self, Line};
+use super::lines::{self, Line};
 use super::wire::{decode_error, encode};
 use super::words::{quote, secs};
 use super::{ChildConnector, factory, first_hang, hung_reason};
@@ -86,7 +86,7 @@ impl ChildConnector {
         match answer {
             Ok(Line::TooLong(len)) => Err(self.die(format!(
                 "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
-                process::MAX_LINE
+                lines::MAX_LINE
             ))),
             Ok(Line::Text(text)) => {
                 if let Some(w) = self.wire_log.as_mut() {

@@ -30,6 +30,7 @@
 mod cpu_wait;
 mod exchange;
 mod factory;
+mod lines;
 mod process;
 mod spec;
 mod stop;
@@ -44,7 +45,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-pub use self::process::MAX_LINE;
+pub use self::lines::MAX_LINE;
 use self::process::{Ring, Running, push_line};
 use self::words::{ended, quote};
 use crate::connector::starts::StartReason;

@@ -3,48 +3,21 @@
 //! its last stderr lines, and kill/reap that leaves nothing running.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::lines::{Line, STDOUT_BACKLOG, read_lines, read_log};
 use super::{ChildSpec, LOG_LINES};
 use crate::engine::cleanup::Guard;
 use crate::error::HarnessError;
 
 /// How long drop waits for the child to obey `stop` before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-/// The longest reply line a connector may print (SPEC §5): a longer one is a connector failure,
-/// and its bytes are skipped, never held, so the harness's memory stays bounded whatever the
-/// connector writes. The largest legitimate reply (a `pipeline_probe` of 1 000 000 replies) is
-/// under 8 MiB.
-pub const MAX_LINE: usize = 16 << 20;
-/// A stderr line longer than this is cut in the log (the rest is skipped unread into memory).
-const MAX_LOG_LINE: usize = 2000;
-/// Reply lines read ahead of the harness: past this the reader stops reading, so a connector that
-/// floods stdout blocks on its own pipe instead of filling the harness's memory.
-const STDOUT_BACKLOG: usize = 4;
-
-/// One stdout line of the child: its text, or the length it reached past [`MAX_LINE`].
-#[derive(Debug)]
-pub(super) enum Line {
-    Text(String),
-    TooLong(usize),
-}
-
-impl Line {
-    /// The text, or what it was, for a message.
-    pub(super) fn shown(&self) -> String {
-        match self {
-            Self::Text(t) => t.clone(),
-            Self::TooLong(n) => format!("[a line of {n} bytes]"),
-        }
-    }
-}
-
 /// The last [`LOG_LINES`] lines of the child's stderr, filled by a reader thread.
 pub(super) type Ring = Arc<Mutex<VecDeque<String>>>;
 
@@ -225,107 +198,5 @@ fn write_lines(mut stdin: ChildStdin, lines: Receiver<Vec<u8>>, sent: &OnceLock<
         if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
             return; // the child closed stdin or died; the reader side reports it
         }
-    }
-}
-
-/// Reads one `\n`-terminated line (lossy UTF-8, `\r\n` tolerated) into `buf`, keeping at most
-/// `limit` bytes of it; the rest is consumed, not stored. Returns the line's whole length, or
-/// `None` at EOF.
-fn next_line(
-    r: &mut impl BufRead,
-    buf: &mut Vec<u8>,
-    limit: usize,
-) -> std::io::Result<Option<usize>> {
-    buf.clear();
-    let mut total = 0usize;
-    loop {
-        let chunk = r.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok((total > 0).then_some(total));
-        }
-        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        let room = limit.saturating_sub(buf.len());
-        buf.extend_from_slice(&chunk[..take.min(room)]);
-        total += take;
-        r.consume(take);
-        if done {
-            return Ok(Some(total));
-        }
-    }
-}
-
-fn line_text(buf: &[u8]) -> String {
-    let mut s = String::from_utf8_lossy(buf).into_owned();
-    while s.ends_with('\n') || s.ends_with('\r') {
-        s.pop();
-    }
-    s
-}
-
-fn read_lines(stdout: impl Read, out: SyncSender<Line>, answered: &OnceLock<Instant>) {
-    let mut r = BufReader::with_capacity(1 << 16, stdout);
-    let mut buf = Vec::new();
-    // The limit is on the text; its `\r\n` does not count.
-    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LINE + 2) {
-        answered.get_or_init(Instant::now);
-        let line = if total > MAX_LINE + 2 {
-            buf = Vec::new(); // give the memory back at once
-            Line::TooLong(total)
-        } else {
-            Line::Text(line_text(&buf))
-        };
-        if out.send(line).is_err() {
-            return;
-        }
-        if buf.capacity() > 1 << 20 {
-            buf = Vec::new();
-        }
-    }
-}
-
-fn read_log(stderr: impl Read, ring: &Ring) {
-    let mut r = BufReader::new(stderr);
-    let mut buf = Vec::new();
-    while let Ok(Some(total)) = next_line(&mut r, &mut buf, MAX_LOG_LINE + 1) {
-        let mut line = line_text(&buf);
-        if total > MAX_LOG_LINE + 1 || line.len() > MAX_LOG_LINE {
-            let cut = (0..=MAX_LOG_LINE)
-                .rev()
-                .find(|&i| line.is_char_boundary(i))
-                .unwrap_or(0);
-            line.truncate(cut);
-            line.push_str(" [cut]");
-        }
-        push_line(ring, line);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_split_and_cut() {
-        let mut r = BufReader::new(&b"a\r\nbb\nlast"[..]);
-        let mut buf = Vec::new();
-        let mut got = Vec::new();
-        while next_line(&mut r, &mut buf, 100).unwrap().is_some() {
-            got.push(line_text(&buf));
-        }
-        assert_eq!(got, ["a", "bb", "last"]);
-    }
-
-    #[test]
-    fn a_long_line_is_measured_whole_but_kept_short() {
-        let mut r = BufReader::with_capacity(4, &b"abcdefghij\nk\n"[..]);
-        let mut buf = Vec::new();
-        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(11));
-        assert_eq!(buf, b"abc");
-        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), Some(2));
-        assert_eq!(line_text(&buf), "k");
-        assert_eq!(next_line(&mut r, &mut buf, 3).unwrap(), None);
     }
 }

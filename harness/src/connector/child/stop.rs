@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::ChildConnector;
 use super::cpu_wait::CpuWait;
-use super::process::{Line, Running};
+use super::lines::Line;
+use super::process::Running;
 use super::words::{ended, quote, secs};
 use crate::connector::starts::StartReason;
 

@@ -19,6 +19,8 @@ pub struct ClientInfo {
     /// The node's own address the client connected to (`laddr`).
     pub laddr: String,
     pub db: u32,
+    /// The ACL user it is authenticated as (`default` until its `AUTH`).
+    pub user: String,
     pub name: String,
     pub cmd: String,
     pub tot_net_in: u64,
@@ -80,6 +82,15 @@ impl Admin {
             .collect())
     }
 
+    /// The ACL user this admin's connections are authenticated as (`default` where its url
+    /// names none).
+    pub fn user(&self) -> String {
+        crate::protocol::url::EngineUrl::parse(&self.url)
+            .ok()
+            .and_then(|u| u.user)
+            .unwrap_or_else(|| "default".to_string())
+    }
+
     /// Kills one client connection (crash injection), on the node it is a client of.
     pub fn client_kill(&mut self, client: &ClientInfo) -> Result<(), HarnessError> {
         let c = command(&["CLIENT", "KILL", "ID", &client.id.to_string()]);
@@ -103,6 +114,7 @@ pub(super) fn parse_client(line: &str) -> ClientInfo {
             "addr" => c.addr = v.to_string(),
             "laddr" => c.laddr = v.to_string(),
             "db" => c.db = v.parse().unwrap_or(0),
+            "user" => c.user = v.to_string(),
             "name" => c.name = v.to_string(),
             "cmd" => c.cmd = v.to_string(),
             "tot-net-in" => c.tot_net_in = v.parse().unwrap_or(0),
