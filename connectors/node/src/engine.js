@@ -712,10 +712,27 @@ function routingKey(args) {
 
 const isRedirect = (err) => typeof err?.message === 'string' && /^(MOVED|ASK) /.test(err.message);
 
-/** `MOVED|ASK <slot> <host:port>` parsed: { ask, slot, address }, or null for any other error. */
-function redirectOf(err) {
+/**
+ * R8.13: `host:port` of the node a redirect names. A cluster with `cluster-preferred-endpoint-type
+ * unknown-endpoint` names no host (`MOVED 12 :7001`, `ASK 12 :7001`): the unnamed host is `from`,
+ * the host of the node that sent the redirect (of the connection it came over). Any other address
+ * is kept as it is (an IPv6 one, `::1:7001`, has a host before its last colon; `?:7001` is a
+ * misconfigured cluster, not judged, R8.13). Without `from` an empty host stays empty.
+ */
+function endpointOf(address, from) {
+  return from && address.lastIndexOf(':') === 0 ? `${from}${address}` : address;
+}
+
+/** The host a node client dials (a CLUSTER NODES address, or over TLS the announced name). */
+const hostOf = (client) => client?.options?.socket?.host;
+
+/**
+ * `MOVED|ASK <slot> <host:port>` parsed: { ask, slot, address }, or null for any other error.
+ * `from`: the host of the node that answered, for a redirect that names none (R8.13).
+ */
+function redirectOf(err, from) {
   const m = typeof err?.message === 'string' && /^(MOVED|ASK) (\d+) (\S+)/.exec(err.message);
-  return m ? { ask: m[1] === 'ASK', slot: Number(m[2]), address: m[3] } : null;
+  return m ? { ask: m[1] === 'ASK', slot: Number(m[2]), address: endpointOf(m[3], from) } : null;
 }
 const REDIRECT_ROUNDS = 16; // rounds of MOVED/ASK followed for one call before it is kind `engine`
 
@@ -771,6 +788,11 @@ function clusterDefaults(url, ca) {
  *     (so a NOSCRIPT from the migration's target was loaded on the source, R8.8), rediscovers
  *     the map, and sends ASKING apart from the call. Only a node with no client yet goes through
  *     cluster.sendCommand (its rediscovery makes the client).
+ *   - a redirect that names no host (`ASK 12 :7001`, `MOVED 12 :7001`: a cluster with
+ *     `cluster-preferred-endpoint-type unknown-endpoint`, R8.13) names a node on the host of the
+ *     node that answered it (endpointOf): ASKING and the call go to that host:port, never to the
+ *     empty host. node-redis cannot map such an address (`Cannot find node :7001`); the connector
+ *     follows it itself (_askedNowhere). MOVED's address is not used: the refreshed map routes.
  *   - MOVED (did not run either): the first MOVED-ed call of a round is re-sent through
  *     `cluster.sendCommand`, whose #execute rediscovers the slot map and re-routes it, and
  *     re-throws every other error as it is, so it never re-sends after a connection error; the
@@ -945,7 +967,8 @@ class ClusterEngineSession extends EngineSession {
    * Each call is re-sent only after a reply that says it did not run, and always to the node
    * that reply names (never after a connection error, a timeout or any other reply, R4.17):
    *   - `ASK <slot> <host:port>` (R8.6): `ASKING` and the call on the named node, in one write (so
-   *     no other command of this client can come between them); the slot map stays as it was;
+   *     no other command of this client can come between them); the slot map stays as it was. An
+   *     empty host (`ASK 12 :7001`, R8.13) is the host of the node that answered;
    *   - `MOVED`: the first MOVED-ed call of a round goes again through `cluster.sendCommand`,
    *     whose #execute refreshes the slot map and re-routes it; the others follow next round,
    *     routed by the refreshed map;
@@ -1010,7 +1033,8 @@ class ClusterEngineSession extends EngineSession {
       let mapRefreshed = false;
       for (const [i, err, client] of again) {
         const args = argsList[i];
-        const reply = redirectOf(err);
+        // R8.13: a redirect with no host names a node on the host of `client`, which answered it.
+        const reply = redirectOf(err, hostOf(client));
         if (!reply) {
           // NOSCRIPT from `client`: load there, then the call again there (R8.2, R8.8).
           if (loadedOn.has(client)) {
@@ -1030,7 +1054,7 @@ class ClusterEngineSession extends EngineSession {
           // A node this session has no client for: node-redis rediscovers the nodes and sends
           // ASKING and the call there. A NOSCRIPT from it is answered on that node (now known).
           const s = await this._viaLibrary(args);
-          const lost = this._askedNowhere(s);
+          const lost = this._askedNowhere(s, args);
           if (lost) {
             route[i] = { client: lost, asking: true };
             todo.push(i);
@@ -1052,7 +1076,7 @@ class ClusterEngineSession extends EngineSession {
           const s = await this._viaLibrary(args);
           // The refreshed map's node answered ASK (a slot moved again, R8.12) to a node
           // node-redis cannot map: follow it here.
-          const lost = this._askedNowhere(s);
+          const lost = this._askedNowhere(s, args);
           if (lost) {
             route[i] = { client: lost, asking: true };
             todo.push(i);
@@ -1096,10 +1120,24 @@ class ClusterEngineSession extends EngineSession {
    * node-redis followed a redirect to a node that answered `ASK` to an address it cannot map (its
    * `Cannot find node host:port`, thrown before anything went there: the call did not run, R8.12):
    * that node's client here, if the session has one.
+   *
+   * An address with no host (`:port`, R8.13) is never in node-redis's map (keyed by the "ip:port"
+   * of CLUSTER NODES), so node-redis always ends so on it. Its host is that of the node that
+   * answered the ASK: node-redis throws this in #execute's ASK branch only after
+   * `rediscover(client)` of that node, which reads CLUSTER NODES from it first, and a node that
+   * answers ASK for a slot owns it in its own view (it is migrating it away); so that node is the
+   * slot's primary in the map just read, the one `_clientFor(args)` returns.
    */
-  _askedNowhere(s) {
+  _askedNowhere(s, args) {
     const m = s.status === 'rejected' && /^Cannot find node (\S+)$/.exec(s.reason?.message ?? '');
-    return m ? this._clientAt(m[1]) : null;
+    if (!m) return null;
+    let from;
+    try {
+      from = hostOf(this._clientFor(args));
+    } catch {
+      return null; // no slot map (the session was closed meanwhile): the call fails as it is
+    }
+    return this._clientAt(endpointOf(m[1], from));
   }
 
   /** The client of the primary at `address` (`host:port` as the cluster announces it), if any. */
@@ -1127,4 +1165,4 @@ class ClusterEngineSession extends EngineSession {
 }
 
 
-module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, SentinelEngineSession, parseHostPort, discoverPrimary, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, readCaFile, tlsSocketOptions, clusterNodeHosts, clusterDefaults };
+module.exports = { KEY_PREFIX: PREFIX, EngineSession, ClusterEngineSession, SentinelEngineSession, parseHostPort, discoverPrimary, isEchoMqKey, queueKey, jobRoot, loadRedis, FENCE_KEY, slotOf, redirectOf, endpointOf, readCaFile, tlsSocketOptions, clusterNodeHosts, clusterDefaults };

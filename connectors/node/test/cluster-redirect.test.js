@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { loadBundle, sha1 } = require('../src/bundle');
-const { ClusterEngineSession, redirectOf, slotOf, queueKey } = require('../src/engine');
+const { ClusterEngineSession, redirectOf, endpointOf, slotOf, queueKey } = require('../src/engine');
 
 const bundle = loadBundle(path.resolve(__dirname, '..', '..', '..', 'bundle'));
 const Q = 'mq';
@@ -16,9 +16,9 @@ class ErrorReply extends Error {}
 
 /** A node: `serve(args)` answers a data command; the node models ASKING and its script cache. */
 class FakeNode {
-  constructor(port, serve) {
-    this.options = { socket: { host: '127.0.0.1', port } };
-    this.address = `127.0.0.1:${port}`;
+  constructor(port, serve, host = '127.0.0.1') {
+    this.options = { socket: { host, port } };
+    this.address = `${host}:${port}`;
     this.serve = serve;
     this.scripts = new Set();
     this.asking = false;
@@ -82,6 +82,61 @@ test('redirectOf parses MOVED and ASK, nothing else', () => {
   assert.equal(redirectOf(new Error('NOSCRIPT No matching script.')), null);
   assert.equal(redirectOf(new Error('TRYAGAIN Multiple keys request during rehashing of slot')), null);
   assert.equal(redirectOf(new Error('Socket closed unexpectedly')), null);
+});
+
+test('R8.13: a redirect with no host names a node on the host of the node that sent it', () => {
+  assert.deepEqual(redirectOf(new Error('ASK 12 :7001'), '10.0.0.5'), { ask: true, slot: 12, address: '10.0.0.5:7001' });
+  assert.deepEqual(redirectOf(new Error('MOVED 12 :7001'), 'node-3'), { ask: false, slot: 12, address: 'node-3:7001' });
+  assert.deepEqual(redirectOf(new Error('MOVED 12 :7001')), { ask: false, slot: 12, address: ':7001' }, 'no sender known: kept');
+  // A named host is kept, whoever sent it: an IPv6 address has a host before its last colon, and
+  // `?` (a hostname endpoint with no hostname: a misconfigured cluster, R8.13) is not guessed at.
+  assert.equal(endpointOf('127.0.0.1:7001', '10.0.0.5'), '127.0.0.1:7001');
+  assert.equal(endpointOf('::1:7001', '10.0.0.5'), '::1:7001');
+  assert.equal(endpointOf('?:7001', '10.0.0.5'), '?:7001');
+});
+
+test('R8.13: ASK <slot> :<port> goes to <port> on the answering node\'s host, ASKING first, and the call succeeds', async () => {
+  // Two nodes listen on port 7002, on two hosts: the one on the source's host is the one meant.
+  const target = new FakeNode(7002, (cmd, asking, node) => {
+    if (!asking) throw new ErrorReply(`MOVED ${SLOT} :7001`);
+    return runScript(cmd, node);
+  }, 'node-a');
+  const elsewhere = new FakeNode(7002, () => assert.fail('a node on another host'), 'node-b');
+  const source = new FakeNode(7001, () => {
+    throw new ErrorReply(`ASK ${SLOT} :7002`);
+  }, 'node-a');
+  const s = session([elsewhere, source, target], source);
+  const sha = bundle.scripts.enqueue.sha;
+  assert.equal(await s.evalScript('enqueue', Q, ['p', 0, 0]), 'ran');
+  assert.deepEqual(target.log, ['ASKING', `EVALSHA ${sha}`, 'SCRIPT LOAD', 'ASKING', `EVALSHA ${sha}`]);
+  assert.deepEqual(source.log, [`EVALSHA ${sha}`]);
+  assert.deepEqual(elsewhere.log, []);
+});
+
+test('R8.13: node-redis that cannot map an empty-host ASK leaves it to the connector, on the slot owner\'s host', async () => {
+  // The session has no client for the target until node-redis's rediscovery (inside its
+  // #execute) makes one; node-redis then throws `Cannot find node :7002`, before it sent anything
+  // there. The answering node is the slot's primary in the map it read.
+  const target = new FakeNode(7002, (cmd, asking, node) => {
+    if (!asking) throw new ErrorReply(`MOVED ${SLOT} :7001`);
+    return runScript(cmd, node);
+  }, 'node-a');
+  for (const sha of Object.values(bundle.scripts).map((x) => x.sha)) target.scripts.add(sha);
+  const source = new FakeNode(7001, () => {
+    throw new ErrorReply(`ASK ${SLOT} :7002`);
+  }, 'node-a');
+  const nodes = [new FakeNode(7002, () => assert.fail('a node on another host'), 'node-b'), source];
+  let library = 0;
+  const s = session(nodes, source, (args) => {
+    library++;
+    source.sendCommand(args).catch(() => {});
+    nodes.push(target); // rediscovered
+    return Promise.reject(new Error('Cannot find node :7002'));
+  });
+  assert.equal(await s.evalScript('claim', Q, [1, 60000]), 'ran');
+  assert.equal(library, 1);
+  assert.deepEqual(target.log, ['ASKING', `EVALSHA ${bundle.scripts.claim.sha}`]);
+  assert.deepEqual(nodes[0].log, []);
 });
 
 test('ASK to a target without the script: SCRIPT LOAD on the target, then ASKING and EVALSHA there (R8.8)', async () => {
