@@ -185,7 +185,8 @@ func (t *Target) LoadCAFile(path string) *WireError {
 
 // tlsConfig is the TLS configuration of one connection to addr: the session's CAs and the host
 // name of addr (the url's host for the seed, the slot map's or the redirect's host for a cluster
-// node), which crypto/tls checks against the certificate. InsecureSkipVerify stays false.
+// node, or where those name none the host of the node that answered, R8.13), which crypto/tls
+// checks against the certificate. InsecureSkipVerify stays false.
 func (t *Target) tlsConfig(addr string) (*tls.Config, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -586,7 +587,9 @@ func (e *Engine) refreshSlots() *WireError {
 			tried = append(tried, fmt.Sprintf("%s: %v", addr, rerr))
 			continue
 		}
-		slots, primaries, perr := parseSlots(v, e.t.Host)
+		// A node the map names without a host (null, "", "?") is on the host of the node that
+		// answered, the one this connection reached (R8.13), not on the seed url's host.
+		slots, primaries, perr := parseSlots(v, addr)
 		if perr != nil {
 			return enginef("CLUSTER SLOTS on %s: %v", addr, perr)
 		}
@@ -642,7 +645,34 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-func parseSlots(v interface{}, defaultHost string) ([]string, []string, error) {
+// nodeAddr is the address to dial for a node a reply names as host:port, the reply having come
+// over the connection to from (R8.13): a host left unnamed (null or "" with
+// cluster-preferred-endpoint-type unknown-endpoint, or "?", a hostname the node lacks) is from's
+// host, at the port given. Never the empty host: net.Dial(":port") dials the local system
+// (Go 1.19 net/dial.go:314-317), and TLS has no name to check the certificate against.
+func nodeAddr(host, port, from string) string {
+	if host == "" || host == "?" {
+		host, _, _ = net.SplitHostPort(from)
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// redirAddr is the node a MOVED or ASK names (redisc.ParseRedir's Addr, as the engine spelt it:
+// ":7001" when the cluster has no endpoint to give), read as nodeAddr does, relative to from, the
+// node whose connection carried the redirect (the one the call was sent to).
+func redirAddr(named, from string) string {
+	host, port, err := net.SplitHostPort(named)
+	if err != nil {
+		return named // not host:port: dialled as given, and its dial fails with its own error
+	}
+	return nodeAddr(host, port, from)
+}
+
+// keySlot is the cluster hash slot of key (hash tags honoured).
+func keySlot(key string) int { return redisc.Slot(key) }
+
+// parseSlots reads a CLUSTER SLOTS reply that the node at address from answered (R8.13).
+func parseSlots(v interface{}, from string) ([]string, []string, error) {
 	ranges, err := redis.Values(v, nil)
 	if err != nil {
 		return nil, nil, err
@@ -665,10 +695,7 @@ func parseSlots(v interface{}, defaultHost string) ([]string, []string, error) {
 		if perr != nil {
 			return nil, nil, fmt.Errorf("bad node %v", node)
 		}
-		if host == "" || host == "?" {
-			host = defaultHost
-		}
-		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		addr := nodeAddr(host, strconv.Itoa(port), from)
 		for s := start; s <= end; s++ {
 			slots[s] = addr
 		}
@@ -693,12 +720,12 @@ func (e *Engine) route(key string) (string, *WireError) {
 	if !e.t.Cluster {
 		return e.t.Addr, nil
 	}
-	addr := e.slots[redisc.Slot(key)]
+	addr := e.slots[keySlot(key)]
 	if addr == "" {
 		if err := e.rereadSlots(); err != nil {
 			return "", err
 		}
-		if addr = e.slots[redisc.Slot(key)]; addr == "" {
+		if addr = e.slots[keySlot(key)]; addr == "" {
 			return "", enginef("no primary serves the slot of %s", key)
 		}
 	}
@@ -840,12 +867,12 @@ func (e *Engine) exec(ops []*op, depth int, stopOnError bool) ([]interface{}, *W
 						switch kind {
 						case "MOVED":
 							if r := redisc.ParseRedir(re); r != nil {
-								moved[r.NewSlot] = r.Addr
+								moved[r.NewSlot] = redirAddr(r.Addr, addr)
 							}
 							next = append(next, i)
 						case "ASK":
 							if r := redisc.ParseRedir(re); r != nil {
-								ops[i].ask = r.Addr
+								ops[i].ask = redirAddr(r.Addr, addr)
 							}
 							next = append(next, i)
 						case "TRYAGAIN", "CLUSTERDOWN":

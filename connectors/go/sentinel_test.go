@@ -48,6 +48,11 @@ func startFake(t *testing.T, cfg *tls.Config, handle func(f *fakeServer, args []
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startFakeOn(t, ln, cfg, handle)
+}
+
+// startFakeOn is startFake on a listener of the caller's (another loopback address, a given port).
+func startFakeOn(t *testing.T, ln net.Listener, cfg *tls.Config, handle func(f *fakeServer, args []string) string) *fakeServer {
 	f := &fakeServer{t: t, ln: ln, tlsCfg: cfg, handle: handle}
 	t.Cleanup(f.stop)
 	go func() {
@@ -79,6 +84,7 @@ func (f *fakeServer) stop() {
 
 func (f *fakeServer) addr() string { return f.ln.Addr().String() }
 func (f *fakeServer) port() int    { return f.ln.Addr().(*net.TCPAddr).Port }
+func (f *fakeServer) host() string { return f.ln.Addr().(*net.TCPAddr).IP.String() }
 
 func (f *fakeServer) serve(c net.Conn, idx int) {
 	defer c.Close()
