@@ -650,6 +650,11 @@ class ClusterSession(Session):
       - redirects (R8.1): a MOVED or ASK reply says the command did not run, so that command (and
         only it) is sent again to the node named (behind ASKING for ASK), and MOVED updates the
         slot map; TRYAGAIN and CLUSTERDOWN are replies like any other: kind engine;
+      - an unknown endpoint (R8.13): a redirect that names no host (`MOVED 12 :7001`, from a
+        cluster at `cluster-preferred-endpoint-type unknown-endpoint`) names the host of the node
+        that answered it (`_unnamed`), for the re-send and for the slot map; a CLUSTER SLOTS
+        reply's null or empty host is redis-py's to fill, with the host of the node it asked
+        (NodesManager.initialize, redis-py 8.2.0 redis/cluster.py:4097-4103, replicas :4116-4118);
       - scripts (R8.2): a NOSCRIPT from a node is answered by SCRIPT LOAD on that node only, in
         the same write as the EVALSHA sent again there;
       - failures (R4.16): a connection error or timeout is raised at once, nothing is re-sent,
@@ -871,7 +876,8 @@ class ClusterSession(Session):
         current = self._fence_read(slot, fence)
         if "protocol" not in current:
             for _ in range(REDIRECT_LIMIT):
-                pipe = self._node_client(self._primary(slot)).pipeline(transaction=True)
+                node = self._primary(slot)
+                pipe = self._node_client(node).pipeline(transaction=True)
                 pipe.execute_command("HSETNX", fence, "protocol", str(self.bundle.protocol))
                 pipe.execute_command("HSETNX", fence, "bundle", self.bundle.version)
                 pipe.execute_command("HSETNX", fence, "digest", self.bundle.digest)
@@ -879,7 +885,7 @@ class ClusterSession(Session):
                     self._execute(pipe)
                     break
                 except AskError as e:  # MOVED (a failover) before EXEC: nothing ran; ask the new owner
-                    self._moved(e)
+                    self._moved(self._unnamed(e, node))
             else:
                 raise EngineError("the fence's slot kept moving")
             current = self._fence_read(slot, fence)
@@ -937,6 +943,23 @@ class ClusterSession(Session):
             node = ClusterNode(host, port)
             self._extra_nodes.append(node)
         return node
+
+    def _unnamed(self, e: AskError, node: Any) -> AskError:
+        """R8.13: a redirect with an empty host (`MOVED 12 :7001`, `ASK 12 :7001`: the engine's nodes
+        have no endpoint to give, `cluster-preferred-endpoint-type unknown-endpoint`) names the host
+        of the node that sent it, `node`, the one the command went to, at the port given. redis-py
+        parses the host as "" (AskError.__init__'s `new_node.rsplit(":", 1)`, redis-py 8.2.0
+        redis/exceptions.py:221; MovedError is an AskError, :251) and would dial "" (getaddrinfo
+        refuses it) and put a ClusterNode("", port) in the slot map (NodesManager.move_slot,
+        redis/cluster.py:3343-3368). So the host is filled in here, before `_moved` or `_node_at`
+        see it. Over TLS it is the name that node is checked as (R10.4: `localhost`, not the
+        address ClusterNode makes of it). A `?` host (`hostname` endpoints with none announced:
+        a misconfigured cluster, not judged) is left as it is."""
+        if not e.host:
+            host = self.tls.server_name(node.host, node.port) if self.tls is not None else node.host
+            e.host = host
+            e.node_addr = (host, e.port)
+        return e
 
     def _moved(self, e: AskError) -> None:
         """MOVED: the slot has a new owner; patch the slot map (redis-py >= 6), else refresh it."""
@@ -1000,6 +1023,8 @@ class ClusterSession(Session):
                     if asking:
                         next(replies)  # +OK of ASKING
                     r = next(replies)
+                    if isinstance(r, AskError):  # MOVED too: an empty host is this node's (R8.13)
+                        r = self._unnamed(r, node)
                     if isinstance(r, MovedError):
                         self._moved(r)
                         todo.append((i, self._node_at(r.host, r.port), False))

@@ -36,14 +36,23 @@ BUNDLE = Path(__file__).resolve().parent.parent.parent.parent / "bundle"
 
 class FakeNode:
     """A loopback server speaking just enough RESP for a ClusterSession: AUTH, SELECT, CLUSTER
-    SLOTS (every slot on `slots_owner`), HGETALL of the fence (installed), ZCARD (0, or a
-    redirect for the queues in `moved`/`asked`). `conns` holds each accepted connection's
-    commands, in order."""
+    SLOTS (every slot on `slots_owner`, or the ranges of `slots`), HGETALL of the fence (installed,
+    or empty until a MULTI/HSETNX/EXEC installs it: `fence`), ZCARD (0, or a redirect for the
+    queues in `moved`/`asked`). `conns` holds each accepted connection's commands, in order.
 
-    def __init__(self, bundle):
+    A node listens on `host` (any loopback address) and names another by `endpoint(node)`, in
+    CLUSTER SLOTS and in redirects: its host by default; None or "" for a node with no endpoint
+    (R8.13: CLUSTER SLOTS says null or "", a redirect `MOVED <slot> :<port>`)."""
+
+    def __init__(self, bundle, host: str = "127.0.0.1"):
         self.bundle = bundle
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host = host
+        self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
+        self.endpoint = lambda node: node.host  # how this node names `node`
+        self.slots: list[tuple[int, int, FakeNode]] | None = None  # CLUSTER SLOTS' ranges, else all on slots_owner
+        self.fence = True  # the fence is installed (HGETALL gives it); else MULTI/HSETNX/EXEC installs it
+        self.fence_moved: FakeNode | None = None  # the node a fence write's HSETNX is MOVED to
         self.conns: list[list[tuple[str, ...]]] = []
         self.socks: list[socket.socket] = []
         self.select_error: str | None = None  # the reply to SELECT, when it is an error
@@ -81,13 +90,29 @@ class FakeNode:
 
     def _reply(self, args) -> bytes:
         cmd = args[0].upper()
-        if cmd in ("AUTH", "ASKING"):
+        if cmd in ("AUTH", "ASKING", "MULTI"):
             return b"+OK\r\n"
         if cmd == "SELECT":
             return f"-{self.select_error}\r\n".encode() if self.select_error else b"+OK\r\n"
         if cmd == "CLUSTER" and args[1].upper() == "SLOTS":
-            o = self.slots_owner
-            return f"*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:{o.port}\r\n$1\r\n{o.port % 10}\r\n".encode()
+            ranges = self.slots or [(0, 16383, self.slots_owner)]
+            reply = f"*{len(ranges)}\r\n"
+            for lo, hi, o in ranges:
+                host = self.endpoint(o)
+                host = "$-1\r\n" if host is None else f"${len(host)}\r\n{host}\r\n"
+                reply += f"*3\r\n:{lo}\r\n:{hi}\r\n*3\r\n{host}:{o.port}\r\n$1\r\n{o.port % 10}\r\n"
+            return reply.encode()
+        if cmd == "HSETNX":
+            if self.fence_moved is not None:
+                return f"-MOVED {key_slot(args[1].encode())} {self._named(self.fence_moved)}\r\n".encode()
+            return b"+QUEUED\r\n"
+        if cmd == "EXEC":
+            if self.fence_moved is not None:
+                return b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+            self.fence = True
+            return b"*3\r\n:1\r\n:1\r\n:1\r\n"
+        if cmd == "HGETALL" and not self.fence:
+            return b"*0\r\n"
         if cmd == "HGETALL":
             b = self.bundle
             fields = ["protocol", str(b.protocol), "bundle", b.version, "digest", b.digest]
@@ -96,11 +121,15 @@ class FakeNode:
             q = args[1].split("{")[1].split("}")[0]
             slot = key_slot(args[1].encode())
             if q in self.moved:
-                return f"-MOVED {slot} 127.0.0.1:{self.moved[q].port}\r\n".encode()
+                return f"-MOVED {slot} {self._named(self.moved[q])}\r\n".encode()
             if q in self.asked:
-                return f"-ASK {slot} 127.0.0.1:{self.asked[q].port}\r\n".encode()
+                return f"-ASK {slot} {self._named(self.asked[q])}\r\n".encode()
             return b":0\r\n"
         return f"-ERR unknown command '{args[0]}'\r\n".encode()
+
+    def _named(self, node) -> str:
+        """`node` as a redirect names it: `host:port`, or `:port` when it has no endpoint."""
+        return f"{self.endpoint(node) or ''}:{node.port}"
 
     def drop_connections(self):
         """The engine closes every connection it holds (a CLIENT KILL, a restart)."""
