@@ -262,6 +262,10 @@ doubles! {
     /// On a cluster, follows one redirect per call: a `MOVED` from the node a redirect named is
     /// the call's error (R8.12: a slot that moved since the map was read and is moving again).
     OneRedirect = |b| b.quirked(|q| q.one_redirect = true), breaks "R8.12: a redirect from the node a MOVED named is followed too (a slot that moved since the map was read and is moving again; on one node: the reference)";
+    /// Reference quirk on a cluster: a redirect that names no host (`MOVED 12 :7001`, a cluster
+    /// at `unknown-endpoint`) is dialled at the empty host, as redis-rs's `ByAddress` route and
+    /// redis-py's `AskError` take it (R8.13).
+    EmptyHostDialed = |b| b.quirked(|q| q.empty_host_dialed = true), breaks "R8.13: a redirect that names no host goes to the host of the node that answered, never to the empty host";
     /// On a cluster, answers a `NOSCRIPT` that followed a redirect by loading the script where
     /// its slot map says the slot lives, not on the node that said it (R8.2 during a migration).
     LoadsWhereSlotMapSays = |b| b.quirked(|q| q.load_by_slot = true), breaks "R8.8: a NOSCRIPT is answered by SCRIPT LOAD on the node that said it, also when a redirect sent the call there (on one node: the reference)";

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::process::{Ring, Running};
+use super::lines::Ring;
+use super::process::Running;
 use super::words::{quote, secs};
 use super::{ChildConnector, ChildSpec, Hung, first_hang, wirelog};
 use crate::connector::starts::{BEFORE_GATES, StartReason, Starts};

@@ -4,13 +4,14 @@
 //! of a long line (every process of a connector that answers its first `connect` with 200 MB)
 //! hold a mebibyte each, not a line limit each.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::sync::OnceLock;
 use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use super::process::{Ring, push_line};
+use super::LOG_LINES;
 
 /// The longest reply line a connector may print (SPEC §5): a longer one is a connector failure,
 /// and its bytes are skipped, never held, so the harness's memory stays bounded whatever the
@@ -38,6 +39,17 @@ impl Line {
             Self::TooLong(n) => format!("[a line of {n} bytes]"),
         }
     }
+}
+
+/// The last [`LOG_LINES`] lines of the child's stderr, filled by a reader thread.
+pub(super) type Ring = Arc<Mutex<VecDeque<String>>>;
+
+pub(super) fn push_line(ring: &Ring, line: String) {
+    let mut r = ring.lock().unwrap_or_else(|e| e.into_inner());
+    if r.len() >= LOG_LINES {
+        r.pop_front();
+    }
+    r.push_back(line);
 }
 
 /// A reply line's bytes past this go to a temporary file until the line ends. Measured: a run

@@ -46,7 +46,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 pub use self::lines::MAX_LINE;
-use self::process::{Ring, Running, push_line};
+use self::lines::{Ring, push_line};
+use self::process::Running;
 use self::words::{ended, quote};
 use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Reply, Request};

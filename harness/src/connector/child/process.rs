@@ -2,33 +2,21 @@
 //! with one thread per pipe so a silent or flooding child can never block the harness, a ring of
 //! its last stderr lines, and kill/reap that leaves nothing running.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::lines::{Line, STDOUT_BACKLOG, read_lines, read_log};
-use super::{ChildSpec, LOG_LINES};
+use super::ChildSpec;
+use super::lines::{Line, Ring, STDOUT_BACKLOG, read_lines, read_log};
 use crate::engine::cleanup::Guard;
 use crate::error::HarnessError;
 
 /// How long drop waits for the child to obey `stop` before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-/// The last [`LOG_LINES`] lines of the child's stderr, filled by a reader thread.
-pub(super) type Ring = Arc<Mutex<VecDeque<String>>>;
-
-pub(super) fn push_line(ring: &Ring, line: String) {
-    let mut r = ring.lock().unwrap_or_else(|e| e.into_inner());
-    if r.len() >= LOG_LINES {
-        r.pop_front();
-    }
-    r.push_back(line);
-}
-
 /// One running process and its pipes.
 pub(super) struct Running {
     child: Child,

@@ -87,6 +87,9 @@ pub struct Quirks {
     /// On a cluster, the connections that replace failed ones are opened without `SELECT`
     /// (breaks R8.5: a replacement forgets the url's database).
     pub reconnect_without_select: bool,
+    /// On a cluster, a redirect that names no host (`MOVED 12 :7001`) is dialled at the empty
+    /// host, as redis-rs's `ByAddress` route and redis-py's `AskError` take it (breaks R8.13).
+    pub empty_host_dialed: bool,
     /// On a cluster, `READONLY` is the call's final answer: the slot map is not read again and
     /// the connection that said it stays (breaks R8.11).
     pub readonly_final: bool,

@@ -205,6 +205,23 @@ impl Admin {
         command(args).query(con).map_err(err)
     }
 
+    /// The redirect this connection's node answers `args` with, in the engine's words (`MOVED
+    /// <slot> <host>:<port>` or `ASK …`), or `None` where the node runs the command.
+    pub fn redirect_for(&mut self, args: &[&str]) -> Result<Option<String>, HarnessError> {
+        use redis::{ErrorKind, ServerErrorKind};
+        let e = match command(args).query::<Value>(&mut self.con) {
+            Ok(_) => return Ok(None),
+            Err(e) => e,
+        };
+        let word = match e.kind() {
+            ErrorKind::Server(ServerErrorKind::Moved) => "MOVED",
+            ErrorKind::Server(ServerErrorKind::Ask) => "ASK",
+            _ => return Err(err(e)),
+        };
+        let (addr, slot) = e.redirect_node().ok_or_else(|| err(e.clone()))?;
+        Ok(Some(format!("{word} {slot} {addr}")))
+    }
+
     /// A node-wide command on every node ([`Admin::query`] sends it to the seed only).
     pub fn query_each<T: redis::FromRedisValue>(
         &mut self,

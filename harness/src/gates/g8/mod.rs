@@ -29,6 +29,7 @@
 pub mod accounting;
 pub mod crashes;
 mod drain;
+pub mod endpoints;
 pub mod failover;
 pub mod fault_phase;
 pub mod late_reply;
@@ -97,6 +98,7 @@ fn phases(
         failover::run(ctx, out)?;
         unclean::run(ctx, out)?;
         migration::run(ctx, out)?;
+        endpoints::run(ctx, out)?;
     } else {
         beside.here(out)?;
         // Behind Sentinel: READONLY, then a failover, then the two unclean ones (R11.3).

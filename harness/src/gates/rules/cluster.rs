@@ -52,6 +52,28 @@ pub const CLUSTER: &[Rule] = &[
         unbreakable: "",
     },
     Rule {
+        id: RuleId::new(8, 13),
+        summary: "on a cluster: an endpoint the engine leaves unnamed (a null or empty host in the slot map, an empty host in MOVED/ASK) is the host of the node that answered",
+        checks: &[
+            "G8 on the plain cluster, every node at cluster-preferred-endpoint-type unknown-endpoint: a session connected then enqueues on a queue of every primary; a session whose map predates a slot's move enqueues there (MOVED <slot> :<port>) and on a slot in migration (ASK <slot> :<port>); each call succeeds on the node named",
+        ],
+        cases: &[],
+        gates: &[GateId::G8],
+        ways: &[
+            Way::by(
+                How::Otherwise,
+                "the empty host of a redirect dialled as it is",
+                &[Double::EmptyHostDialed],
+            ),
+            Way::not(
+                How::Otherwise,
+                "the empty host taken for the local machine",
+                "every node the harness boots runs on the harness's machine, so a connector that dials the local machine for an empty host reaches the right node; only a cluster on several machines tells it apart",
+            ),
+        ],
+        unbreakable: "",
+    },
+    Rule {
         id: RuleId::new(8, 5),
         summary: "on a cluster: the session works in the url's database on every node connection; the engine, not the client, refuses a database",
         checks: &[

@@ -89,6 +89,8 @@ pub(super) struct Cluster {
     redirect_db0: Option<HashMap<(String, u16), redis::Connection>>,
     /// Replacement connections are opened in database 0 (only a double does this).
     reconnect_db0: bool,
+    /// A redirect's empty host is dialled as it is (only a double does this).
+    empty_host_kept: bool,
 }
 
 /// How a cluster session answers `ASK` (SPEC R8.6).
@@ -119,6 +121,23 @@ pub enum MapFrom {
 enum Redirect {
     Moved(String, u16),
     Ask(String, u16),
+}
+
+impl Cluster {
+    /// The redirect with its host named (SPEC R8.13): an empty host is the host of the node
+    /// that answered, the one the last redirect named or else the seed's (this session's nodes
+    /// are all at hosts the seed's slot map gave, and the harness's at the seed's host).
+    fn named(&self, r: Redirect) -> Redirect {
+        let host = |h: String| match (h.is_empty() && !self.empty_host_kept, &self.answered_by) {
+            (false, _) => h,
+            (true, Some((by, _))) => by.clone(),
+            (true, None) => self.seed.0.clone(),
+        };
+        match r {
+            Redirect::Moved(h, p) => Redirect::Moved(host(h), p),
+            Redirect::Ask(h, p) => Redirect::Ask(host(h), p),
+        }
+    }
 }
 
 fn redirect_of(e: &redis::RedisError) -> Option<Redirect> {
@@ -198,6 +217,7 @@ impl Link {
             refresh_on_moved: true,
             redirect_db0: None,
             reconnect_db0: false,
+            empty_host_kept: false,
         })))
     }
 
@@ -215,6 +235,7 @@ impl Link {
             c.refresh_on_moved = !q.moved_no_refresh;
             c.redirect_db0 = q.redirect_without_select.then(HashMap::new);
             c.reconnect_db0 = q.reconnect_without_select;
+            c.empty_host_kept = q.empty_host_dialed;
         }
     }
 
@@ -321,7 +342,7 @@ impl Link {
                 return reply;
             }
             let redirect = match &reply {
-                Err(e) => redirect_of(e),
+                Err(e) => redirect_of(e).map(|r| c.named(r)),
                 Ok(_) => None,
             };
             if let (Some(Redirect::Moved(host, port) | Redirect::Ask(host, port)), true) =
