@@ -89,10 +89,20 @@ impl Admin {
     }
 
     /// Reads the slot map again (after a failover) and reconnects to the primaries it names.
+    /// The seed's own connection is opened again where its node closed it: a failover that
+    /// killed the seed node and restarted it (G8's unclean kill, on seeds whose victim is the
+    /// seed) left it at end of file.
     pub fn refresh(&mut self, node_url: &dyn Fn(u16) -> String) -> Result<(), HarnessError> {
-        if !self.shards.is_empty() {
-            self.shards = self.discover(node_url)?;
+        if self.shards.is_empty() {
+            return Ok(());
         }
+        self.shards = match self.discover(node_url) {
+            Err(e) if crate::engine::ready::is_closed(&e) => {
+                self.con = open(&self.url)?;
+                self.discover(node_url)?
+            }
+            r => r?,
+        };
         Ok(())
     }
 

@@ -156,6 +156,22 @@ impl Ledger {
         Ok(())
     }
 
+    /// Takes in what another session's calls told (a crew member's own ledger, kept apart while
+    /// its thread ran).
+    pub(super) fn absorb(&mut self, other: Ledger) {
+        self.acked.extend(other.acked);
+        for (j, n) in other.completed {
+            *self.completed.entry(j).or_default() += n;
+        }
+        self.unsure.extend(other.unsure);
+        self.exempt.extend(other.exempt);
+        self.errors += other.errors;
+        self.odd.extend(other.odd);
+        self.answered += other.answered;
+        self.breaches.extend(other.breaches);
+        self.calls.extend(other.calls);
+    }
+
     /// A call that returned `e`.
     pub(super) fn failed(&mut self, e: &ConnectorError) {
         self.errors += 1;
@@ -322,6 +338,27 @@ mod tests {
         assert_eq!(l.unsure_gone(|j| j == "q/3"), 1);
         assert_eq!(l.times_completed("q", "1"), 2);
         assert!(l.is_unsure("q", "2") && !l.is_unsure("q", "1"));
+    }
+
+    #[test]
+    fn a_crew_members_ledger_absorbed_is_judged_with_the_rest() {
+        // The worker acknowledged 1-4; a member completed 1 and 4, once each, and 1 again.
+        let mut l = ledger();
+        l.completed.insert(job("q", "2"), 1);
+        let mut member = Ledger::default();
+        member.completed.insert(job("q", "1"), 1);
+        member.completed.insert(job("q", "4"), 1);
+        member.acked.insert(job("q", "5"));
+        member.unsure.insert(job("q", "3"));
+        member.errors = 1;
+        l.absorb(member);
+        assert!(l.lost().iter().any(|j| *j == &job("q", "5")));
+        assert!(l.twice().is_empty());
+        assert_eq!((l.acked(), l.errors()), (5, 1));
+        let mut again = Ledger::default();
+        again.completed.insert(job("q", "1"), 1);
+        l.absorb(again);
+        assert_eq!(l.twice(), vec![&job("q", "1")]);
     }
 
     #[test]

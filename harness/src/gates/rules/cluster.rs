@@ -186,7 +186,7 @@ pub const CLUSTER: &[Rule] = &[
         summary: "on a cluster: during a slot migration every call succeeds: ASK is answered by ASKING and the call on the named node, an atomic migration's cut-over is waited out",
         checks: &[
             "G8: a live migration of a queue's slot; with its keys on the target every verb on the queue succeeds",
-            "G8: where the engine has CLUSTER MIGRATESLOTS, the slot moves atomically while the worker runs; every call before, during and after the cut-over succeeds",
+            "G8: where the engine has CLUSTER MIGRATESLOTS, the slot moves atomically while the worker and a crew of three sessions work the queue; every call of each before, during and after the cut-over succeeds, every acknowledged job is completed once",
         ],
         cases: &[],
         gates: &[GateId::G8],

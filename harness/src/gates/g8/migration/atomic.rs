@@ -1,10 +1,11 @@
 //! G8's migration phase, the atomic way (SPEC R8.6; Valkey 9's `CLUSTER MIGRATESLOTS`), after the
 //! legacy one, then home:
 //!
-//! - The worker goes on working the queue while the engine copies its slot to a third primary,
-//!   pauses writes for the cut-over and answers `MOVED` from then on (no `ASK`, no `TRYAGAIN`):
-//!   every call succeeds, before, during and after (a call held by the pause is answered when it
-//!   ends).
+//! - The worker and a crew of [`CREW`] sessions of their own go on working the queue while the
+//!   engine copies its slot to a third primary, pauses writes for the cut-over and answers
+//!   `MOVED` from then on (no `ASK`, no `TRYAGAIN`): every call of every session succeeds, before,
+//!   during and after (a call held by the pause is answered when it ends), and every job one of
+//!   them was told was enqueued is completed exactly once (the phase's accounting).
 //! - A session that read its slot map before that move calls once while the slot goes home the
 //!   legacy way, its keys already there: the node its map names answers `MOVED` to the third
 //!   primary, which answers `ASK` home (R8.12: a chain of redirects is followed). Deterministic:
@@ -14,6 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::super::ledger::Ledger;
 use super::{Books, Conn, SESSION, errorstat};
 use crate::connector::Verbs;
 use crate::engine::Target;
@@ -26,6 +28,10 @@ use crate::gates::{GateContext, GateError, GateOutcome};
 /// shortest request timeout: its error is then the engine's doing (an ERROR), not a FAIL. It only
 /// turns a FAIL into an ERROR, so a slower machine never makes a false FAIL of it.
 const PAUSE_PAST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The sessions beside the worker on the moving queue, each with a connector of its own: the
+/// cut-over meets calls in flight on several connections at once, as a hot queue's would.
+const CREW: usize = 3;
 
 /// The queue, where its slot is and where it goes: the legacy move left it on `at`; it passes
 /// through `via` and ends `home`.
@@ -57,7 +63,7 @@ pub(super) fn run(
         return Ok(false);
     }
     (ctx.progress)(&format!(
-        "G8: an atomic migration of slot {} under the worker, then home",
+        "G8: an atomic migration of slot {} under the worker and a crew of {CREW}, then home",
         r.slot
     ));
     // Its slot map names `at`, and it sends nothing more until the slot is on its way home.
@@ -65,7 +71,14 @@ pub(super) fn run(
     stale.connect(SESSION, url.clone())?;
     stale.pending_size(SESSION, q)?;
     let moved0 = errorstat(ctx.engine, r.at, "MOVED")?;
-    let (moved, slowest, failed) = under_worker(ctx, c, r, l)?;
+    let crew = (0..CREW)
+        .map(|i| {
+            let mut m = ctx.factory.make()?;
+            m.connect(&member(i), url.clone())?;
+            Ok(m)
+        })
+        .collect::<Result<Vec<Conn>, GateError>>()?;
+    let (moved, slowest, failed) = under_worker(ctx, c, crew, r, l)?;
     let after = super::rounds(c, &[q], 1_000, l);
     out.figure("atomic_migration_ms", moved.took.as_millis() as u64);
     out.figure("atomic_keys_moved", moved.keys);
@@ -90,7 +103,7 @@ pub(super) fn run(
         &errors,
         "while the engine moved the queue's slot atomically (CLUSTER MIGRATESLOTS: the source \
          serves it while it copies, pauses writes for the cut-over, then answers MOVED), every \
-         call of the worker on the queue succeeded (R8.6)",
+         call of the worker and of a crew of 3 sessions on the queue succeeded (R8.6)",
         "failed",
     );
     out.none_of(
@@ -130,42 +143,97 @@ pub(super) fn run(
 /// A round that failed: how long it took, and what the caller saw.
 type Failed = (Duration, String);
 
-/// The worker's rounds on `q` while the engine moves its slot from `at` to `via`: the move, the
-/// slowest round, and the rounds that failed.
+/// A crew member's session name.
+fn member(i: usize) -> String {
+    format!("{SESSION}-crew-{i}")
+}
+
+/// Rounds on `r.queue` by one session until `done` was set before a round began (so at least
+/// one round after the move), each told to `l`: the slowest round and the failed ones.
+fn work(
+    c: &mut Conn,
+    session: &str,
+    r: &Route<'_>,
+    done: &AtomicBool,
+    started: &std::sync::mpsc::Sender<()>,
+    l: &mut Ledger,
+) -> (Duration, Vec<Failed>) {
+    let (mut slowest, mut errors, mut n) = (Duration::ZERO, Vec::new(), 0u32);
+    loop {
+        let last = done.load(Ordering::SeqCst);
+        let t0 = Instant::now();
+        let got = l.round(
+            &mut **c,
+            session,
+            r.queue,
+            &format!("{session}-{}", 500 + n),
+            60_000,
+        );
+        let took = t0.elapsed();
+        if let Err(e) = got {
+            errors.push((
+                took,
+                format!("{session} round {n}: kind {}: {}", e.kind, e.message),
+            ));
+        }
+        slowest = slowest.max(took);
+        n += 1;
+        let _ = started.send(());
+        if last {
+            return (slowest, errors);
+        }
+    }
+}
+
+/// The worker's and the crew's rounds on `q` while the engine moves its slot from `at` to
+/// `via`: the move, the slowest round, and the rounds that failed. The crew's calls go to `l`
+/// once their threads are done.
 fn under_worker(
     ctx: &GateContext<'_>,
     c: &mut Conn,
+    crew: Vec<Conn>,
     r: &Route<'_>,
     l: &mut Books,
 ) -> Result<(AtomicMove, Duration, Vec<Failed>), GateError> {
     let done = AtomicBool::new(false);
     let (started_tx, started_rx) = std::sync::mpsc::channel();
-    std::thread::scope(|s| {
-        let worker = s.spawn(|| {
-            let (mut slowest, mut errors, mut n) = (Duration::ZERO, Vec::new(), 0u32);
-            // At least one round after the move, and until then as many as fit.
-            loop {
-                let last = done.load(Ordering::SeqCst);
-                let t0 = Instant::now();
-                let got = l.round(c, r.queue, 500 + n);
-                let took = t0.elapsed();
-                if let Err(e) = got {
-                    errors.push((took, format!("round {n}: kind {}: {}", e.kind, e.message)));
-                }
-                slowest = slowest.max(took);
-                n += 1;
-                let _ = started_tx.send(());
-                if last {
-                    return (slowest, errors);
-                }
-            }
-        });
-        // The move starts once the worker has one round behind it.
-        let _ = started_rx.recv();
+    let jobs = &mut l.jobs;
+    let (moved, slowest, errors, owns) = std::thread::scope(|s| {
+        let members: Vec<_> = crew
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut m)| {
+                let (done, started) = (&done, started_tx.clone());
+                s.spawn(move || {
+                    let mut own = Ledger::default();
+                    let got = work(&mut m, &member(i), r, done, &started, &mut own);
+                    (got, own)
+                })
+            })
+            .collect();
+        let worker = {
+            let (done, started) = (&done, started_tx.clone());
+            s.spawn(move || work(c, SESSION, r, done, &started, jobs))
+        };
+        // The move starts once every session has one round behind it.
+        for _ in 0..=CREW {
+            let _ = started_rx.recv();
+        }
         let moved = migrate_atomic(ctx.engine, r.slot, r.at, r.via);
         done.store(true, Ordering::SeqCst);
-        let (slowest, errors) = worker.join().expect("the worker thread does not panic");
-        ctx.engine.mark_health();
-        Ok((moved?, slowest, errors))
-    })
+        let (mut slowest, mut errors) = worker.join().expect("the worker thread does not panic");
+        let mut owns = Vec::new();
+        for m in members {
+            let ((took, failed), own) = m.join().expect("a crew thread does not panic");
+            slowest = slowest.max(took);
+            errors.extend(failed);
+            owns.push(own);
+        }
+        (moved, slowest, errors, owns)
+    });
+    for own in owns {
+        l.jobs.absorb(own);
+    }
+    ctx.engine.mark_health();
+    Ok((moved?, slowest, errors))
 }
