@@ -180,6 +180,56 @@ fn under_tryagain(
     })
 }
 
+/// The legacy migration of `slot` from `from` to `to` under the worker: every verb under `ASK`,
+/// then a claim under `TRYAGAIN` (returned, for [`judge_tryagain`]); its figures and the `ASK`
+/// verdict. A scenario that did not happen as planned is an `Err`.
+fn under_migration(
+    ctx: &GateContext<'_>,
+    admin: &mut Admin,
+    c: &mut Conn,
+    (q, t, slot): (&str, &str, shards::Slot),
+    (from, to): (NodeId, NodeId),
+    l: &mut Books,
+    out: &mut GateOutcome,
+) -> Result<Result<Option<Claimed>, ConnectorError>, GateError> {
+    let (ask0, try0) = (
+        errorstat(ctx.engine, from, "ASK")?,
+        errorstat(ctx.engine, to, "TRYAGAIN")?,
+    );
+    let t0 = Instant::now();
+    let mut mv = SlotMove::begin(ctx.engine, slot, from, to)?;
+    let moved = mv.move_keys()?;
+    mv.target().script_flush()?;
+    let failed = under_ask(c, q, l);
+    let tried = under_tryagain(ctx, c, t, mv)?;
+    ctx.engine.mark_health();
+    ctx.engine.refresh(admin)?;
+    let (asks, tryagains) = (
+        errorstat(ctx.engine, from, "ASK")? - ask0,
+        errorstat(ctx.engine, to, "TRYAGAIN")? - try0,
+    );
+    out.figure("migration_keys_moved", moved);
+    out.figure("migration_asks", asks);
+    out.figure("migration_tryagains", tryagains);
+    out.figure("migration_ms", t0.elapsed().as_millis() as u64);
+    // Every call reaches the source first, so ASK is the harness's doing; TRYAGAIN needs a
+    // connector that reached the target, i.e. one that followed ASK.
+    if asks == 0 || (failed.is_empty() && tryagains == 0) {
+        return Err(GateError::instrument(format!(
+            "the migration of slot {slot} produced {asks} ASK and {tryagains} TRYAGAIN replies; \
+             the scenario did not happen as planned"
+        )));
+    }
+    out.none_of(
+        &failed,
+        "while a queue's keys sat on the migration's target, every verb on it followed ASK \
+         (ASKING and the call on the target; a NOSCRIPT there answered by SCRIPT LOAD there) \
+         and succeeded (R8.6, R8.8)",
+        "failed",
+    );
+    Ok(tried)
+}
+
 /// The phase: runs on a cluster after the failover.
 pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError> {
     let GateDb { url, mut admin, .. } = ctx.database(GateId::G8)?;
@@ -206,41 +256,15 @@ pub fn run(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<(), GateError
             events.join("; ")
         )));
     }
-    let (ask0, try0) = (
-        errorstat(ctx.engine, from, "ASK")?,
-        errorstat(ctx.engine, to, "TRYAGAIN")?,
-    );
-    let t0 = Instant::now();
-    let mut mv = SlotMove::begin(ctx.engine, slot, from, to)?;
-    let moved = mv.move_keys()?;
-    mv.target().script_flush()?;
-    let failed = under_ask(&mut c, &q, &mut l);
-    let tried = under_tryagain(ctx, &mut c, &t, mv)?;
-    ctx.engine.mark_health();
-    ctx.engine.refresh(&mut admin)?;
-    let (asks, tryagains) = (
-        errorstat(ctx.engine, from, "ASK")? - ask0,
-        errorstat(ctx.engine, to, "TRYAGAIN")? - try0,
-    );
-    out.figure("migration_keys_moved", moved);
-    out.figure("migration_asks", asks);
-    out.figure("migration_tryagains", tryagains);
-    out.figure("migration_ms", t0.elapsed().as_millis() as u64);
-    // Every call reaches the source first, so ASK is the harness's doing; TRYAGAIN needs a
-    // connector that reached the target, i.e. one that followed ASK.
-    if asks == 0 || (failed.is_empty() && tryagains == 0) {
-        return Err(GateError::instrument(format!(
-            "the migration of slot {slot} produced {asks} ASK and {tryagains} TRYAGAIN replies; \
-             the scenario did not happen as planned"
-        )));
-    }
-    out.none_of(
-        &failed,
-        "while a queue's keys sat on the migration's target, every verb on it followed ASK \
-         (ASKING and the call on the target; a NOSCRIPT there answered by SCRIPT LOAD there) \
-         and succeeded (R8.6, R8.8)",
-        "failed",
-    );
+    let tried = under_migration(
+        ctx,
+        &mut admin,
+        &mut c,
+        (&q, &t, slot),
+        (from, to),
+        &mut l,
+        out,
+    )?;
     judge_tryagain(&mut admin, &t, tried, &mut l, out)?;
     after(&mut c, &mut idle, (&q, &t), &mut l, out)?;
     settles(ctx, &mut c, &[&q, &t], from, &mut l, out)?;

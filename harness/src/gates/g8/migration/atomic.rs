@@ -111,13 +111,28 @@ pub(super) fn run(
         "after the atomic migration the worker followed MOVED and went on without an error (R8.1)",
         "errors",
     );
-    // Home the legacy way, the keys moved first: the node the late session's map names answers
-    // `MOVED` to `via`, which answers `ASK` home. Every node agrees `via` owns the slot, so the
-    // chain does not depend on how fast the cluster gossips.
+    home_by_chain(ctx, &mut *stale, r, moved1, l, out)?;
+    ctx.engine.refresh(admin)?;
+    Ok(true)
+}
+
+/// Home the legacy way, the keys moved first, while the late session `stale` enqueues once:
+/// the node its map names answers `MOVED` to `via`, which answers `ASK` home (R8.12). Every node
+/// agrees `via` owns the slot, so the chain does not depend on how fast the cluster gossips.
+/// `moved1`: the `MOVED` replies `at` had given before.
+fn home_by_chain(
+    ctx: &GateContext<'_>,
+    stale: &mut (dyn crate::connector::Connector + Send),
+    r: &Route<'_>,
+    moved1: u64,
+    l: &mut Books,
+    out: &mut GateOutcome,
+) -> Result<(), GateError> {
+    let q = r.queue;
     let asked1 = errorstat(ctx.engine, r.via, "ASK")?;
     let mut home = SlotMove::begin(ctx.engine, r.slot, r.via, r.home)?;
     home.move_keys()?;
-    let hop = l.jobs.enqueue(&mut *stale, SESSION, q, "chain");
+    let hop = l.jobs.enqueue(stale, SESSION, q, "chain");
     let hops = errorstat(ctx.engine, r.at, "MOVED")? - moved1
         + errorstat(ctx.engine, r.via, "ASK")?
         - asked1;
@@ -136,8 +151,7 @@ pub(super) fn run(
             e.kind, e.message
         )),
     }
-    ctx.engine.refresh(admin)?;
-    Ok(true)
+    Ok(())
 }
 
 /// A round that failed: how long it took, and what the caller saw.
