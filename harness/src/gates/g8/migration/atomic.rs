@@ -157,6 +157,9 @@ fn home_by_chain(
 /// A round that failed: how long it took, and what the caller saw.
 type Failed = (Duration, String);
 
+/// Failed rounds of one session shown one by one; the rest are counted.
+const SHOWN: usize = 3;
+
 /// A crew member's session name.
 fn member(i: usize) -> String {
     format!("{SESSION}-crew-{i}")
@@ -173,6 +176,9 @@ fn work(
     l: &mut Ledger,
 ) -> (Duration, Vec<Failed>) {
     let (mut slowest, mut errors, mut n) = (Duration::ZERO, Vec::new(), 0u32);
+    // Past [`SHOWN`] failed rounds only their count and the longest is kept, and a failed round
+    // is followed by a short pause: a dead session would otherwise spin through the migration.
+    let (mut more, mut more_took) = (0u32, Duration::ZERO);
     loop {
         let last = done.load(Ordering::SeqCst);
         let t0 = Instant::now();
@@ -185,17 +191,36 @@ fn work(
         );
         let took = t0.elapsed();
         if let Err(e) = got {
-            errors.push((
-                took,
-                format!("{session} round {n}: kind {}: {}", e.kind, e.message),
-            ));
+            if errors.len() < SHOWN {
+                errors.push((
+                    took,
+                    format!("{session} round {n}: kind {}: {}", e.kind, e.message),
+                ));
+            } else {
+                (more, more_took) = (more + 1, more_took.max(took));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
         slowest = slowest.max(took);
+        if n == 0 {
+            let _ = started.send(());
+        }
         n += 1;
-        let _ = started.send(());
         if last {
+            if more > 0 {
+                errors.push((more_took, format!("{session}: {more} more rounds failed")));
+            }
             return (slowest, errors);
         }
+    }
+}
+
+/// Sets its flag when dropped: the sessions stop even if the migration's thread unwinds.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
@@ -229,12 +254,16 @@ fn under_worker(
             let (done, started) = (&done, started_tx.clone());
             s.spawn(move || work(c, SESSION, r, done, &started, jobs))
         };
-        // The move starts once every session has one round behind it.
+        // The move starts once every session has one round behind it (each says so once).
+        drop(started_tx);
         for _ in 0..=CREW {
-            let _ = started_rx.recv();
+            if started_rx.recv().is_err() {
+                break;
+            }
         }
+        let stop = SetOnDrop(&done);
         let moved = migrate_atomic(ctx.engine, r.slot, r.at, r.via);
-        done.store(true, Ordering::SeqCst);
+        drop(stop);
         let (mut slowest, mut errors) = worker.join().expect("the worker thread does not panic");
         let mut owns = Vec::new();
         for m in members {
