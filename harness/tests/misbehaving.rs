@@ -251,3 +251,54 @@ fn a_run_ended_by_a_signal_says_so_in_one_line() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(marked(&marker), Vec::<u32>::new(), "processes left running");
 }
+
+/// A run whose stderr has no reader any more (a cancelled CI job's log pipe) still ends on a
+/// signal, with nothing left running: the handler once panicked writing its line there, after
+/// which the run went on booting engines and outlived every later signal.
+#[test]
+fn a_run_whose_stderr_reader_is_gone_still_ends_on_a_signal() {
+    let Some(python) = common::python_connector() else {
+        return;
+    };
+    let marker = format!("{}-signal-no-reader", std::process::id());
+    let mut child = start(
+        Command::new(env!("CARGO_BIN_EXE_emq-gate"))
+            .args(["run", "--engine", "binary", "--"])
+            .arg(&python)
+            .env("EMQ_MISBEHAVE_TEST", &marker),
+    );
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(2));
+    // Nobody reads its output from now on: its next write meets a broken pipe.
+    drop(child.stderr.take());
+    drop(child.stdout.take());
+    std::thread::sleep(Duration::from_secs(2));
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let t0 = Instant::now();
+    let ended = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        // Bounded far past the handler's own 5 s wait for what it killed.
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let left = marked(&marker);
+    for p in &left {
+        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+    }
+    assert_eq!(
+        ended.and_then(|s| s.code()),
+        Some(130),
+        "emq-gate did not end on SIGTERM within 30 s"
+    );
+    assert_eq!(left, Vec::<u32>::new(), "processes left running");
+}

@@ -8,6 +8,7 @@
 //! `-ns`); a binary engine as a file `<server pid>.json` in [`engines_dir`]. Before every engine
 //! start, [`sweep`] removes the engines whose owner is gone.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,8 +154,12 @@ fn install_handler() {
             // Kept until the process exits: no spawn starts or goes unregistered after this.
             let _no_spawn = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
             let n = remove_all();
-            // Printed even under --quiet: a run that ends without a record must say why.
-            eprintln!(
+            // Printed even under --quiet: a run that ends without a record must say why. Not
+            // `eprintln!`: it panics when stderr's reader is gone (a cancelled CI job), and a
+            // panic here ended this thread with the lock released, so later spawns went on and
+            // the process outlived every later signal (seen: a matrix share kept booting engines).
+            let _ = writeln!(
+                std::io::stderr(),
                 "emq-gate: ended by a signal (interrupt or terminate) before a verdict; {n} engines and connector processes removed"
             );
             std::process::exit(130);
