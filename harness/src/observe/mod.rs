@@ -110,7 +110,7 @@ pub fn connector_clients(
     db: u32,
     harness: &[String],
 ) -> Result<Vec<crate::engine::admin::ClientInfo>, HarnessError> {
-    let own = admin.is_cluster().then(|| admin.user());
+    let own = admin.is_cluster().then(|| admin.user().to_string());
     Ok(admin
         .client_list()?
         .into_iter()

@@ -84,11 +84,8 @@ impl Admin {
 
     /// The ACL user this admin's connections are authenticated as (`default` where its url
     /// names none).
-    pub fn user(&self) -> String {
-        crate::protocol::url::EngineUrl::parse(&self.url)
-            .ok()
-            .and_then(|u| u.user)
-            .unwrap_or_else(|| "default".to_string())
+    pub fn user(&self) -> &str {
+        &self.user
     }
 
     /// Kills one client connection (crash injection), on the node it is a client of.

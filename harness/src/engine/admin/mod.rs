@@ -33,6 +33,8 @@ pub use subscription::Subscription;
 pub struct Admin {
     con: redis::Connection,
     url: String,
+    /// The ACL user of `url` (`default` where it names none).
+    user: String,
     /// A cluster's primaries (empty on a single engine).
     shards: Vec<Shard>,
 }
@@ -73,6 +75,10 @@ impl Admin {
         Ok(Self {
             con: open(url)?,
             url: url.to_string(),
+            user: crate::protocol::url::EngineUrl::parse(url)
+                .ok()
+                .and_then(|u| u.user)
+                .unwrap_or_else(|| "default".to_string()),
             shards: Vec::new(),
         })
     }

@@ -14,9 +14,7 @@
 //! back on every node, whatever the verdict. Not on a TLS cluster: its nodes are named by host
 //! name there (R10.4).
 
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
-
+use super::migration::{seeded_pair, slot_of};
 use crate::connector::Verbs;
 use crate::engine::Engine;
 use crate::engine::admin::{Admin, shards};
@@ -43,10 +41,7 @@ struct Plan {
 }
 
 fn plan(engine: &Engine, admin: &Admin, seed: u64) -> Plan {
-    let primaries = engine.primaries(admin);
-    let mut rng = StdRng::seed_from_u64(seed ^ 0xe4d0);
-    let from = rng.random_range(0..primaries.len());
-    let to = (from + 1 + rng.random_range(0..primaries.len() - 1)) % primaries.len();
+    let (from, source, target) = seeded_pair(&engine.primaries(admin), seed, 0xe4d0);
     let fence_slot = shards::slot(FENCE_KEY.as_bytes());
     let each = admin.one_name_per_primary(&format!("g8e-{seed}-each"));
     let taken: Vec<u16> = each
@@ -65,13 +60,9 @@ fn plan(engine: &Engine, admin: &Admin, seed: u64) -> Plan {
         each,
         moved,
         asked,
-        from: primaries[from],
-        to: primaries[to],
+        from: source,
+        to: target,
     }
-}
-
-fn slot_of(q: &str) -> u16 {
-    shards::slot(key(q, "pending").as_bytes())
 }
 
 /// The phase: on the plain cluster, after the slot migration.

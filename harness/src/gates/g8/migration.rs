@@ -63,6 +63,20 @@ impl Books {
     }
 }
 
+/// Two distinct primaries picked by `seed` (`salt` keeps phases apart): the source's index
+/// among the primaries, the source and the target.
+pub(super) fn seeded_pair(primaries: &[NodeId], seed: u64, salt: u64) -> (usize, NodeId, NodeId) {
+    let mut rng = StdRng::seed_from_u64(seed ^ salt);
+    let from = rng.random_range(0..primaries.len());
+    let to = (from + 1 + rng.random_range(0..primaries.len() - 1)) % primaries.len();
+    (from, primaries[from], primaries[to])
+}
+
+/// The hash slot of a queue's keys.
+pub(super) fn slot_of(q: &str) -> shards::Slot {
+    shards::slot(key(q, "pending").as_bytes())
+}
+
 /// The queue to move (on a seeded primary, not in the fence's slot), a second queue in the same
 /// slot, the slot, and the source and target primaries.
 fn choose(
@@ -70,12 +84,8 @@ fn choose(
     admin: &Admin,
     seed: u64,
 ) -> (String, String, shards::Slot, NodeId, NodeId) {
-    let primaries = engine.primaries(admin);
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5107);
-    let from = rng.random_range(0..primaries.len());
-    let to = (from + 1 + rng.random_range(0..primaries.len() - 1)) % primaries.len();
+    let (from, source, target) = seeded_pair(&engine.primaries(admin), seed, 0x5107);
     let fence_slot = shards::slot(FENCE_KEY.as_bytes());
-    let slot_of = |q: &str| shards::slot(key(q, "pending").as_bytes());
     let q = (0..)
         .map(|i| format!("g8m-{i}"))
         .find(|q| admin.shard_of(&key(q, "pending")) == from && slot_of(q) != fence_slot)
@@ -85,7 +95,7 @@ fn choose(
         .map(|i| format!("g8m-t{i}"))
         .find(|t| slot_of(t) == slot)
         .expect("every slot has names");
-    (q, t, slot, primaries[from], primaries[to])
+    (q, t, slot, source, target)
 }
 
 /// Fills `q` so that every declared key of every verb exists (a pending, an active, a delayed and
