@@ -27,7 +27,11 @@ const SETTLE_MIN: Duration = Duration::from_secs(5);
 type Client = (usize, String);
 
 /// The connector's connections on `db` now (the harness's own excluded).
-fn clients(admin: &mut Admin, db: u32, harness: &[String]) -> Result<BTreeSet<Client>, GateError> {
+fn clients(
+    admin: &mut Admin,
+    db: u32,
+    harness: &[BTreeSet<String>],
+) -> Result<BTreeSet<Client>, GateError> {
     Ok(connector_clients(admin, db, harness)?
         .into_iter()
         .map(|c| (c.node, c.addr))
@@ -38,7 +42,7 @@ fn clients(admin: &mut Admin, db: u32, harness: &[String]) -> Result<BTreeSet<Cl
 fn still_open(
     admin: &mut Admin,
     db: u32,
-    harness: &[String],
+    harness: &[BTreeSet<String>],
     gone: &BTreeSet<Client>,
     within: Duration,
 ) -> Result<Vec<Client>, GateError> {
@@ -73,7 +77,7 @@ pub fn check(
     beside: &mut crate::gates::beside::Beside<'_, '_, '_>,
 ) -> Result<(), GateError> {
     (ctx.progress)("G1: the connections a session opened are closed when it is replaced or ends");
-    let harness = admin.own_addrs()?;
+    let harness = admin.own_addrs_by_node()?;
     let mut c = ctx.factory.make()?;
     let before = clients(admin, db, &harness)?;
     let Some((first, settle)) = reconnect(out, &mut *c, admin, db, url, &harness, &before)? else {
@@ -98,7 +102,7 @@ fn reconnect(
     admin: &mut Admin,
     db: u32,
     url: &crate::engine::Target,
-    harness: &[String],
+    harness: &[BTreeSet<String>],
     before: &BTreeSet<Client>,
 ) -> Result<Option<(BTreeSet<Client>, Duration)>, GateError> {
     let mut slowest = Duration::ZERO;
@@ -154,7 +158,7 @@ fn disconnect(
     c: &mut (dyn Connector + Send),
     admin: &mut Admin,
     db: u32,
-    harness: &[String],
+    harness: &[BTreeSet<String>],
     known: (&BTreeSet<Client>, &BTreeSet<Client>),
     settle: Duration,
 ) -> Result<bool, GateError> {
@@ -208,7 +212,7 @@ pub fn after_a_timeout(
 ) -> Result<(), GateError> {
     let url = ctx.engine.target(db);
     let admin = &mut ctx.engine.admin(db)?;
-    let harness = admin.own_addrs()?;
+    let harness = admin.own_addrs_by_node()?;
     let before = clients(admin, db, &harness)?;
     let (proxy, through) = ctx.proxied(&url)?;
     let mut c = ctx.factory.make()?;

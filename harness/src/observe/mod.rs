@@ -33,11 +33,9 @@ pub use line::{Line, is_script_cmd, keys_of, names_emq_key, parse_line, stable};
 pub struct Watch {
     monitors: Vec<Monitor>,
     db: u32,
-    /// The harness's own connections, on any node (what a kill round spares).
-    harness: BTreeSet<String>,
     /// The harness's own connections as each monitored node sees them, in the monitors' order:
-    /// a node's lines are attributed against its own (an address seen on one node may be a
-    /// connector's on another).
+    /// a node's lines are attributed against its own, and a kill round spares them there (an
+    /// address seen on one node may be a connector's on another).
     by_node: Vec<BTreeSet<String>>,
 }
 
@@ -64,28 +62,33 @@ impl Watch {
                 }
             }
         }
-        // Checked above: every node names the admin's connection and its monitor's.
-        let harness: BTreeSet<String> = by_node.iter().flatten().cloned().collect();
         Ok(Self {
             monitors,
             db,
-            harness,
             by_node,
         })
     }
 
-    /// Counts `addrs` as the harness's own (another admin's connections, on whichever node).
-    pub fn exclude(&mut self, addrs: Vec<String>) {
-        for own in &mut self.by_node {
-            own.extend(addrs.iter().cloned());
+    /// Counts another admin's connections as the harness's own, node by node
+    /// ([`Admin::own_addrs_by_node`] of an admin of the same engine, so in the same node order).
+    pub fn exclude(&mut self, by_node: &[BTreeSet<String>]) -> Result<(), HarnessError> {
+        if by_node.len() != self.by_node.len() {
+            return Err(HarnessError::Engine(format!(
+                "an admin sees {} primaries where the watch sees {}: the nodes changed",
+                by_node.len(),
+                self.by_node.len()
+            )));
         }
-        self.harness.extend(addrs);
+        for (own, more) in self.by_node.iter_mut().zip(by_node) {
+            own.extend(more.iter().cloned());
+        }
+        Ok(())
     }
 
-    /// The harness's own connections this watch knows (the admin's and the monitors'): a kill
-    /// round must spare them.
-    pub fn harness_addrs(&self) -> Vec<String> {
-        self.harness.iter().cloned().collect()
+    /// The harness's own connections this watch knows, as each node sees them (the admin's and
+    /// the monitors'): a kill round must spare them.
+    pub fn harness_by_node(&self) -> Vec<BTreeSet<String>> {
+        self.by_node.clone()
     }
 
     /// Stops and attributes what was seen: each node's lines on their own (a script's `lua`
@@ -101,20 +104,23 @@ impl Watch {
 }
 
 /// The connector's clients on `db`: every client of that database but the `harness` addresses
-/// (on a cluster, the clients of every primary). On a cluster, also every client of another
+/// of its node (on a cluster, the clients of every primary; `harness` in the admin's node order,
+/// as [`Admin::own_addrs_by_node`] gives it: a connection's local port is unique per destination
+/// only, so one flat list spared a connector's connection to one node that had the address of
+/// the harness's to another, kill after kill). On a cluster, also every client of another
 /// database that is not the harness's user: a node connection is in database 0 between its
 /// `AUTH` and its `SELECT` (R8.5), and one caught there is the connector's all the same (only one
 /// gate runs on a cluster at a time, so no other gate's connector is there to take).
 pub fn connector_clients(
     admin: &mut Admin,
     db: u32,
-    harness: &[String],
+    harness: &[BTreeSet<String>],
 ) -> Result<Vec<crate::engine::admin::ClientInfo>, HarnessError> {
     let own = admin.is_cluster().then(|| admin.user().to_string());
     Ok(admin
         .client_list()?
         .into_iter()
-        .filter(|c| !harness.contains(&c.addr))
+        .filter(|c| !harness.get(c.node).is_some_and(|own| own.contains(&c.addr)))
         .filter(|c| c.db == db || own.as_ref().is_some_and(|u| &c.user != u))
         .collect())
 }

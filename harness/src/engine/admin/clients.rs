@@ -32,18 +32,6 @@ impl Admin {
         self.query(&["CLIENT", "ID"])
     }
 
-    /// The addresses (as the engine sees them) of this admin's own connections, every node's.
-    pub fn own_addrs(&mut self) -> Result<Vec<String>, HarnessError> {
-        let infos: Vec<String> = if self.shards.is_empty() {
-            vec![self.query(&["CLIENT", "INFO"])?]
-        } else {
-            let mut v: Vec<String> = vec![self.query(&["CLIENT", "INFO"])?];
-            v.extend(self.query_each::<String>(&["CLIENT", "INFO"])?);
-            v
-        };
-        Ok(infos.iter().map(|t| parse_client(t.trim()).addr).collect())
-    }
-
     /// The addresses of this admin's own connections as each primary sees them, in shard order
     /// (one entry on a single engine). Per node, because two nodes may each see a client at the
     /// same address: a connection's local port is unique per destination only, so the harness's

@@ -3,7 +3,7 @@
 //! then a drain and the accounting. `MONITOR` watches the whole loop: every connection the
 //! connector opens, by itself included, must read the fence first (R3.5).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -136,7 +136,7 @@ const KILLER_GONE: &str = "the killer thread is gone";
 fn killer(
     mut admin: Admin,
     db: u32,
-    harness: Vec<String>,
+    harness: Vec<BTreeSet<String>>,
     rx: mpsc::Receiver<u64>,
     ack: mpsc::Sender<Result<bool, GateError>>,
 ) {
@@ -197,13 +197,13 @@ pub(super) fn crashes(ctx: &GateContext<'_>, out: &mut GateOutcome) -> Result<()
     };
     // Watched from before the first connect: every connection the phase opens is judged (R3.5,
     // R8.9; see `judge_reconnects`).
-    let mut harness = [killer_admin.own_addrs()?, marker.admin.own_addrs()?].concat();
     let watch = {
         let mut w = Watch::start(&mut admin, db, &[])?;
-        w.exclude(harness.clone());
-        harness = w.harness_addrs();
+        w.exclude(&killer_admin.own_addrs_by_node()?)?;
+        w.exclude(&marker.admin.own_addrs_by_node()?)?;
         w
     };
+    let harness = watch.harness_by_node();
     let mut ledger = Ledger::default();
     (ctx.progress)(&format!(
         "G8: {JOBS} jobs, then a worker loop with {CRASHES} injected crashes"
@@ -353,7 +353,7 @@ fn crash_loop(
     mut c: Box<dyn Connector + Send>,
     marker: &mut Marker,
     ledger: &mut Ledger,
-    (killer_admin, db, harness): (Admin, u32, Vec<String>),
+    (killer_admin, db, harness): (Admin, u32, Vec<BTreeSet<String>>),
 ) -> Result<Counts, GateError> {
     let (tx, rx) = mpsc::channel::<u64>();
     let (ack_tx, ack_rx) = mpsc::channel();
