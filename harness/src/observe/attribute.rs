@@ -71,17 +71,6 @@ impl Observed {
         out
     }
 
-    /// When each connector connection began: the time of its first line.
-    pub fn first_seen(&self) -> BTreeMap<&str, u64> {
-        let mut first = BTreeMap::new();
-        for l in &self.all {
-            if self.commands.contains_key(&l.addr) {
-                first.entry(l.addr.as_str()).or_insert(l.at_us);
-            }
-        }
-        first
-    }
-
     /// Client addresses of the connector, in address order.
     pub fn clients(&self) -> Vec<&str> {
         self.commands.keys().map(String::as_str).collect()
