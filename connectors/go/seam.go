@@ -22,12 +22,13 @@ package main
 //     and nothing falls back to plaintext.
 //   - Sentinel (SPEC §11): every (re)connect asks the Sentinels in order (AUTH and
 //     SENTINEL get-master-addr-by-name only, no SELECT, each closed after its answer, 1 s each),
-//     sends ROLE to the node named before anything else but AUTH and uses it only if it says
-//     master; a lost connection, a timeout or READONLY forgets the primary, and the next verb
-//     finds it again the same way (fence first). The Sentinels are dialled by dial below, with the
-//     session's TLS options.
+//     sends ROLE to the node named before anything else but AUTH (that whole check, 2 s) and
+//     uses it only if it says master; a lost connection, a timeout or READONLY forgets the
+//     primary, and the next verb finds it again the same way (fence first). The Sentinels are
+//     dialled by dial below, with the session's TLS options.
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -328,7 +329,7 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 	// The database on every connection, a cluster node's too (R8.5): a redirect names a node,
 	// never a database, so each connection this opens (the seed, a slot map's primary, a MOVED or
 	// ASK target, a replacement after a failure) selects it at dial, before anything else.
-	c, err := e.dial(addr, dialTimeout, ioTimeout, e.t.DB != 0)
+	c, _, err := e.dial(addr, dialTimeout, ioTimeout, e.t.DB != 0, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +345,16 @@ func (e *Engine) conn(addr string) (redis.Conn, *WireError) {
 // returns the connection, and returns an error reply to either as the redis.Error itself, having
 // closed the socket: so a database the engine refuses (out of range, not allowed in cluster mode,
 // NOPERM) fails that dial with kind engine and the engine's text (dialError), nothing else sent.
-func (e *Engine) dial(addr string, connect, rw time.Duration, withDB bool) (redis.Conn, *WireError) {
+// A non-zero until caps everything on the connection at that instant (the TCP connect, the TLS
+// handshake, the AUTH and SELECT redigo sends inside the dial, then the caller's commands) until
+// the returned capConn is released: redigo's read timeout alone would give AUTH rw (R11.1).
+func (e *Engine) dial(addr string, connect, rw time.Duration, withDB bool, until time.Time) (redis.Conn, *capConn, *WireError) {
+	var capped *capConn
+	if !until.IsZero() {
+		if connect = time.Until(until); connect <= 0 {
+			return nil, nil, enginef("connect to %s: no time left", addr)
+		}
+	}
 	opts := []redis.DialOption{
 		redis.DialConnectTimeout(connect),
 		redis.DialReadTimeout(rw),
@@ -364,26 +374,69 @@ func (e *Engine) dial(addr string, connect, rw time.Duration, withDB bool) (redi
 		// this config and keeps its ServerName (:248-257).
 		cfg, err := e.t.tlsConfig(addr)
 		if err != nil {
-			return nil, enginef("connect to %s: TLS: %v", addr, err)
+			return nil, nil, enginef("connect to %s: TLS: %v", addr, err)
 		}
 		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(cfg),
 			redis.DialTLSHandshakeTimeout(connect))
 	}
+	if !until.IsZero() {
+		// redigo's own dialer and keep-alive (conn.go:224-228), the socket wrapped.
+		d := net.Dialer{Deadline: until, KeepAlive: 5 * time.Minute}
+		opts = append(opts, redis.DialContextFunc(func(ctx context.Context, network, a string) (net.Conn, error) {
+			nc, err := d.DialContext(ctx, network, a)
+			if err != nil {
+				return nil, err
+			}
+			nc.SetDeadline(until) // redigo sets none for the TLS handshake
+			capped = &capConn{Conn: nc, until: until}
+			return capped, nil
+		}))
+	}
 	c, err := redis.Dial("tcp", addr, opts...)
 	if err != nil {
-		return nil, e.t.dialError(addr, err)
+		return nil, nil, e.t.dialError(addr, err)
 	}
-	return c, nil
+	return c, capped, nil
+}
+
+// capConn is a socket whose deadlines never pass until while it is set: redigo sets its own
+// (now + its read or write timeout) before every read and write, and this keeps them inside one
+// bound. release gives the connection back its own timeouts (P4.11: the session's reads get
+// ioTimeout, not what is left of a Sentinel's share).
+type capConn struct {
+	net.Conn
+	until time.Time
+}
+
+func (c *capConn) capped(t time.Time) time.Time {
+	if !c.until.IsZero() && (t.IsZero() || t.After(c.until)) {
+		return c.until
+	}
+	return t
+}
+
+func (c *capConn) SetDeadline(t time.Time) error      { return c.Conn.SetDeadline(c.capped(t)) }
+func (c *capConn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadDeadline(c.capped(t)) }
+func (c *capConn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.capped(t)) }
+
+// release lifts the cap; redigo sets its read and write deadlines again before the next command.
+func (c *capConn) release() {
+	c.until = time.Time{}
+	c.Conn.SetDeadline(time.Time{})
 }
 
 // ---- behind Sentinel (SPEC §11) ----
 
 const (
-	// sentinelTimeout bounds each Sentinel (dial, TLS handshake, each reply): a refusing or
-	// silent one costs about this much and the next is asked (R11.1), within R5.8's 10 s.
+	// sentinelTimeout bounds each Sentinel, all of it (connect, TLS handshake, AUTH, the answer):
+	// a refusing or silent one costs at most this and the next is asked (R11.1).
 	sentinelTimeout = time.Second
-	// namedTimeout bounds the dial and the ROLE reply of a node a Sentinel named (R11.2).
+	// namedTimeout bounds all of the check of a node a Sentinel named (connect, TLS handshake,
+	// AUTH, ROLE, SELECT, R11.2): a silent one costs at most this per Sentinel.
 	namedTimeout = 2 * time.Second
+	// discoverTimeout bounds one whole discovery, so that connect (or the call after a loss,
+	// R11.3) still has time for the fence within R5.8's 10 s.
+	discoverTimeout = 7 * time.Second
 )
 
 // discover finds the primary (R11.1, R11.2): each Sentinel in order, on its own connection
@@ -397,8 +450,13 @@ func (e *Engine) discover() *WireError {
 	e.primary = ""
 	var why []string
 	answered, named := 0, 0
+	end := time.Now().Add(discoverTimeout)
 	for _, sa := range s.Nodes {
-		host, port, err := e.askSentinel(sa, s.Name)
+		if time.Until(end) < 50*time.Millisecond {
+			why = append(why, fmt.Sprintf("Sentinel %s not asked: discovery out of time", sa))
+			continue
+		}
+		host, port, err := e.askSentinel(sa, s.Name, earliest(time.Now().Add(sentinelTimeout), end))
 		if err != nil {
 			why = append(why, fmt.Sprintf("Sentinel %s: %s", sa, err))
 			continue
@@ -410,7 +468,7 @@ func (e *Engine) discover() *WireError {
 		}
 		named++
 		addr := net.JoinHostPort(host, port)
-		c, werr := e.checkPrimary(addr)
+		c, werr := e.checkPrimary(addr, earliest(time.Now().Add(namedTimeout), end))
 		if werr != nil {
 			why = append(why, fmt.Sprintf("Sentinel %s named %s: %s", sa, addr, werr.Msg))
 			continue
@@ -429,9 +487,17 @@ func (e *Engine) discover() *WireError {
 	return enginef("Sentinel discovery of %q failed, %s: %s", s.Name, summary, strings.Join(why, "; "))
 }
 
-// askSentinel asks one Sentinel for the primary's address; ("", "", nil) is a null answer.
-func (e *Engine) askSentinel(addr, name string) (string, string, error) {
-	c, werr := e.dial(addr, sentinelTimeout, sentinelTimeout, false)
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// askSentinel asks one Sentinel for the primary's address, all of it done by until; ("", "", nil)
+// is a null answer.
+func (e *Engine) askSentinel(addr, name string, until time.Time) (string, string, error) {
+	c, _, werr := e.dial(addr, sentinelTimeout, sentinelTimeout, false, until)
 	if werr != nil {
 		return "", "", errors.New(werr.Msg)
 	}
@@ -459,12 +525,13 @@ func (e *Engine) askSentinel(addr, name string) (string, string, error) {
 // checkPrimary opens a connection to a node a Sentinel named and sends ROLE before anything but
 // AUTH (R11.2); it keeps the connection (and then selects the url's database) only if the node
 // says master. On any other outcome the connection is closed with nothing more sent on it.
-func (e *Engine) checkPrimary(addr string) (redis.Conn, *WireError) {
-	c, werr := e.dial(addr, namedTimeout, ioTimeout, false)
+// All of it, the AUTH inside the dial included, ends by until; then the session's timeouts hold.
+func (e *Engine) checkPrimary(addr string, until time.Time) (redis.Conn, *WireError) {
+	c, capped, werr := e.dial(addr, namedTimeout, ioTimeout, false, until)
 	if werr != nil {
 		return nil, werr
 	}
-	v, err := redis.DoWithTimeout(c, namedTimeout, "ROLE")
+	v, err := c.Do("ROLE")
 	if err != nil {
 		c.Close()
 		if re, ok := err.(redis.Error); ok {
@@ -489,6 +556,7 @@ func (e *Engine) checkPrimary(addr string) (redis.Conn, *WireError) {
 			return nil, enginef("SELECT %d: %v", e.t.DB, err)
 		}
 	}
+	capped.release()
 	return c, nil
 }
 

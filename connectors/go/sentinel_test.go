@@ -179,6 +179,7 @@ type fakeNode struct {
 	mu       sync.Mutex
 	readonly bool
 	loaded   map[string]bool
+	delay    time.Duration // held before the next EVALSHA reply, once
 }
 
 func startNode(t *testing.T, b *Bundle, role string, cfg *tls.Config) *fakeNode {
@@ -205,6 +206,8 @@ func startNode(t *testing.T, b *Bundle, role string, cfg *tls.Config) *fakeNode 
 		case "INCR":
 			return ":1\r\n"
 		case "EVALSHA":
+			time.Sleep(n.delay)
+			n.delay = 0
 			if n.readonly {
 				return "-READONLY You can't write against a read only replica.\r\n"
 			}
@@ -389,6 +392,92 @@ func TestSentinelDiscoveryFailsWithEngineSayingWhy(t *testing.T) {
 		if werr.Kind != KindEngine || !strings.Contains(werr.Msg, c.why) {
 			t.Fatalf("connect: %v, want kind engine saying %q", werr, c.why)
 		}
+	}
+}
+
+// Every Sentinel names a node that accepts the connection, reads every command and answers none
+// (a stopped primary behind a proxy), or one that answers ROLE master and then nothing: each named
+// node's whole check, the AUTH sent inside the dial included, ends within namedTimeout, so
+// connect fails with kind engine well inside R5.8's 10 s (R11.1). With ioTimeout on the AUTH and
+// the SELECT it took 3 x 4 s.
+func TestSentinelSilentNamedNodesAreBounded(t *testing.T) {
+	b := testBundle(t)
+	quiet := startFake(t, nil, silent)
+	mute := startFake(t, nil, func(_ *fakeServer, args []string) string {
+		switch strings.ToUpper(args[0]) {
+		case "AUTH":
+			return "+OK\r\n"
+		case "ROLE":
+			return "*3\r\n" + bulk("master") + ":0\r\n*0\r\n"
+		}
+		return ""
+	})
+	var mu sync.Mutex
+	qa, ma := quiet.addr(), mute.addr()
+	nodes := []string{
+		startFake(t, nil, sentinelAnswering(&qa, &mu)).addr(),
+		startFake(t, nil, sentinelAnswering(&ma, &mu)).addr(),
+		startFake(t, nil, sentinelAnswering(&qa, &mu)).addr(),
+	}
+	start := time.Now()
+	e, werr := openSentinel(t, b, "redis://emq:pw@"+nodes[0]+"/3", nodes, "")
+	took := time.Since(start)
+	if werr == nil {
+		e.Close()
+		t.Fatal("connect succeeded with no node answering")
+	}
+	if werr.Kind != KindEngine || !strings.Contains(werr.Msg, "no Sentinel named a primary") {
+		t.Fatalf("connect: %v, want kind engine saying no Sentinel named a primary", werr)
+	}
+	if took > 8*time.Second {
+		t.Fatalf("connect took %v with three Sentinels naming silent nodes (want about 3 x %v)", took, namedTimeout)
+	}
+	cs, closed := quiet.seen()
+	if len(cs) != 2 || strings.Join(cs[0], "|") != "AUTH emq pw" || strings.Join(cs[1], "|") != "AUTH emq pw" || !closed[0] || !closed[1] {
+		t.Fatalf("the silent node got %q (closed %v): want AUTH alone on each of two connections, closed", cs, closed)
+	}
+	cs, closed = mute.seen()
+	if len(cs) != 1 || strings.Join(cs[0], "|") != "AUTH emq pw|ROLE|SELECT 3" || !closed[0] {
+		t.Fatalf("the node silent after ROLE got %q (closed %v): want AUTH, ROLE, SELECT 3, closed", cs, closed)
+	}
+}
+
+// Over rediss:// a named node that completes the TLS handshake and then answers nothing costs
+// namedTimeout, not ioTimeout; and the primary found next has the session's own read timeout
+// back: a reply held past namedTimeout (but within ioTimeout, as G5 holds one 2 s) still arrives.
+func TestSentinelSilentNamedNodeOverTLSThenSessionTimeout(t *testing.T) {
+	b := testBundle(t)
+	ca := newCA(t, "session CA")
+	caFile := writeFile(t, "ca.pem", ca.pem)
+	now := time.Now()
+	cfg := &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "localhost", now.Add(-time.Hour), now.Add(time.Hour))}}
+	quiet := startFake(t, cfg, silent)
+	primary := startNode(t, b, "master", cfg)
+	held := namedTimeout + 500*time.Millisecond
+	primary.mu.Lock()
+	primary.delay = held
+	primary.mu.Unlock()
+	var mu sync.Mutex
+	qa := "localhost:" + strconv.Itoa(quiet.port())
+	pa := "localhost:" + strconv.Itoa(primary.port())
+	s1 := startFake(t, cfg, sentinelAnswering(&qa, &mu))
+	s2 := startFake(t, cfg, sentinelAnswering(&pa, &mu))
+	nodes := []string{"localhost:" + strconv.Itoa(s1.port()), "localhost:" + strconv.Itoa(s2.port())}
+	start := time.Now()
+	e, werr := openSentinel(t, b, "rediss://emq:pw@"+nodes[0]+"/2", nodes, caFile)
+	took := time.Since(start)
+	if werr != nil {
+		t.Fatalf("connect past a silent TLS node: %v", werr)
+	}
+	defer e.Close()
+	if took > namedTimeout+time.Second {
+		t.Fatalf("connect took %v past one silent TLS node (want about %v)", took, namedTimeout)
+	}
+	if cs, _ := quiet.seen(); len(cs) != 1 || strings.Join(cs[0], "|") != "AUTH emq pw" {
+		t.Fatalf("the silent TLS node got %q, want AUTH alone", cs)
+	}
+	if _, werr := e.Enqueue("q", "x", 0); werr != nil {
+		t.Fatalf("enqueue with its reply held %v: %v (the session's read timeout is %v)", held, werr, ioTimeout)
 	}
 }
 

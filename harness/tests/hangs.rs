@@ -70,6 +70,12 @@ impl ConnectorFactory for Watched {
         self.note();
         self.inner.reset();
     }
+    fn hold(&self, stopped: bool) {
+        self.inner.hold(stopped);
+    }
+    fn timed_out(&self) -> Option<String> {
+        self.inner.timed_out()
+    }
 }
 
 struct Judged {

@@ -43,13 +43,17 @@ defmodule EchoMQ.Engine do
   engine's text; nothing else was sent on it.
   """
   def open_conn({host, port} = node, auth, db, tls, dl) do
-    t = min(@connect_timeout, max(dl - System.monotonic_time(:millisecond), 1))
+    now = System.monotonic_time(:millisecond)
+    t = min(@connect_timeout, max(dl - now, 1))
+    # the whole open (connect, TLS handshake, AUTH/SELECT) ends by `now + t`, not each step after
+    # t: a node that accepts and then never answers costs a Sentinel's share once (R11.1)
+    until = now + t
 
     with {:ok, ip} <- resolve(host),
          {:ok, pid} <- start(ip, port, t, node, tls) do
       setup = if(auth, do: [auth], else: []) ++ if(db != 0, do: [["SELECT", db]], else: [])
 
-      case setup == [] or raw_pipeline(pid, setup, t) do
+      case setup == [] or raw_pipeline(pid, setup, max(until - System.monotonic_time(:millisecond), 1)) do
         true ->
           {:ok, pid}
 

@@ -19,7 +19,7 @@ defmodule EchoMQ.Sentinel do
 
   # each Sentinel's share of a request's budget: connect (TLS handshake included), AUTH, the answer
   @ask_ms 1_000
-  # the node a Sentinel named: connect, AUTH, ROLE, SELECT
+  # the node a Sentinel named, all of it: connect (TLS handshake included), AUTH, ROLE, SELECT
   @check_ms 2_000
 
   @doc """

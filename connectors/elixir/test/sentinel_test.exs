@@ -214,6 +214,54 @@ defmodule EchoMQ.SentinelTest do
     assert closed(log, :replica) == conns(log, :replica)
   end
 
+  # R11.1: a named node's whole check (connect, AUTH, ROLE, SELECT) ends within the check's share,
+  # so three Sentinels naming a node that accepts and never answers (a stopped primary behind a
+  # proxy), or one that answers ROLE master and then nothing, fail connect well inside 10 s
+  test "every Sentinel names a silent node: kind engine, in time", %{state: st} do
+    silent = FakeNode.start(:silent, fn _ -> :silent end)
+
+    mute =
+      FakeNode.start(:mute, fn
+        ["AUTH" | _] -> {:reply, {:simple, "OK"}}
+        ["ROLE"] -> {:reply, ["master", 0, []]}
+        _ -> :silent
+      end)
+
+    ss = for {n, p} <- [a: silent, b: mute, c: silent], do: FakeNode.start(n, sentinel({"127.0.0.1", p}))
+    t0 = System.monotonic_time(:millisecond)
+    {r, _} = connect(st, ss)
+    took = System.monotonic_time(:millisecond) - t0
+    assert r["error"]["kind"] == "engine", inspect(r)
+    assert r["error"]["message"] =~ "no Sentinel named a primary"
+    assert took < 8_000, "connect took #{took} ms"
+    log = log()
+    assert cmds(log, :silent) == [["AUTH", "emq", "pw"], ["AUTH", "emq", "pw"]]
+    assert cmds(log, :mute) == [["AUTH", "emq", "pw"], ["ROLE"], ["SELECT", "3"]]
+  end
+
+  # the AUTH after a slow TLS handshake gets what is left of the check's share, not a share of its
+  # own: a named node whose handshake takes 1.5 s and which then answers nothing costs 2 s, not 3.5
+  test "rediss://: a slow handshake and a silent AUTH cost one share", %{state: st} do
+    {ca, srv} = pki()
+    {:ok, l} = :ssl.listen(0, [:binary, ip: {127, 0, 0, 1}, active: false, reuseaddr: true] ++ srv)
+    {:ok, {_, port}} = :ssl.sockname(l)
+
+    spawn(fn ->
+      {:ok, t} = :ssl.transport_accept(l)
+      Process.sleep(1_500)
+
+      # then read AUTH and answer nothing, until the client gives up
+      with {:ok, c} <- :ssl.handshake(t, 5_000), {:ok, _} <- :ssl.recv(c, 0), do: :ssl.recv(c, 0)
+    end)
+
+    s1 = FakeNode.start(:s1, sentinel({"localhost", port}), srv)
+    t0 = System.monotonic_time(:millisecond)
+    {r, _} = connect(st, [s1], host: "localhost", ca_file: ca, db: 0)
+    took = System.monotonic_time(:millisecond) - t0
+    assert r["error"]["kind"] == "engine", inspect(r)
+    assert took < 2_800, "connect took #{took} ms past one named node"
+  end
+
   # ------------------------------------------------------------------ R11.3
 
   for {mode, what} <- [readonly: "a READONLY reply", close: "a lost connection"] do
@@ -278,7 +326,8 @@ defmodule EchoMQ.SentinelTest do
 
   # ------------------------------------------------------------------ over TLS (R10.2)
 
-  test "rediss://: the Sentinels and the primary speak TLS, verified by the name localhost", %{state: st, bundle: b} do
+  # a CA file and a server config whose certificate names localhost, signed by that CA
+  defp pki do
     {:ok, _} = Application.ensure_all_started(:ssl)
     key = {:namedCurve, :secp256r1}
     san = {:Extension, {2, 5, 29, 17}, false, [dNSName: ~c"localhost"]}
@@ -292,7 +341,11 @@ defmodule EchoMQ.SentinelTest do
     ca = Path.join(System.tmp_dir!(), "emq-elixir-sentinel-ca-#{System.unique_integer([:positive])}.pem")
     File.write!(ca, :public_key.pem_encode(for d <- data.client_config[:cacerts], do: {:Certificate, d, :not_encrypted}))
     on_exit(fn -> File.rm(ca) end)
-    srv = data.server_config
+    {ca, data.server_config}
+  end
+
+  test "rediss://: the Sentinels and the primary speak TLS, verified by the name localhost", %{state: st, bundle: b} do
+    {ca, srv} = pki()
 
     primary = FakeNode.start(:primary, data_node(b, "master"), srv)
     replica = FakeNode.start(:replica, data_node(b, "slave"), srv)

@@ -403,7 +403,7 @@ class EngineSession {
 // ---- Sentinel (SPEC §11) ------------------------------------------------------------------------
 
 const SENTINEL_ASK_MS = 1000; // R11.1: each Sentinel's share (connect, AUTH, the answer)
-const CANDIDATE_MS = 2000; // R11.2: the named node's connect, AUTH and ROLE
+const CANDIDATE_MS = 2000; // R11.2: the named node's connect, TLS, AUTH, ROLE and SELECT, all of it
 const DISCOVERY_MS = 8000; // the whole discovery, inside R5.8's 10 s for `connect`
 
 /**
@@ -539,25 +539,19 @@ async function askSentinel(url, node, name, ca, ms) {
  * first command after AUTH is `ROLE`. Resolves to the open client when the reply's first element is
  * `master`, after selecting the url's database (so nothing but AUTH and ROLE reaches a node that is
  * not the primary); otherwise the client is closed, nothing else sent on it, and this rejects with
- * the reason. `onError` is the client's 'error' listener (see oneShotClient).
+ * the reason. All of it, SELECT included, within `ms`: a node that answers ROLE and then nothing
+ * must not hold the connect past its share (node-redis has no reply timeout of its own).
+ * `onError` is the client's 'error' listener (see oneShotClient).
  */
 async function openPrimary(url, at, ca, ms, onError) {
   const client = oneShotClient(urlAt(url, at.host, at.port), ca, ms, (err) => onError(client, err));
-  const role = await bounded(client, ms, (c) => c.sendCommand(['ROLE']));
-  const first = Array.isArray(role) ? String(role[0]) : String(role);
-  if (first !== 'master') {
-    closeClient(client);
-    throw new Error(`its ROLE is ${JSON.stringify(first)}, not master`);
-  }
   const db = databaseOf(url);
-  if (db !== 0) {
-    try {
-      await client.select(db);
-    } catch (err) {
-      closeClient(client);
-      throw err;
-    }
-  }
+  await bounded(client, ms, async (c) => {
+    const role = await c.sendCommand(['ROLE']);
+    const first = Array.isArray(role) ? String(role[0]) : String(role);
+    if (first !== 'master') throw new Error(`its ROLE is ${JSON.stringify(first)}, not master`);
+    if (db !== 0) await c.select(db);
+  });
   return client;
 }
 

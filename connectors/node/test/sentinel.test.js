@@ -199,6 +199,23 @@ test('no primary found: kind engine, saying why; nothing left open', live, async
   for (const s of [replica, nameless, stale]) assert.equal(s.conns.size, 0);
 });
 
+test('named nodes that never answer, or answer ROLE master and then nothing: connect fails (engine) in time', { ...live, timeout: 20000 }, async (t) => {
+  const silent = await fakeServer(() => undefined); // accepts, reads every command, answers none
+  const mute = await fakeServer((args) => ({ AUTH: OK, ROLE: ['master', 0, []] })[args[0].toUpperCase()]);
+  const sentinels = await Promise.all([silent, mute, silent].map((n) => sentinel(() => n.address)));
+  t.after(() => Promise.all([silent, mute, ...sentinels].map((x) => x.close())));
+  const connector = new Connector(bundle);
+  const t0 = Date.now();
+  await assert.rejects(connector.handle(connectReq(sentinels.map((s) => s.address))),
+    (e) => e.kind === 'engine' && /no Sentinel named a primary/.test(e.message));
+  const took = Date.now() - t0;
+  assert.ok(took < 8000, `connect took ${took} ms with three Sentinels naming silent nodes`);
+  assert.deepEqual(silent.names(), ['AUTH', 'AUTH']);
+  assert.deepEqual(mute.names(), ['AUTH', 'ROLE', 'SELECT'], 'its SELECT is bounded too');
+  await tick(50);
+  for (const n of [silent, mute]) assert.equal(n.conns.size, 0, 'every named node\'s connection is closed');
+});
+
 // ---- R11.3: a loss or READONLY, then discovery again ----------------------------------------------
 
 test('READONLY: the call fails (engine), is not re-sent, the connection closes; the next call resolves again', live, async (t) => {

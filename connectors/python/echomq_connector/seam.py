@@ -1135,7 +1135,7 @@ class ClusterSession(Session):
 
 SENTINEL_TIMEOUT_S = 1.0  # each Sentinel: its TCP (and TLS) connect within 1 s, each reply within 1 s
 DISCOVERY_BUDGET_S = 7.0  # every Sentinel asked in one discovery, within R5.8's 10 s for connect
-PRIMARY_CHECK_TIMEOUT_S = 3.0  # the node a Sentinel named: connect, AUTH and ROLE within 3 s
+PRIMARY_CHECK_TIMEOUT_S = 2.0  # the node a Sentinel named: connect, TLS, AUTH, ROLE, SELECT, all within 2 s
 
 
 class _NotPrimary(RedisError):
@@ -1246,34 +1246,45 @@ class SentinelSession(Session):
         shown = f"[{host}]" if ":" in host else host
         return urlunsplit((parts.scheme, f"{userinfo}{at}{shown}:{port}", "/0", "", ""))
 
-    def _on_primary_connection(self, opened: list[bool], conn: Any) -> None:
+    def _on_primary_connection(self, opened: list[bool], deadline: float, conn: Any) -> None:
         """redis_connect_func of a client on a node a Sentinel named: AUTH, ROLE (R11.2), then
         SELECT and the fence (R3.1). Only the client's first connection is let through: a second
-        one is redis-py's pool re-opening a lost connection to the remembered address (R11.3)."""
+        one is redis-py's pool re-opening a lost connection to the remembered address (R11.3).
+        Every step up to SELECT ends by `deadline` (a socket timeout is per read, so each step
+        gets what is left); the fence and the session's commands then have socket_timeout."""
         if opened[0]:
             raise _Replaced(f"the connection to {conn.host}:{conn.port} was lost; the next call asks the Sentinels again")
         opened[0] = True
         sock = conn._sock
-        sock.settimeout(PRIMARY_CHECK_TIMEOUT_S)
+
+        def bounded() -> None:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+
+        bounded()
         conn.on_connect()  # AUTH as the url's user (db 0 on this connection: no SELECT yet)
+        bounded()
         conn.send_command("ROLE")
         reply = conn.read_response()
         role = _s(reply[0]) if isinstance(reply, (list, tuple)) and reply else repr(reply)
         if role != "master":
             raise _NotPrimary(f"{conn.host}:{conn.port} answers ROLE {role}, not master")
-        sock.settimeout(conn.socket_timeout)
         if self._db:
+            bounded()
             conn.send_command("SELECT", self._db)
             if _s(conn.read_response()) != "OK":
                 raise ResponseError(f"SELECT {self._db} failed")
+        sock.settimeout(conn.socket_timeout)
         self._read_fence(conn)
 
-    def _connect_primary(self, host: str, port: int) -> redis.Redis:
+    def _connect_primary(self, host: str, port: int, budget: float) -> redis.Redis:
+        """The session's client on a node a Sentinel named, checked within `budget` seconds: the
+        TCP connect and the TLS handshake get half each (each is bounded by the connect timeout),
+        AUTH, ROLE and SELECT what is left of it."""
         opened = [False]
         client = self._new_client(
             self._primary_url(host, port),
-            functools.partial(self._on_primary_connection, opened),
-            connect_timeout=PRIMARY_CHECK_TIMEOUT_S,
+            functools.partial(self._on_primary_connection, opened, time.monotonic() + budget),
+            connect_timeout=budget / 2,
         )
         _first_connection(client)  # closes the client on any failure
         return client
@@ -1302,8 +1313,12 @@ class SentinelSession(Session):
                 notes.append(f"{host}:{port} does not know {self.name!r}")
                 unknown += 1
                 continue
+            left = deadline - time.monotonic()
+            if left <= 0.05:
+                notes.append(f"{host}:{port} named {named[0]}:{named[1]}, not checked: {DISCOVERY_BUDGET_S:g}s spent")
+                continue
             try:
-                client = self._connect_primary(*named)
+                client = self._connect_primary(*named, min(PRIMARY_CHECK_TIMEOUT_S, left))
             except _NotPrimary as e:
                 notes.append(f"{host}:{port} named {named[0]}:{named[1]}, which {str(e).split(' ', 1)[1]}")
                 continue

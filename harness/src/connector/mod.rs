@@ -160,6 +160,16 @@ pub trait ConnectorFactory: Send + Sync {
     fn starts(&self) -> Option<starts::Starts> {
         None
     }
+    /// The harness holds a node of the engine stopped (`true`: G8's stall) or lets it run again
+    /// (`false`). A request in flight meanwhile gets the held time on top of its timeout (SPEC
+    /// R5.8): the harness's own stall, however long the engine takes to fail over, is never
+    /// counted against a connector. A no-op where the harness times no request (in-process).
+    fn hold(&self, _stopped: bool) {}
+    /// The first request that timed out since the last [`Self::reset`] (`no answer to batch
+    /// (seq 4) within 10.5 s`): a breach of R5.8 whatever else the gate saw.
+    fn timed_out(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<F> ConnectorFactory for F

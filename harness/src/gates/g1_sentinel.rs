@@ -3,7 +3,10 @@
 //! connection, silent (its proxy reads and never answers), and stale (its proxy names a replica
 //! as the primary). Each `connect` must succeed within R5.8's timeout and its session enqueue on
 //! the primary; on the stale Sentinel's replica nothing but a connection's set-up and `ROLE` may
-//! arrive from the connector's user.
+//! arrive from the connector's user. Last, every Sentinel names a node that takes the connection
+//! (and its TLS) and answers nothing, as a stopped primary does until the Sentinels fail it over:
+//! `connect` must fail with kind `engine` within R5.8's timeout (each named node, like each
+//! Sentinel, gets a share of it).
 
 use std::time::{Duration, Instant};
 
@@ -73,7 +76,104 @@ pub(super) fn check(
             judge_replica(out, replica, &journal);
         }
     }
+    // Last: a connector that times out here is killed, and this gate's later ones with it.
+    named_silent(ctx, out, db)
+}
+
+/// `SENTINEL get-master-addr-by-name` (and its newer name) answered `host:port`, as a Sentinel
+/// whose proxy lies answers it.
+fn named(tls: bool, port: u16) -> String {
+    let host = crate::engine::sentinel::announced_host(tls);
+    let port = port.to_string();
+    format!(
+        "*2\r\n${}\r\n{host}\r\n${}\r\n{port}\r\n",
+        host.len(),
+        port.len()
+    )
+}
+
+const ADDR_BY_NAME: [&str; 2] = ["get-master-addr-by-name", "get-primary-addr-by-name"];
+
+/// R11.1: every Sentinel names a silent node (a muted fault proxy of the gate's own, with a TLS
+/// front on a TLS engine); `connect` must fail with kind `engine` within R5.8's timeout.
+fn named_silent(ctx: &GateContext<'_>, out: &mut GateOutcome, db: u32) -> Result<(), GateError> {
+    let e = ctx.engine;
+    let upstream = format!("127.0.0.1:{}", e.port_of(e.seed()));
+    let silent = match e.tls() {
+        Some(run) => Proxy::start_tls(&upstream, run),
+        None => Proxy::start(&upstream),
+    }
+    .map_err(|err| {
+        GateError::instrument(format!("the silent node's proxy did not start: {err}"))
+    })?;
+    silent.mute(true);
+    let lie = named(e.tls().is_some(), silent.port());
+    let sentinels = e
+        .sentinels()
+        .into_iter()
+        .map(|id| e.sentinel_proxy(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    (ctx.progress)(&format!(
+        "G1: connect with every Sentinel naming a silent node (port {})",
+        silent.port()
+    ));
+    for s in &sentinels {
+        for sub in ADDR_BY_NAME {
+            s.answer("SENTINEL", sub, lie.as_bytes());
+        }
+    }
+    let t0 = Instant::now();
+    let done = connect_only(ctx, db);
+    let took = t0.elapsed();
+    for s in &sentinels {
+        s.end_answers();
+    }
+    judge_named_silent(out, done, took, silent.port());
     Ok(())
+}
+
+/// A fresh connector's `connect`, and its `disconnect` when it succeeded.
+fn connect_only(ctx: &GateContext<'_>, db: u32) -> Result<(), crate::error::ConnectorError> {
+    let mut c = ctx
+        .factory
+        .make()
+        .map_err(|e| crate::error::ConnectorError::internal(e.to_string()))?;
+    c.connect("sentinel-named-silent", ctx.engine.target(db))?;
+    let _ = c.disconnect("sentinel-named-silent");
+    Ok(())
+}
+
+/// R11.1: no Sentinel named a primary that passes R11.2, so `connect` fails with kind `engine`,
+/// within R5.8's timeout.
+fn judge_named_silent(
+    out: &mut GateOutcome,
+    done: Result<(), crate::error::ConnectorError>,
+    took: Duration,
+    port: u16,
+) {
+    let bound = crate::connector::child::DEFAULT_TIMEOUT;
+    let rule = cite(RuleId::new(11, 1));
+    let what = format!("with every Sentinel naming a silent node (port {port})");
+    match done {
+        Ok(()) => out.fail(format!(
+            "{rule}: {what}, connect succeeded: no Sentinel named a primary that answers ROLE"
+        )),
+        Err(e) if e.kind != crate::error::ErrorKind::Engine => out.fail(format!(
+            "{rule}: {what}, connect must fail with kind engine within R5.8's {} s; it ended after {} ms with {}",
+            bound.as_secs(),
+            took.as_millis(),
+            e.evidence()
+        )),
+        Err(_) if took > bound => out.fail(format!(
+            "{rule}: {what}, connect failed with kind engine after {} ms, past R5.8's {} s",
+            took.as_millis(),
+            bound.as_secs()
+        )),
+        Err(_) => out.pass(format!(
+            "R11.1: {what}, connect failed with kind engine within R5.8's timeout"
+        )),
+    }
+    out.figure("sentinel_connect_ms_named_silent", took.as_millis() as u64);
 }
 
 fn arm(ctx: &GateContext<'_>, first: &Proxy, replica_proxy: &Proxy, replica: NodeId, t: Trouble) {
@@ -81,15 +181,12 @@ fn arm(ctx: &GateContext<'_>, first: &Proxy, replica_proxy: &Proxy, replica: Nod
         Trouble::Refusing => first.refuse(true),
         Trouble::Silent => first.mute(true),
         Trouble::Stale => {
-            let host = crate::engine::sentinel::announced_host(ctx.engine.tls().is_some());
-            let port = ctx.engine.announced_port(replica).to_string();
-            let lie = format!(
-                "*2\r\n${}\r\n{host}\r\n${}\r\n{port}\r\n",
-                host.len(),
-                port.len()
+            let lie = named(
+                ctx.engine.tls().is_some(),
+                ctx.engine.announced_port(replica),
             );
             replica_proxy.journal();
-            for sub in ["get-master-addr-by-name", "get-primary-addr-by-name"] {
+            for sub in ADDR_BY_NAME {
                 first.answer("SENTINEL", sub, lie.as_bytes());
             }
         }
@@ -223,6 +320,27 @@ mod tests {
         assert!(is_connector(&[cmd(&["HELLO", "3", "AUTH", user, "pw"])]));
         assert!(!is_connector(&[cmd(&["AUTH", "admin", "pw"])]));
         assert!(!is_connector(&[cmd(&["AUTH", "pw"])]));
+    }
+
+    #[test]
+    fn every_sentinel_naming_a_silent_node_must_fail_connect_with_kind_engine_in_time() {
+        use crate::error::{ConnectorError, ErrorKind};
+        let verdict = |done, ms| {
+            let mut out = GateOutcome::new(crate::gates::GateId::G1, "fence");
+            judge_named_silent(&mut out, done, Duration::from_millis(ms), 4000);
+            out.verdict
+        };
+        let engine = || {
+            Err(ConnectorError::new(
+                ErrorKind::Engine,
+                "no Sentinel named a primary",
+            ))
+        };
+        assert_eq!(verdict(engine(), 6_000), crate::gates::Verdict::Pass);
+        assert_eq!(verdict(engine(), 12_000), crate::gates::Verdict::Fail);
+        assert_eq!(verdict(Ok(()), 100), crate::gates::Verdict::Fail);
+        let timeout = ConnectorError::internal("no answer to connect (seq 2) within 10 s");
+        assert_eq!(verdict(Err(timeout), 10_000), crate::gates::Verdict::Fail);
     }
 
     #[test]

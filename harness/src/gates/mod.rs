@@ -144,6 +144,25 @@ impl Drop for GateProxy<'_> {
     }
 }
 
+/// SPEC R5.8, for every gate: a request that outlived its timeout (the harness's own holds
+/// added) is the connector's failure, in whichever step it fell; one the gate needed to set up
+/// ERRORs beside it, and cannot hide it. Said once: a FAIL line that quotes it is enough.
+fn judge_timeout(ctx: &GateContext<'_>, out: &mut GateOutcome) {
+    let Some(first) = ctx.factory.timed_out() else {
+        return;
+    };
+    let said = out
+        .evidence
+        .iter()
+        .any(|e| e.severity == Severity::Fail && e.text.contains(&first));
+    if !said {
+        out.fail(format!(
+            "{}: {first}",
+            rules::cited::cite(rules::RuleId::new(5, 8))
+        ));
+    }
+}
+
 /// SPEC R10.2 on a TLS engine, for every gate: no connection may begin in plaintext at any TLS
 /// front (the engine's own, or a proxy's the gate started).
 fn judge_plaintext(ctx: &GateContext<'_>, out: &mut GateOutcome) {
@@ -201,6 +220,7 @@ pub fn run_gate_leaving(gate: &Gate, ctx: &GateContext<'_>) -> GateOutcome {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (gate.run)(ctx, &mut out)));
     // The check's own error first: it was the last thing the check did.
     let result = result.map(|r| out.judged(r));
+    judge_timeout(ctx, &mut out);
     let events = ctx.engine.health_events();
     if !events.is_empty() {
         out.engine_event(events.join("; "));

@@ -158,3 +158,48 @@ fn a_timeout_is_remembered_until_the_next_gate() {
         drop((a, b, d))
     });
 }
+
+#[test]
+fn a_request_in_flight_while_the_harness_holds_a_node_gets_the_held_time_on_top() {
+    // R5.8: G8's stall is the harness's, never counted against the connector.
+    let secs = (2.0 * common::slowness()).ceil() as u64;
+    let held = Duration::from_secs(2);
+    let f = ChildFactory::new(hang_on("pending_size").with_timeout(Duration::from_secs(secs)));
+    let mut a = f.make().unwrap();
+    a.hello().unwrap();
+    let g = f.clone();
+    let holder = std::thread::spawn(move || {
+        g.hold(true);
+        std::thread::sleep(held);
+        g.hold(false);
+    });
+    let t0 = Instant::now();
+    let err = a.pending_size("s", "q").unwrap_err();
+    let took = t0.elapsed();
+    holder.join().unwrap();
+    assert!(
+        took >= Duration::from_secs(secs) + held,
+        "timed out after {took:?}, before {secs} s and the 2 s held"
+    );
+    let want = format!("no answer to pending_size (seq 2) within {secs} s (and the ");
+    assert!(
+        err.message.starts_with(&want)
+            && err
+                .message
+                .ends_with(" s the harness held a node stopped meanwhile)"),
+        "{}",
+        err.message
+    );
+    // The next gate starts with no hold.
+    f.reset();
+    let mut b = f.make().unwrap();
+    b.hello().unwrap();
+    let t0 = Instant::now();
+    let err = b.pending_size("s", "q").unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(secs) + held, "{err:?}");
+    assert_eq!(
+        err.message,
+        format!("no answer to pending_size (seq 2) within {secs} s")
+    );
+    drop((a, b));
+}

@@ -3,6 +3,7 @@
 //! Its own concept: everything a child can get wrong about a single reply is caught here.
 
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -82,7 +83,7 @@ impl ChildConnector {
             return Err(self.exited(&format!("before {what}"), true));
         }
         let timeout = self.spec.timeout_for(request);
-        let answer = p.stdout.recv_timeout(timeout);
+        let (answer, held) = wait_for_answer(&p.stdout, timeout, &self.hung);
         match answer {
             Ok(Line::TooLong(len)) => Err(self.die(format!(
                 "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
@@ -95,10 +96,15 @@ impl ChildConnector {
                 Ok(text)
             }
             Err(RecvTimeoutError::Timeout) => {
-                let message = format!("no answer to {what} within {}", secs(timeout));
-                self.hung
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                let mut message = format!("no answer to {what} within {}", secs(timeout));
+                if !held.is_zero() {
+                    message += &format!(
+                        " (and the {} the harness held a node stopped meanwhile)",
+                        secs(held)
+                    );
+                }
+                super::common(&self.hung)
+                    .hung
                     .get_or_insert_with(|| message.clone());
                 self.death = Some(StartReason::Timeout);
                 Err(self.die(message))
@@ -171,6 +177,30 @@ impl ChildConnector {
                 "connector answered {what} with neither exactly one of \"ok\" and \"error\": {}",
                 quote(text)
             ))),
+        }
+    }
+}
+
+/// One answer line, waited for `timeout` plus the part of the harness's holds that falls inside
+/// the wait (R5.8); with the held time counted.
+fn wait_for_answer(
+    stdout: &mpsc::Receiver<Line>,
+    timeout: Duration,
+    shared: &super::Hung,
+) -> (Result<Line, RecvTimeoutError>, Duration) {
+    let sent = Instant::now();
+    loop {
+        let now = Instant::now();
+        let held = super::common(shared).holds.within(sent, now);
+        let Some(left) = (timeout + held)
+            .checked_sub(now - sent)
+            .filter(|l| !l.is_zero())
+        else {
+            return (Err(RecvTimeoutError::Timeout), held);
+        };
+        match stdout.recv_timeout(left) {
+            Err(RecvTimeoutError::Timeout) => continue,
+            other => return (other, held),
         }
     }
 }

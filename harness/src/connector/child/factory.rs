@@ -129,7 +129,9 @@ pub(super) fn settle(c: &mut ChildConnector) -> Result<(), ConnectorError> {
         }
         Err(RecvTimeoutError::Timeout) => {
             let message = format!("no answer to hello (seq {seq}) within {}", secs(timeout));
-            lock(&c.hung).get_or_insert_with(|| message.clone());
+            super::common(&c.hung)
+                .hung
+                .get_or_insert_with(|| message.clone());
             c.death = Some(StartReason::Timeout);
             Err(c.die(message))
         }
@@ -323,11 +325,6 @@ impl ChildFactory {
         &self.shared.spec
     }
 
-    /// The first timeout since the last reset (`no answer to batch (seq 4) within 10.5 s`).
-    pub fn timed_out(&self) -> Option<String> {
-        first_hang(&self.shared.hung)
-    }
-
     /// How many processes wait idle now.
     pub fn idle(&self) -> usize {
         lock(&self.shared.idle).len()
@@ -370,9 +367,23 @@ impl ConnectorFactory for ChildFactory {
         true
     }
 
-    /// Forgets the timeout, so the next gate starts its connectors afresh.
+    /// Forgets the timeout and the holds, so the next gate starts its connectors afresh.
     fn reset(&self) {
-        *lock(&self.shared.hung) = None;
+        *super::common(&self.shared.hung) = super::Common::default();
+    }
+
+    fn hold(&self, stopped: bool) {
+        let mut c = super::common(&self.shared.hung);
+        let now = std::time::Instant::now();
+        if stopped {
+            c.holds.begin(now);
+        } else {
+            c.holds.end(now);
+        }
+    }
+
+    fn timed_out(&self) -> Option<String> {
+        first_hang(&self.shared.hung)
     }
 
     fn enter(&self, gate: &str) {

@@ -30,6 +30,7 @@
 mod cpu_wait;
 mod exchange;
 mod factory;
+mod held;
 mod lines;
 mod process;
 mod spec;
@@ -53,12 +54,23 @@ use crate::connector::starts::StartReason;
 use crate::connector::{Connector, Reply, Request};
 use crate::error::{ConnectorError, ErrorKind, HarnessError};
 
-/// The first timeout among the connectors of one [`ChildFactory`] since its last reset: shared
-/// by the factory and every connector it made.
-type Hung = Arc<Mutex<Option<String>>>;
+/// What the connectors of one [`ChildFactory`] share with it since its last reset: the first
+/// timeout among them, and the time the harness held a node stopped (each request's timeout
+/// grows by what of it fell inside the request, SPEC R5.8).
+#[derive(Debug, Default)]
+struct Common {
+    hung: Option<String>,
+    holds: held::Holds,
+}
+
+type Hung = Arc<Mutex<Common>>;
+
+fn common(hung: &Hung) -> std::sync::MutexGuard<'_, Common> {
+    hung.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn first_hang(hung: &Hung) -> Option<String> {
-    hung.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    common(hung).hung.clone()
 }
 
 /// Why a connector of a factory whose connector timed out is dead.

@@ -11,6 +11,7 @@ pub const SENTINEL: &[Rule] = &[
         summary: "connect asks the Sentinels in the order given, skipping one that refuses, is silent past a bounded time, errs or knows no such name",
         checks: &[
             "G1 on a Sentinel engine: with the first Sentinel refusing every connection, then silent (its proxy reads and answers nothing), connect and an enqueue succeed within R5.8's timeout",
+            "G1 on a Sentinel engine: with every Sentinel naming a node that takes the connection (and its TLS) and answers nothing, connect fails with kind engine within R5.8's timeout",
         ],
         cases: &[],
         gates: &[GateId::G1],
@@ -22,8 +23,8 @@ pub const SENTINEL: &[Rule] = &[
             ),
             Way::by(
                 How::TooLate,
-                "no bound on a Sentinel: a silent one holds connect past the request's timeout (redis-rs's sync path has no connect timeout, redis-py's socket_timeout is None)",
-                &[Double::SentinelNoTimeout],
+                "no bound on a Sentinel, or on the node it names: a silent one holds connect past the request's timeout (redis-rs's sync path has no connect timeout, redis-py's socket_timeout is None; a library's AUTH inside its dial waits on the reply timeout)",
+                &[Double::SentinelNoTimeout, Double::SentinelNamedNoTimeout],
             ),
         ],
         unbreakable: "",

@@ -157,7 +157,9 @@ pub const WIRE: &[Rule] = &[
     Rule {
         id: RuleId::new(5, 8),
         summary: "every request is answered within the harness's timeout",
-        checks: &["every gate: silence past the timeout is a connector failure"],
+        checks: &[
+            "every gate: silence past the timeout (plus what of it the harness held a node stopped, G8's stall) is a connector failure, and the gate FAILs on R5.8 whatever step it fell in",
+        ],
         cases: &[],
         gates: &[GateId::G1],
         ways: &[

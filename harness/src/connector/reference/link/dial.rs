@@ -104,7 +104,37 @@ impl Dial {
         url: &str,
         timeout: Duration,
     ) -> RedisResult<redis::Connection> {
-        let mut con = self.client(url)?.get_connection_with_timeout(timeout)?;
+        let con = self.client(url)?.get_connection_with_timeout(timeout)?;
+        self.greeted(con, timeout)
+    }
+
+    /// [`Self::connection`], its whole set-up (the dial, TLS, `AUTH`, `SELECT`) within about
+    /// `within`, whatever the node does (SPEC R11.1: a node a Sentinel named gets a share of the
+    /// request's time). The crate reads each reply of its set-up with the whole timeout it is
+    /// given (redis 1.8 `connection.rs`, `connect`: `AUTH`, `SELECT` and two `CLIENT SETINFO`,
+    /// one read each; a silent node took 8 s at a 2 s timeout), so each read gets a share, and
+    /// `CLIENT SETINFO` (optional, R4.19) is not sent.
+    pub(super) fn connection_within(
+        &self,
+        url: &str,
+        within: Duration,
+    ) -> RedisResult<redis::Connection> {
+        let info = self.client(url)?.get_connection_info().clone();
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        // The dial (TLS included), then `AUTH` (or `HELLO`) and `SELECT`, a share each.
+        let shares = 2 + u32::from(settings.db() != 0);
+        let share = within / shares;
+        let con = redis::Client::open(info.set_redis_settings(settings))?
+            .get_connection_with_timeout(share)?;
+        self.greeted(con, within)
+    }
+
+    /// A connection given `timeout` for each reply, then greeted as a permission double asks.
+    fn greeted(
+        &self,
+        mut con: redis::Connection,
+        timeout: Duration,
+    ) -> RedisResult<redis::Connection> {
         con.set_read_timeout(Some(timeout))?;
         con.set_write_timeout(Some(timeout))?;
         if self.permits.greet {

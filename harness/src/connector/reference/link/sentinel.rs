@@ -18,6 +18,14 @@ use crate::protocol::url::EngineUrl;
 /// How long one Sentinel may take to answer before the next is asked (R11.1): a share of the
 /// request's 10 s (R5.8) small enough for three silent Sentinels to leave room for the primary.
 const SENTINEL_WITHIN: Duration = Duration::from_secs(1);
+/// How long a node a Sentinel named may take, from the dial (TLS and `AUTH` included) to its
+/// `ROLE` reply, before the next Sentinel is asked (R11.1): three silent nodes named by three
+/// slow Sentinels stay within R5.8's 10 s.
+const NAMED_WITHIN: Duration = Duration::from_secs(2);
+/// [`SentinelQuirks::no_named_timeout`]'s: a timeout for each reply, as the crate's set-up
+/// reads them (`AUTH`, `SELECT`, two `CLIENT SETINFO`: a silent node costs four), so three
+/// silent nodes outlast R5.8's 10 s.
+const NAMED_AS_A_REPLY: Duration = Duration::from_secs(1);
 
 /// The Sentinel departures a double asks for; all off in the reference.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,6 +36,9 @@ pub struct SentinelQuirks {
     pub first_only: bool,
     /// Waits on a Sentinel as long as on the engine (breaks R11.1 on a silent Sentinel).
     pub no_sentinel_timeout: bool,
+    /// Gives a node a Sentinel named a timeout for each reply, not one for its whole check
+    /// (breaks R11.1 when every Sentinel names a silent node).
+    pub no_named_timeout: bool,
     /// Reconnects to the address found at `connect`, never asking again (breaks R11.3).
     pub sticky: bool,
     /// Takes `READONLY` as the call's error only, keeping the connection (breaks R11.3).
@@ -201,7 +212,9 @@ fn extras(con: &mut redis::Connection, name: &str) -> RedisResult<()> {
     Ok(())
 }
 
-/// A connection to `host:port` that said `ROLE` `master` (R11.2), with the session's database.
+/// A connection to `host:port` that said `ROLE` `master` (R11.2), with the session's database
+/// and, from then on, the session's timeouts. Until then the node has [`NAMED_WITHIN`] in all:
+/// a silent one is skipped like a silent Sentinel (R11.1).
 fn checked(
     dial: &Dial,
     host: &str,
@@ -209,24 +222,41 @@ fn checked(
     timeout: Duration,
     quirks: SentinelQuirks,
 ) -> RedisResult<redis::Connection> {
-    let mut con = dial.connection(&primary_url(&dial.url, host, port)?, timeout)?;
-    if quirks.no_role {
-        return Ok(con);
+    let within = if quirks.no_named_timeout {
+        NAMED_AS_A_REPLY
+    } else {
+        NAMED_WITHIN
     }
-    let role = con.req_command(&redis::cmd("ROLE"))?.extract_error()?;
-    let first = match &role {
-        Value::Array(items) => items.first().and_then(super::super::text),
-        _ => None,
+    .min(timeout);
+    let start = std::time::Instant::now();
+    let url = primary_url(&dial.url, host, port)?;
+    let mut con = if quirks.no_named_timeout {
+        dial.connection(&url, within)?
+    } else {
+        dial.connection_within(&url, within)?
     };
-    if first.as_deref() == Some("master") {
-        return Ok(con);
+    if !quirks.no_role {
+        if !quirks.no_named_timeout {
+            let left = within.saturating_sub(start.elapsed());
+            con.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+        }
+        let role = con.req_command(&redis::cmd("ROLE"))?.extract_error()?;
+        let first = match &role {
+            Value::Array(items) => items.first().and_then(super::super::text),
+            _ => None,
+        };
+        if first.as_deref() != Some("master") {
+            // Dropped: closed before anything else is sent on it.
+            return Err(redis::RedisError::from((
+                RedisKind::Io,
+                "not the primary",
+                format!("ROLE says {}", first.unwrap_or_else(|| format!("{role:?}"))),
+            )));
+        }
     }
-    // Dropped: closed before anything else is sent on it.
-    Err(redis::RedisError::from((
-        RedisKind::Io,
-        "not the primary",
-        format!("ROLE says {}", first.unwrap_or_else(|| format!("{role:?}"))),
-    )))
+    con.set_read_timeout(Some(timeout))?;
+    con.set_write_timeout(Some(timeout))?;
+    Ok(con)
 }
 
 /// The session's url (scheme, user, password, database) at the primary's `host:port`.

@@ -122,14 +122,31 @@ impl Victim<'_> {
     fn heal(&self) -> Result<(), GateError> {
         let e = self.ctx.engine;
         let proxy = e.proxy_of(self.node)?;
-        if self.stopped.replace(false) {
-            e.pause_node(self.node, false)?;
+        if self.stopped.get() {
+            self.pause(false)?;
         }
         if self.killed.replace(false) {
             e.restart_node(self.node)?;
         }
         proxy.end_readonly();
         Ok(())
+    }
+}
+
+impl Victim<'_> {
+    /// SIGSTOP (`stop`) or SIGCONT to the node. The connectors' requests in flight meanwhile get
+    /// the held time on top of their timeout (R5.8): the stall is the harness's, not theirs.
+    fn pause(&self, stop: bool) -> Result<(), GateError> {
+        let (e, factory) = (self.ctx.engine, self.ctx.factory);
+        if stop {
+            factory.hold(true);
+            self.stopped.set(true);
+            return Ok(e.pause_node(self.node, true)?);
+        }
+        self.stopped.set(false);
+        let woken = e.pause_node(self.node, false);
+        factory.hold(false);
+        Ok(woken?)
     }
 }
 
@@ -384,8 +401,7 @@ impl Victim<'_> {
             }
             Kind::Stall => {
                 let fault_ms = s.ms();
-                self.stopped.set(true);
-                e.pause_node(primary, true)?;
+                self.pause(true)?;
                 Ok(fault_ms)
             }
             Kind::Graceful => {
@@ -400,8 +416,7 @@ impl Victim<'_> {
     fn wake(&self, s: &Shared) -> Result<(), GateError> {
         let (e, primary, replica) = (self.ctx.engine, self.node, self.replica);
         e.proxy_of(primary)?.readonly_before_now();
-        self.stopped.set(false);
-        e.pause_node(primary, false)?;
+        self.pause(false)?;
         s.side_generation.fetch_add(1, Ordering::SeqCst);
         e.wait_demotion("the woken primary's demotion", primary, replica)?;
         Ok(())
