@@ -128,7 +128,7 @@ fn named_silent(ctx: &GateContext<'_>, out: &mut GateOutcome, db: u32) -> Result
     for s in &sentinels {
         s.end_answers();
     }
-    judge_named_silent(out, done, took, silent.port());
+    judge_named_silent(out, done, took);
     Ok(())
 }
 
@@ -149,11 +149,11 @@ fn judge_named_silent(
     out: &mut GateOutcome,
     done: Result<(), crate::error::ConnectorError>,
     took: Duration,
-    port: u16,
 ) {
     let bound = crate::connector::child::DEFAULT_TIMEOUT;
     let rule = cite(RuleId::new(11, 1));
-    let what = format!("with every Sentinel naming a silent node (port {port})");
+    // No port here: the evidence is compared across runs (the progress line names it).
+    let what = "with every Sentinel naming a silent node";
     match done {
         Ok(()) => out.fail(format!(
             "{rule}: {what}, connect succeeded: no Sentinel named a primary that answers ROLE"
@@ -327,7 +327,7 @@ mod tests {
         use crate::error::{ConnectorError, ErrorKind};
         let verdict = |done, ms| {
             let mut out = GateOutcome::new(crate::gates::GateId::G1, "fence");
-            judge_named_silent(&mut out, done, Duration::from_millis(ms), 4000);
+            judge_named_silent(&mut out, done, Duration::from_millis(ms));
             out.verdict
         };
         let engine = || {
