@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::engine::acl::Users;
-use crate::engine::admin::parse_info;
+use crate::engine::admin::{Probe, parse_info};
 use crate::engine::binary::{self, free_port};
 pub use crate::engine::proxied::Node;
 use crate::engine::topology::view::Role;
@@ -153,36 +153,30 @@ pub fn start(
         let setting = announce_setting(running.tls.is_some());
         let port = node.announced().to_string();
         node.announce = vec![format!("--{setting}"), port.clone()];
-        announce(&cli, users, &node, setting, &port)?;
+        announce(users, &node, setting, &port)?;
         running.nodes.push(node);
     }
     create(&cli, users, &running)?;
-    wait_ready(&cli, users, &running)?;
+    wait_ready(users, &running)?;
     Ok(running)
 }
 
 /// `CONFIG SET setting port` on `node`, asked again while the node does not answer it (a node
 /// just started, or a TLS node's plaintext back, can be slow to on a loaded machine: CI met it
 /// once); an engine without the setting is an error at once.
-fn announce(
-    cli: &Path,
-    users: &Users,
-    node: &Node,
-    setting: &str,
-    port: &str,
-) -> Result<(), HarnessError> {
+fn announce(users: &Users, node: &Node, setting: &str, port: &str) -> Result<(), HarnessError> {
     let set = ["CONFIG", "SET", setting, port];
+    let mut probe = probe(users, node.admin_port());
     let mut last = String::new();
     let mut unknown = false;
     let deadline = Instant::now() + READY_WITHIN;
     while !unknown && Instant::now() < deadline {
-        match cli_query(cli, users, node.admin_port(), &set) {
-            Some(r) if r.contains("OK") => return Ok(()),
-            Some(r) => {
+        match probe.query(&set) {
+            Ok(r) if r == "OK" => return Ok(()),
+            Ok(r) | Err(r) => {
                 unknown = r.contains("Unknown option");
                 last = r.trim().to_string();
             }
-            None => last = "valkey-cli failed".into(),
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -255,18 +249,16 @@ fn create(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessErr
     Ok(())
 }
 
-fn cli_query(cli: &Path, users: &Users, port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new(cli)
-        .args(users.cli_flags())
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+/// How long a boot query may take: a node that does not answer is asked again, within
+/// [`READY_WITHIN`].
+const PROBE_WITHIN: Duration = Duration::from_secs(5);
+
+/// A node's admin connection for the boot's own queries. A connection, not a `valkey-cli`
+/// process per query: a boot's polling was 138 of them, about a CPU second per cluster on two
+/// cores (counted with `strace -e execve`).
+fn probe(users: &Users, admin_port: u16) -> Probe {
+    let url = crate::engine::acl::url_of("127.0.0.1", admin_port, &users.admin(), 0);
+    Probe::new(url, PROBE_WITHIN)
 }
 
 /// Field `key` of `CLUSTER INFO` text (`cluster_state` → `ok`).
@@ -304,17 +296,18 @@ pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
             .all(|l| port(l).is_some_and(|p| proxy_ports.contains(&p)))
 }
 
-fn wait_ready(cli: &Path, users: &Users, running: &Running) -> Result<(), HarnessError> {
+fn wait_ready(users: &Users, running: &Running) -> Result<(), HarnessError> {
     let deadline = Instant::now() + READY_WITHIN;
     let proxy_ports: Vec<u16> = running.nodes.iter().map(Node::announced).collect();
+    let mut probes: Vec<Probe> = (running.nodes.iter())
+        .map(|n| probe(users, n.admin_port()))
+        .collect();
     loop {
-        let ready = running.nodes.iter().all(|n| {
-            let port = n.admin_port();
-            let info = cli_query(cli, users, port, &["CLUSTER", "INFO"]).unwrap_or_default();
-            let repl = parse_info(
-                &cli_query(cli, users, port, &["INFO", "replication"]).unwrap_or_default(),
-            );
-            let nodes = cli_query(cli, users, port, &["CLUSTER", "NODES"]).unwrap_or_default();
+        let ready = probes.iter_mut().all(|p| {
+            let mut ask = |args: &[&str]| p.query(args).unwrap_or_default();
+            let info = ask(&["CLUSTER", "INFO"]);
+            let repl = parse_info(&ask(&["INFO", "replication"]));
+            let nodes = ask(&["CLUSTER", "NODES"]);
             info_ready(&info)
                 && (Role::from_info(&repl) == Some(Role::Primary)
                     || repl.get("master_link_status").is_some_and(|s| s == "up"))

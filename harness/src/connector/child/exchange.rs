@@ -32,7 +32,7 @@ impl ChildConnector {
     /// A dead child, or one whose sibling hung, is not sent anything.
     fn refuse_if_dead(&mut self, request: &Request) -> Result<(), ConnectorError> {
         if self.dead.is_none()
-            && let Some(first) = first_hang(&self.hung)
+            && let Some(first) = first_hang(&self.common)
         {
             // A sibling timed out: this one is not waited on either.
             self.death = Some(StartReason::Timeout);
@@ -83,7 +83,7 @@ impl ChildConnector {
             return Err(self.exited(&format!("before {what}"), true));
         }
         let timeout = self.spec.timeout_for(request);
-        let (answer, held) = wait_for_answer(&p.stdout, timeout, &self.hung);
+        let (answer, held) = wait_for_answer(&p.stdout, timeout, &self.common);
         match answer {
             Ok(Line::TooLong(len)) => Err(self.die(format!(
                 "connector answered {what} with a line of {len} bytes, over the limit of {} bytes (SPEC §5)",
@@ -103,7 +103,7 @@ impl ChildConnector {
                         secs(held)
                     );
                 }
-                super::common(&self.hung)
+                super::common(&self.common)
                     .hung
                     .get_or_insert_with(|| message.clone());
                 self.death = Some(StartReason::Timeout);
@@ -186,7 +186,7 @@ impl ChildConnector {
 fn wait_for_answer(
     stdout: &mpsc::Receiver<Line>,
     timeout: Duration,
-    shared: &super::Hung,
+    shared: &super::SharedCommon,
 ) -> (Result<Line, RecvTimeoutError>, Duration) {
     let sent = Instant::now();
     loop {

@@ -26,7 +26,7 @@ use serde_json::Value;
 use super::lines::Ring;
 use super::process::Running;
 use super::words::{quote, secs};
-use super::{ChildConnector, ChildSpec, Hung, first_hang, wirelog};
+use super::{ChildConnector, ChildSpec, SharedCommon, first_hang, wirelog};
 use crate::connector::starts::{BEFORE_GATES, StartReason, Starts};
 use crate::connector::{Connector, ConnectorFactory, Request, Verbs};
 use crate::error::{ConnectorError, HarnessError};
@@ -129,7 +129,7 @@ pub(super) fn settle(c: &mut ChildConnector) -> Result<(), ConnectorError> {
         }
         Err(RecvTimeoutError::Timeout) => {
             let message = format!("no answer to hello (seq {seq}) within {}", secs(timeout));
-            super::common(&c.hung)
+            super::common(&c.common)
                 .hung
                 .get_or_insert_with(|| message.clone());
             c.death = Some(StartReason::Timeout);
@@ -154,7 +154,7 @@ struct Ledger {
 /// Shared by a factory, its clones and (weakly) the connectors it made.
 pub(super) struct Shared {
     spec: ChildSpec,
-    hung: Hung,
+    common: SharedCommon,
     /// Idle processes; the last one back is the first out (spares started ahead go below).
     idle: Mutex<Vec<Idle>>,
     ledger: Mutex<Ledger>,
@@ -313,7 +313,7 @@ impl ChildFactory {
         Self {
             shared: Arc::new(Shared {
                 spec,
-                hung: Hung::default(),
+                common: SharedCommon::default(),
                 idle: Mutex::default(),
                 ledger: Mutex::default(),
             }),
@@ -339,10 +339,10 @@ impl ChildFactory {
 impl ConnectorFactory for ChildFactory {
     fn make(&self) -> Result<Box<dyn Connector + Send>, HarnessError> {
         let sh = &self.shared;
-        if let Some(first) = first_hang(&sh.hung) {
+        if let Some(first) = first_hang(&sh.common) {
             return Ok(Box::new(ChildConnector::stillborn(
                 &sh.spec,
-                sh.hung.clone(),
+                sh.common.clone(),
                 &first,
             )));
         }
@@ -358,7 +358,7 @@ impl ConnectorFactory for ChildFactory {
                 }))?
             }
         };
-        let mut c = ChildConnector::resume(&sh.spec, idle, sh.hung.clone());
+        let mut c = ChildConnector::resume(&sh.spec, idle, sh.common.clone());
         c.home = Some(Arc::downgrade(sh));
         Ok(Box::new(c))
     }
@@ -369,11 +369,11 @@ impl ConnectorFactory for ChildFactory {
 
     /// Forgets the timeout and the holds, so the next gate starts its connectors afresh.
     fn reset(&self) {
-        *super::common(&self.shared.hung) = super::Common::default();
+        *super::common(&self.shared.common) = super::Common::default();
     }
 
     fn hold(&self, stopped: bool) {
-        let mut c = super::common(&self.shared.hung);
+        let mut c = super::common(&self.shared.common);
         let now = std::time::Instant::now();
         if stopped {
             c.holds.begin(now);
@@ -383,7 +383,7 @@ impl ConnectorFactory for ChildFactory {
     }
 
     fn timed_out(&self) -> Option<String> {
-        first_hang(&self.shared.hung)
+        first_hang(&self.shared.common)
     }
 
     fn enter(&self, gate: &str) {
@@ -392,7 +392,7 @@ impl ConnectorFactory for ChildFactory {
 
     /// Starts the missing processes at once as spares, below the idle ones.
     fn warm(&self, n: usize, reason: StartReason) {
-        if first_hang(&self.shared.hung).is_some() {
+        if first_hang(&self.shared.common).is_some() {
             return;
         }
         let missing = n.saturating_sub(self.idle());

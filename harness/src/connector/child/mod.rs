@@ -63,14 +63,14 @@ struct Common {
     holds: held::Holds,
 }
 
-type Hung = Arc<Mutex<Common>>;
+type SharedCommon = Arc<Mutex<Common>>;
 
-fn common(hung: &Hung) -> std::sync::MutexGuard<'_, Common> {
-    hung.lock().unwrap_or_else(|e| e.into_inner())
+fn common(shared: &SharedCommon) -> std::sync::MutexGuard<'_, Common> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn first_hang(hung: &Hung) -> Option<String> {
-    common(hung).hung.clone()
+fn first_hang(shared: &SharedCommon) -> Option<String> {
+    common(shared).hung.clone()
 }
 
 /// Why a connector of a factory whose connector timed out is dead.
@@ -84,7 +84,7 @@ pub struct ChildConnector {
     proc: Option<Running>,
     log: Ring,
     /// Shared with the factory that made it (and its siblings); its own otherwise.
-    hung: Hung,
+    common: SharedCommon,
     seq: u64,
     /// The last request answered (`claim (seq 39)`): a line nobody asked for came after it.
     pub(super) answered: Option<String>,
@@ -122,10 +122,10 @@ impl std::fmt::Debug for ChildConnector {
 impl ChildConnector {
     /// Starts the child. It is not spoken to yet: the first request is the caller's (`hello`).
     pub fn spawn(spec: &ChildSpec) -> Result<Self, HarnessError> {
-        Self::spawn_sharing(spec, Hung::default())
+        Self::spawn_sharing(spec, SharedCommon::default())
     }
 
-    fn spawn_sharing(spec: &ChildSpec, hung: Hung) -> Result<Self, HarnessError> {
+    fn spawn_sharing(spec: &ChildSpec, common: SharedCommon) -> Result<Self, HarnessError> {
         let log: Ring = Arc::default();
         let wire_log = spec
             .wire_log
@@ -133,19 +133,19 @@ impl ChildConnector {
             .map(wirelog::WireLog::open)
             .transpose()?;
         let proc = Running::start(spec, &log)?;
-        let mut c = Self::unstarted(spec, log, hung);
+        let mut c = Self::unstarted(spec, log, common);
         c.proc = Some(proc);
         c.wire_log = wire_log;
         Ok(c)
     }
 
-    fn unstarted(spec: &ChildSpec, log: Ring, hung: Hung) -> Self {
+    fn unstarted(spec: &ChildSpec, log: Ring, common: SharedCommon) -> Self {
         Self {
             wire_log: None,
             spec: spec.clone(),
             proc: None,
             log,
-            hung,
+            common,
             seq: 0,
             answered: None,
             dead: None,
@@ -162,8 +162,8 @@ impl ChildConnector {
 
     /// A connector on a process that served another connector before (its sessions all
     /// disconnected) or was started ahead of need: no start-up to wait for.
-    fn resume(spec: &ChildSpec, idle: factory::Idle, hung: Hung) -> Self {
-        let mut c = Self::unstarted(spec, idle.log, hung);
+    fn resume(spec: &ChildSpec, idle: factory::Idle, common: SharedCommon) -> Self {
+        let mut c = Self::unstarted(spec, idle.log, common);
         c.proc = Some(idle.proc);
         c.seq = idle.seq;
         c.wire_log = idle.wire_log;
@@ -177,14 +177,14 @@ impl ChildConnector {
     /// Whether its process may serve another connector: alive, not killed, no timeout.
     fn reusable(&mut self) -> bool {
         self.dead.is_none()
-            && first_hang(&self.hung).is_none()
+            && first_hang(&self.common).is_none()
             && self.proc.as_mut().is_some_and(|p| p.try_status().is_none())
     }
 
-    /// A connector that is never started, because `hung` already holds a timeout: every call
+    /// A connector that is never started, because `common` already holds a timeout: every call
     /// fails at once, naming that first timeout.
-    fn stillborn(spec: &ChildSpec, hung: Hung, first: &str) -> Self {
-        let mut c = Self::unstarted(spec, Ring::default(), hung);
+    fn stillborn(spec: &ChildSpec, common: SharedCommon, first: &str) -> Self {
+        let mut c = Self::unstarted(spec, Ring::default(), common);
         c.dead = Some(hung_reason(first));
         c
     }

@@ -19,12 +19,14 @@ use crate::protocol::keyspace::Keyspace;
 pub mod acl_log;
 mod clients;
 mod monitor;
+mod probe;
 pub mod shards;
 pub mod side;
 mod subscription;
 
 pub use clients::ClientInfo;
 pub use monitor::Monitor;
+pub use probe::Probe;
 use shards::Shard;
 pub use subscription::Subscription;
 

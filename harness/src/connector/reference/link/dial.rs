@@ -39,6 +39,7 @@ impl Dial {
         seeds: Vec<String>,
         timeout: Duration,
     ) -> RedisResult<ClusterClient> {
+        let seed = seeds.first().cloned().unwrap_or_default();
         let mut builder = ClusterClient::builder(seeds)
             .retries(0)
             .connection_timeout(timeout)
@@ -52,13 +53,23 @@ impl Dial {
         if self.accept_any || self.skip_names || self.seed_only {
             // A double's: the cluster client checks neither the chain nor the name.
             builder = builder.tls(redis::cluster::TlsMode::Insecure);
-        } else if let Some(pem) = &self.ca {
+        } else if let Some(pem) = self.trust(&seed)? {
             builder = builder.certs(redis::TlsCertificates {
                 client_tls: None,
-                root_cert: Some(pem.clone()),
+                root_cert: Some(pem),
             });
         }
         builder.build()
+    }
+
+    /// The CA certificates (PEM) a connection to `url` trusts: the session's `ca_file`, else on
+    /// `rediss://` the system's store (SPEC R10.1), else none (plaintext).
+    fn trust(&self, url: &str) -> RedisResult<Option<Vec<u8>>> {
+        match &self.ca {
+            Some(pem) => Ok(Some(pem.clone())),
+            None if url.starts_with("rediss://") => system_store().map(Some),
+            None => Ok(None),
+        }
     }
 
     pub(super) fn client(&self, url: &str) -> RedisResult<redis::Client> {
@@ -67,12 +78,12 @@ impl Dial {
         } else {
             url.to_string()
         };
-        let client = match &self.ca {
+        let client = match self.trust(&url)? {
             Some(pem) => redis::Client::build_with_tls(
                 url.as_str(),
                 redis::TlsCertificates {
                     client_tls: None,
-                    root_cert: Some(pem.clone()),
+                    root_cert: Some(pem),
                 },
             )?,
             None => redis::Client::open(url.as_str())?,
@@ -110,23 +121,28 @@ impl Dial {
 
     /// [`Self::connection`], its whole set-up (the dial, TLS, `AUTH`, `SELECT`) within about
     /// `within`, whatever the node does (SPEC R11.1: a node a Sentinel named gets a share of the
-    /// request's time). The crate reads each reply of its set-up with the whole timeout it is
-    /// given (redis 1.8 `connection.rs`, `connect`: `AUTH`, `SELECT` and two `CLIENT SETINFO`,
-    /// one read each; a silent node took 8 s at a 2 s timeout), so each read gets a share, and
-    /// `CLIENT SETINFO` (optional, R4.19) is not sent.
+    /// request's time).
     pub(super) fn connection_within(
         &self,
         url: &str,
         within: Duration,
     ) -> RedisResult<redis::Connection> {
+        let con = self.bounded(url, within)?;
+        self.greeted(con, within)
+    }
+
+    /// A connection whose set-up takes about `within` at most, not greeted. The crate reads each
+    /// reply of its set-up with the whole timeout it is given (redis 1.8 `connection.rs`,
+    /// `connect`: `AUTH`, `SELECT` and two `CLIENT SETINFO`, one read each; a silent node took
+    /// 8 s at a 2 s timeout), so each read gets a share, and `CLIENT SETINFO` (optional, R4.19)
+    /// is not sent.
+    pub(super) fn bounded(&self, url: &str, within: Duration) -> RedisResult<redis::Connection> {
         let info = self.client(url)?.get_connection_info().clone();
         let settings = info.redis_settings().clone().set_skip_set_lib_name();
         // The dial (TLS included), then `AUTH` (or `HELLO`) and `SELECT`, a share each.
         let shares = 2 + u32::from(settings.db() != 0);
         let share = within / shares;
-        let con = redis::Client::open(info.set_redis_settings(settings))?
-            .get_connection_with_timeout(share)?;
-        self.greeted(con, within)
+        redis::Client::open(info.set_redis_settings(settings))?.get_connection_with_timeout(share)
     }
 
     /// A connection given `timeout` for each reply, then greeted as a permission double asks.
@@ -152,4 +168,31 @@ impl Dial {
         }
         Ok(con)
     }
+}
+
+/// The system's store as PEM, read once per process. The crate would read it for every TLS
+/// connection (redis 1.8 `create_rustls_config`, without `tls-rustls-webpki-roots`): about a
+/// sixth of a TLS run's CPU, in `load_native_certs`, measured with `perf`. Its errors are the
+/// crate's: any certificate that fails to load fails the connection.
+fn system_store() -> RedisResult<Vec<u8>> {
+    static STORE: std::sync::OnceLock<Result<Vec<u8>, String>> = std::sync::OnceLock::new();
+    let store = STORE.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        if let Some(e) = found.errors.first() {
+            return Err(e.to_string());
+        }
+        let pems: Vec<pem::Pem> = found
+            .certs
+            .iter()
+            .map(|c| pem::Pem::new("CERTIFICATE", c.to_vec()))
+            .collect();
+        Ok(pem::encode_many(&pems).into_bytes())
+    });
+    store.clone().map_err(|e| {
+        redis::RedisError::from((
+            redis::ErrorKind::InvalidClientConfig,
+            "the system's trust store",
+            e,
+        ))
+    })
 }

@@ -152,12 +152,6 @@ fn ask(
     quirks: SentinelQuirks,
     timeout: Duration,
 ) -> RedisResult<Option<(String, u16)>> {
-    let within = if quirks.no_sentinel_timeout {
-        // As long as a request may take (R5.8): no bound of a Sentinel's own.
-        crate::connector::child::DEFAULT_TIMEOUT.min(timeout)
-    } else {
-        SENTINEL_WITHIN
-    };
     // No database: a Sentinel has none, and the crate sends `SELECT` for any other than 0.
     let mut url = parse(&dial.url)?;
     url.host = host.to_string();
@@ -166,9 +160,17 @@ fn ask(
     if quirks.plaintext {
         url.scheme = crate::protocol::url::Scheme::Redis;
     }
-    let mut con = dial
-        .client(&url.to_string())?
-        .get_connection_with_timeout(within)?;
+    let url = url.to_string();
+    let (within, mut con) = if quirks.no_sentinel_timeout {
+        // As long as a request may take (R5.8): no bound of a Sentinel's own.
+        let within = crate::connector::child::DEFAULT_TIMEOUT.min(timeout);
+        (
+            within,
+            dial.client(&url)?.get_connection_with_timeout(within)?,
+        )
+    } else {
+        (SENTINEL_WITHIN, dial.bounded(&url, SENTINEL_WITHIN)?)
+    };
     con.set_read_timeout(Some(within))?;
     con.set_write_timeout(Some(within))?;
     if quirks.masters {
@@ -222,21 +224,16 @@ fn checked(
     timeout: Duration,
     quirks: SentinelQuirks,
 ) -> RedisResult<redis::Connection> {
-    let within = if quirks.no_named_timeout {
-        NAMED_AS_A_REPLY
-    } else {
-        NAMED_WITHIN
-    }
-    .min(timeout);
-    let start = std::time::Instant::now();
     let url = primary_url(&dial.url, host, port)?;
-    let mut con = if quirks.no_named_timeout {
-        dial.connection(&url, within)?
-    } else {
-        dial.connection_within(&url, within)?
+    // The double's way: the crate's set-up, a timeout for each reply. Ours: one bound for all.
+    let bound = (!quirks.no_named_timeout).then_some(NAMED_WITHIN.min(timeout));
+    let start = std::time::Instant::now();
+    let mut con = match bound {
+        Some(within) => dial.connection_within(&url, within)?,
+        None => dial.connection(&url, NAMED_AS_A_REPLY.min(timeout))?,
     };
     if !quirks.no_role {
-        if !quirks.no_named_timeout {
+        if let Some(within) = bound {
             let left = within.saturating_sub(start.elapsed());
             con.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
         }

@@ -131,9 +131,7 @@ impl Victim<'_> {
         proxy.end_readonly();
         Ok(())
     }
-}
 
-impl Victim<'_> {
     /// SIGSTOP (`stop`) or SIGCONT to the node. The connectors' requests in flight meanwhile get
     /// the held time on top of their timeout (R5.8): the stall is the harness's, not theirs.
     fn pause(&self, stop: bool) -> Result<(), GateError> {
