@@ -196,3 +196,45 @@ fn system_store() -> RedisResult<Vec<u8>> {
         ))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Dial;
+
+    fn dial(ca: Option<&[u8]>) -> Dial {
+        Dial {
+            url: "rediss://emq:pw@localhost:6380/0".into(),
+            cluster: false,
+            ca: ca.map(<[u8]>::to_vec),
+            accept_any: false,
+            skip_names: false,
+            seed_only: false,
+            select_seed_only: false,
+            permits: Default::default(),
+            sentinel: None,
+            sentinel_quirks: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_session_trusts_its_ca_else_on_rediss_the_systems_store_else_nothing() {
+        let ca = b"-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n";
+        let with_ca = dial(Some(ca));
+        assert_eq!(
+            with_ca.trust("rediss://h:1").unwrap().as_deref(),
+            Some(&ca[..])
+        );
+        let without = dial(None);
+        assert_eq!(without.trust("redis://h:1").unwrap(), None);
+        // The system's store (R10.1): every certificate rustls-native-certs finds, read once.
+        let system = without.trust("rediss://h:1").unwrap().expect("a store");
+        let text = String::from_utf8(system).unwrap();
+        let found = rustls_native_certs::load_native_certs().certs.len();
+        assert!(found > 0, "this machine has a system store");
+        assert_eq!(text.matches("-----BEGIN CERTIFICATE-----").count(), found);
+        assert_eq!(
+            without.trust("rediss://other:2").unwrap(),
+            Some(text.into_bytes())
+        );
+    }
+}
