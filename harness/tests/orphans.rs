@@ -73,16 +73,30 @@ fn a_sigkilled_harness_leaves_no_binary_engine() {
     let engine = common::binary_engine();
     let swept = engine.swept.clone().unwrap_or_default();
     eprintln!("the next engine start said: {swept}");
-    assert!(
-        swept.contains(&format!(
-            "valkey-server pid {} on port {} (owner pid {owner})",
-            rec.server_pid, rec.port
-        )),
-        "{swept}"
+    let named = format!(
+        "valkey-server pid {} on port {} (owner pid {owner})",
+        rec.server_pid, rec.port
     );
-    assert_eq!(start_time(rec.server_pid), None, "still running");
-    assert!(!path.exists() && !rec.dir.exists());
+    gone(&path, &rec, swept.contains(&named));
     drop(engine);
+}
+
+/// The engine of `rec` no longer runs and its files are removed, within a bound. The sweep is
+/// every engine start's, in any process: ci/test runs test binaries side by side, so another
+/// binary's start may sweep a node first (CI met it: this start named five nodes of six), and
+/// then it may still be finishing (its kill waits up to 2 s for the process to end).
+fn gone(path: &std::path::Path, rec: &ServerRecord, named_here: bool) {
+    if !named_here {
+        eprintln!("port {}: swept by another engine start", rec.port);
+    }
+    wait_for(
+        &format!("the sweep of the engine on port {}", rec.port),
+        Duration::from_secs(10),
+        || {
+            (start_time(rec.server_pid).is_none() && !path.exists() && !rec.dir.exists())
+                .then_some(())
+        },
+    );
 }
 
 /// The same for a cluster: six nodes, each with its owner file, all removed by the next start.
@@ -108,20 +122,8 @@ fn a_sigkilled_harness_leaves_no_cluster_node() {
     let swept = engine.swept.clone().unwrap_or_default();
     eprintln!("the next engine start said: {swept}");
     for (path, rec) in &records {
-        assert!(
-            swept.contains(&format!(
-                "valkey-server pid {} on port {}",
-                rec.server_pid, rec.port
-            )),
-            "{swept}"
-        );
-        assert_eq!(
-            start_time(rec.server_pid),
-            None,
-            "node {} still running",
-            rec.port
-        );
-        assert!(!path.exists() && !rec.dir.exists());
+        let named = format!("valkey-server pid {} on port {}", rec.server_pid, rec.port);
+        gone(path, rec, swept.contains(&named));
     }
     drop(engine);
 }

@@ -74,11 +74,7 @@ pub fn parse_sentinel_entry(fields: &BTreeMap<String, String>) -> SentinelEntry 
     let port = |k: &str| fields.get(k).and_then(|p| p.parse().ok());
     SentinelEntry {
         port: port("port"),
-        role: flags.iter().find_map(|f| match *f {
-            "master" => Some(Role::Primary),
-            "slave" => Some(Role::Replica),
-            _ => None,
-        }),
+        role: flags.iter().find_map(|f| Role::from_word(f)),
         down: flags
             .iter()
             .any(|f| matches!(*f, "s_down" | "o_down" | "disconnected")),
@@ -118,9 +114,22 @@ pub enum Role {
 }
 
 impl Role {
+    /// The engine's word for a role (`master`, `slave`: `INFO`, `ROLE`, `CLUSTER NODES`' flags,
+    /// Sentinel's flags); `None` for any other word. The only place the engine's words are read.
+    pub fn from_word(word: &str) -> Option<Role> {
+        match word {
+            "master" => Some(Role::Primary),
+            "slave" => Some(Role::Replica),
+            _ => None,
+        }
+    }
+
     /// From a `CLUSTER NODES` line's flags (`myself,master`, `slave`, `master,fail?`).
     pub fn from_flags(flags: &str) -> Role {
-        if flags.split(',').any(|f| f == "master") {
+        if flags
+            .split(',')
+            .any(|f| Role::from_word(f) == Some(Role::Primary))
+        {
             Role::Primary
         } else {
             Role::Replica
@@ -129,11 +138,7 @@ impl Role {
 
     /// From `INFO replication`'s `role` field; `None` when it names neither.
     pub fn from_info(info: &BTreeMap<String, String>) -> Option<Role> {
-        match info.get("role").map(String::as_str) {
-            Some("master") => Some(Role::Primary),
-            Some("slave") => Some(Role::Replica),
-            _ => None,
-        }
+        Role::from_word(info.get("role")?)
     }
 }
 

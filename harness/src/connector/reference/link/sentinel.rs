@@ -12,6 +12,7 @@ use std::time::Duration;
 use redis::{ConnectionLike, ErrorKind as RedisKind, RedisResult, ServerErrorKind, Value};
 
 use super::Dial;
+use crate::engine::topology::view::Role;
 use crate::protocol::sentinel::Sentinels;
 use crate::protocol::url::EngineUrl;
 
@@ -242,7 +243,7 @@ fn checked(
             Value::Array(items) => items.first().and_then(super::super::text),
             _ => None,
         };
-        if first.as_deref() != Some("master") {
+        if first.as_deref().and_then(Role::from_word) != Some(Role::Primary) {
             // Dropped: closed before anything else is sent on it.
             return Err(redis::RedisError::from((
                 RedisKind::Io,
