@@ -288,12 +288,9 @@ pub fn nodes_ready(nodes: &str) -> bool {
 /// True when every node in `CLUSTER NODES` text (one node's view) is announced at one of
 /// `proxy_ports`: a client that reads this view reaches every node through its proxy.
 pub fn announced(nodes: &str, proxy_ports: &[u16]) -> bool {
-    let port = |l: &str| crate::engine::topology::view::port_of_addr(l.split(' ').nth(1)?);
-    let lines: Vec<&str> = nodes.lines().filter(|l| !l.trim().is_empty()).collect();
-    !lines.is_empty()
-        && lines
-            .iter()
-            .all(|l| port(l).is_some_and(|p| proxy_ports.contains(&p)))
+    let views = crate::engine::topology::view::parse_nodes(nodes);
+    !views.is_empty()
+        && (views.values()).all(|v| v.port().is_some_and(|p| proxy_ports.contains(&p)))
 }
 
 fn wait_ready(users: &Users, running: &Running) -> Result<(), HarnessError> {
@@ -339,6 +336,7 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::info_ready;
+    use crate::engine::topology::view::Role;
 
     #[test]
     fn ready_means_ok_every_slot_and_six_nodes() {
@@ -354,13 +352,16 @@ mod tests {
     fn nodes_ready_needs_every_primary_and_replica_in_view() {
         let line =
             |id: &str, flags: &str| format!("{id} 127.0.0.1:1@2 {flags} - 0 0 1 connected\n");
+        let (primary, replica) = (Role::Primary.word(), Role::Replica.word());
         let mut all = String::new();
         for i in 0..3 {
-            all += &line(
-                &format!("m{i}"),
-                if i == 0 { "myself,master" } else { "master" },
-            );
-            all += &line(&format!("r{i}"), "slave");
+            let flags = if i == 0 {
+                format!("myself,{primary}")
+            } else {
+                primary.to_string()
+            };
+            all += &line(&format!("m{i}"), &flags);
+            all += &line(&format!("r{i}"), replica);
         }
         assert!(super::nodes_ready(&all));
         let fewer: String = all.lines().take(5).map(|l| format!("{l}\n")).collect();
@@ -369,8 +370,12 @@ mod tests {
 
     #[test]
     fn announced_needs_every_node_at_a_proxy_port() {
-        let view = "a 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
-                    b 127.0.0.1:7001@17001 slave a 0 0 1 connected\n";
+        let (primary, replica) = (Role::Primary.word(), Role::Replica.word());
+        let view = format!(
+            "a 127.0.0.1:7000@17000 myself,{primary} - 0 0 1 connected 0-5460\n\
+             b 127.0.0.1:7001@17001 {replica} a 0 0 1 connected\n"
+        );
+        let view = view.as_str();
         assert!(super::announced(view, &[7000, 7001]));
         assert!(!super::announced(view, &[7000]));
         assert!(!super::announced("", &[7000]));

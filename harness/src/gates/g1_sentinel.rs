@@ -80,11 +80,21 @@ pub(super) fn check(
     named_silent(ctx, out, db)
 }
 
-/// `SENTINEL get-master-addr-by-name` (and its newer name) answered `host:port`, as a Sentinel
-/// whose proxy lies answers it.
-fn named(tls: bool, port: u16) -> String {
-    let host = crate::engine::sentinel::announced_host(tls);
-    let port = port.to_string();
+/// What a lying Sentinel names: a node of the engine, or a proxy of the gate's own (no node).
+enum Named<'a> {
+    Node(NodeId),
+    Proxy(&'a Proxy),
+}
+
+/// `SENTINEL get-master-addr-by-name` (and its newer name) answered with the address of `what`
+/// as the engine announces its nodes, as a Sentinel whose proxy lies answers it.
+fn named(e: &crate::engine::Engine, what: Named<'_>) -> String {
+    let host = crate::engine::sentinel::announced_host(e.tls().is_some());
+    let port = match what {
+        Named::Node(id) => e.announced_port(id),
+        Named::Proxy(p) => p.port(),
+    }
+    .to_string();
     format!(
         "*2\r\n${}\r\n{host}\r\n${}\r\n{port}\r\n",
         host.len(),
@@ -107,7 +117,7 @@ fn named_silent(ctx: &GateContext<'_>, out: &mut GateOutcome, db: u32) -> Result
         GateError::instrument(format!("the silent node's proxy did not start: {err}"))
     })?;
     silent.mute(true);
-    let lie = named(e.tls().is_some(), silent.port());
+    let lie = named(e, Named::Proxy(&silent));
     let sentinels = e
         .sentinels()
         .into_iter()
@@ -181,10 +191,7 @@ fn arm(ctx: &GateContext<'_>, first: &Proxy, replica_proxy: &Proxy, replica: Nod
         Trouble::Refusing => first.refuse(true),
         Trouble::Silent => first.mute(true),
         Trouble::Stale => {
-            let lie = named(
-                ctx.engine.tls().is_some(),
-                ctx.engine.announced_port(replica),
-            );
+            let lie = named(ctx.engine, Named::Node(replica));
             replica_proxy.journal();
             for sub in ADDR_BY_NAME {
                 first.answer("SENTINEL", sub, lie.as_bytes());

@@ -69,8 +69,8 @@ pub struct Reference {
 
 /// Network timeout for connect and for each reply: long enough for a 100 000-command batch.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
-/// The read timeout of [`Permits::short_timeout`]: the shortest SPEC allows (P4.9).
-const PERMITTED_SHORTEST: Duration = Duration::from_secs(3);
+/// The read timeout of [`Permits::short_timeout`]: the shortest SPEC allows (P4.11).
+pub(crate) const PERMITTED_SHORTEST: Duration = Duration::from_secs(3);
 /// The read timeout of [`Quirks::abandon_on_timeout`]: short, but past G5's 2 s held window (a
 /// batch's first pipeline waits that long for its replies there) and under G1's 3.5 s held reply.
 pub(crate) const SHORT_TIMEOUT: Duration = Duration::from_millis(2500);

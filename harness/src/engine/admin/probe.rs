@@ -33,6 +33,11 @@ impl Probe {
         reply
     }
 
+    /// Drops the connection: the next query opens a fresh one (a node restarted since).
+    pub fn close(&mut self) {
+        self.con = None;
+    }
+
     fn open(&self) -> redis::RedisResult<redis::Connection> {
         let con =
             redis::Client::open(self.url.as_str())?.get_connection_with_timeout(self.timeout)?;

@@ -15,18 +15,14 @@ pub struct ReplPosition {
 /// dead or stopped gives no position, never a wait. Once it fails it stays closed until
 /// [`SideReader::reopen`].
 pub struct SideReader {
-    url: String,
-    timeout: Duration,
-    con: Option<redis::Connection>,
+    probe: super::Probe,
     failed: bool,
 }
 
 impl SideReader {
     pub fn new(url: String, timeout: Duration) -> Self {
         Self {
-            url,
-            timeout,
-            con: None,
+            probe: super::Probe::new(url, timeout),
             failed: false,
         }
     }
@@ -34,7 +30,7 @@ impl SideReader {
     /// Lets the next read connect again.
     pub fn reopen(&mut self) {
         self.failed = false;
-        self.con = None;
+        self.probe.close();
     }
 
     /// The node's `master_replid` and `master_repl_offset` now, if it answers.
@@ -42,38 +38,18 @@ impl SideReader {
         if self.failed {
             return None;
         }
-        let r = self.read();
-        if r.is_none() {
-            self.failed = true;
-            self.con = None;
-        }
+        let r = (self.probe.query(&["INFO", "replication"]).ok()).and_then(|t| parse_position(&t));
+        self.failed = r.is_none();
         r
-    }
-
-    fn read(&mut self) -> Option<ReplPosition> {
-        if self.con.is_none() {
-            let client = redis::Client::open(self.url.as_str()).ok()?;
-            let con = client.get_connection_with_timeout(self.timeout).ok()?;
-            con.set_read_timeout(Some(self.timeout)).ok()?;
-            con.set_write_timeout(Some(self.timeout)).ok()?;
-            self.con = Some(con);
-        }
-        let con = self.con.as_mut()?;
-        let text: String = redis::cmd("INFO").arg("replication").query(con).ok()?;
-        parse_position(&text)
     }
 }
 
 /// `master_replid` and `master_repl_offset` of `INFO replication` text.
 pub fn parse_position(text: &str) -> Option<ReplPosition> {
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(k)?.strip_prefix(':'))
-            .map(str::trim)
-    };
+    let info = super::parse_info(text);
     Some(ReplPosition {
-        replid: get("master_replid")?.to_string(),
-        offset: get("master_repl_offset")?.parse().ok()?,
+        replid: info.get("master_replid")?.clone(),
+        offset: info.get("master_repl_offset")?.parse().ok()?,
     })
 }
 

@@ -173,7 +173,7 @@ mod tests {
             s("nodes"),
             Value::Array(vec![
                 tls_node("replica", 7003, s("localhost")),
-                tls_node("master", 7000, s("localhost")),
+                tls_node(Role::Primary.word(), 7000, s("localhost")),
             ]),
             s("id"),
             s("shard-id"),
@@ -195,7 +195,7 @@ mod tests {
                 s("slots"),
                 Value::Array(vec![]),
                 s("nodes"),
-                Value::Array(vec![tls_node("master", 1, e)]),
+                Value::Array(vec![tls_node(Role::Primary.word(), 1, e)]),
             ])]))
             .unwrap()[0]
                 .nodes[0]
@@ -216,7 +216,7 @@ mod tests {
             s("slots"),
             Value::Array(vec![Value::Int(1), Value::Int(2)]),
             s("nodes"),
-            Value::Array(vec![tls_node("master", 7000, s("localhost"))]),
+            Value::Array(vec![tls_node(Role::Primary.word(), 7000, s("localhost"))]),
         ]);
         let Value::Array(a) = &flat else {
             unreachable!()

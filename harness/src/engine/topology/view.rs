@@ -117,10 +117,17 @@ impl Role {
     /// The engine's word for a role (`master`, `slave`: `INFO`, `ROLE`, `CLUSTER NODES`' flags,
     /// Sentinel's flags); `None` for any other word. The only place the engine's words are read.
     pub fn from_word(word: &str) -> Option<Role> {
-        match word {
-            "master" => Some(Role::Primary),
-            "slave" => Some(Role::Replica),
-            _ => None,
+        [Role::Primary, Role::Replica]
+            .into_iter()
+            .find(|r| r.word() == word)
+    }
+
+    /// The engine's word for it, the one place those words are written (unit tests write
+    /// engine replies with it).
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::Primary => "master",
+            Role::Replica => "slave",
         }
     }
 

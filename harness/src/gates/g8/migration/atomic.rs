@@ -27,7 +27,7 @@ use crate::gates::{GateContext, GateError, GateOutcome};
 /// A round that failed after this long may have met the engine's write pause past P4.11's
 /// shortest request timeout: its error is then the engine's doing (an ERROR), not a FAIL. It only
 /// turns a FAIL into an ERROR, so a slower machine never makes a false FAIL of it.
-const PAUSE_PAST_TIMEOUT: Duration = Duration::from_secs(3);
+const PAUSE_PAST_TIMEOUT: Duration = crate::connector::reference::PERMITTED_SHORTEST;
 
 /// The sessions beside the worker on the moving queue, each with a connector of its own: the
 /// cut-over meets calls in flight on several connections at once, as a hot queue's would.
