@@ -55,13 +55,9 @@ impl Proxy {
     }
 
     /// The most held commands that arrived in one window before its replies were let go
-    /// (`None`: no window closed), and ends the hold.
-    pub fn take_held(&self) -> Option<u64> {
-        self.take_hold().0
-    }
-
-    /// [`Proxy::take_held`], and the commands that arrived during the hold without matching it
-    /// (most first, at most five kinds): evidence says what did arrive, not only what did not.
+    /// (`None`: no window closed), and the commands that arrived during the hold without matching
+    /// it (most first, at most five kinds): evidence says what did arrive, not only what did not.
+    /// Ends the hold.
     pub fn take_hold(&self) -> (Option<u64>, Vec<(String, u64)>) {
         let h = self.shared.lock().hold.take();
         self.shared.arrived.notify_all();
